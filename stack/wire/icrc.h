@@ -1,0 +1,33 @@
+// Invariant CRC (IBA 7.8.1; RoCEv2 Annex A17.3.3): CRC-32 with the IEEE 802.3
+// polynomial (not CRC-32C), reflected, as zlib computes it, over
+//   8 bytes of 0xFF standing in for the LRH,
+//   the IP header (IPv4: TOS, TTL and checksum as ones; IPv6/GRH: traffic
+//   class, flow label and hop limit as ones),
+//   the UDP header with its checksum as ones (RoCEv2 only),
+//   the BTH with byte 4 (FECN, BECN, resv6) as ones,
+//   then everything up to the ICRC, which is stored in little-endian order.
+// The variant fields are masked in a 68-byte scratch copy of the headers; the
+// payload is chained over in place, never copied.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+namespace uroce::wire {
+
+enum class L3Kind : uint8_t {
+  kIpv4,  // RoCEv2 over IPv4
+  kIpv6,  // RoCEv2 over IPv6
+  kGrh,   // RoCEv1: GRH directly over Ethernet, no UDP
+};
+
+/// CRC-32 (IEEE, reflected, zlib convention) of buf continued from crc;
+/// crc32_ieee(0, ...) is the CRC of buf alone. Uses ISA-L's folding kernel.
+uint32_t crc32_ieee(uint32_t crc, std::span<const uint8_t> buf);
+
+/// ICRC of a packet. `l3` runs from the first byte of the IP header (or GRH)
+/// to the last byte before the ICRC; for IPv4 the header must be 20 bytes.
+/// The caller has checked that `l3` holds at least the L3, UDP and BTH headers.
+uint32_t icrc_compute(L3Kind kind, std::span<const uint8_t> l3);
+
+}  // namespace uroce::wire

@@ -1,0 +1,321 @@
+// Parse and build RoCE frames (IBA 9.2-9.3, A16 RoCEv1, A17 RoCEv2).
+#include "stack/wire/packet.h"
+
+#include <array>
+#include <cstring>
+
+namespace uroce::wire {
+
+bool Gid::is_ipv4_mapped() const {
+  static constexpr uint8_t kPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  return std::memcmp(raw, kPrefix, sizeof(kPrefix)) == 0;
+}
+
+Gid Gid::from_ipv4(const uint8_t v4[4]) {
+  Gid g;
+  g.raw[10] = g.raw[11] = 0xff;
+  std::memcpy(g.raw + 12, v4, 4);
+  return g;
+}
+
+std::string_view parse_error_name(ParseError e) {
+  static constexpr std::array<std::string_view, size_t(ParseError::kCount)> kNames = {
+#define UROCE_NAME(e, s) s,
+      UROCE_PARSE_ERRORS(UROCE_NAME)
+#undef UROCE_NAME
+  };
+  return size_t(e) < kNames.size() ? kNames[size_t(e)] : "invalid";
+}
+
+namespace {
+
+// RFC 1071 ones'-complement sum over an IPv4 header.
+uint16_t ipv4_checksum(const Ipv4Hdr& h) {
+  const auto* p = reinterpret_cast<const uint8_t*>(&h);
+  uint32_t sum = 0;
+  for (size_t i = 0; i < sizeof(h); i += 2) sum += uint32_t(p[i] << 8 | p[i + 1]);
+  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+  return uint16_t(~sum);
+}
+
+size_t l3_hdr_len(L3Kind k) {
+  switch (k) {
+    case L3Kind::kIpv4: return sizeof(Ipv4Hdr) + sizeof(UdpHdr);
+    case L3Kind::kIpv6: return sizeof(Ipv6Hdr) + sizeof(UdpHdr);
+    case L3Kind::kGrh: return sizeof(GrhHdr);
+  }
+  return 0;
+}
+
+template <typename T>
+const T* at(std::span<const uint8_t> f, size_t off) {
+  return off + sizeof(T) <= f.size() ? reinterpret_cast<const T*>(f.data() + off) : nullptr;
+}
+
+// Decodes BTH and extension headers at `bth` (which holds at least hdr_len bytes).
+void read_transport(const uint8_t* bth_p, const OpcodeInfo& info, PacketDesc& d) {
+  const auto& bth = *reinterpret_cast<const Bth*>(bth_p);
+  d.se = bth.flags & kBthSeBit;
+  d.mig = bth.flags & kBthMigBit;
+  d.pad = bth_pad(bth);
+  d.tver = bth.flags & kBthTverMask;
+  d.pkey = bth.pkey.get();
+  const uint32_t qw = bth.qpn_word.get();
+  d.fecn = qw & kBthFecnBit;
+  d.becn = qw & kBthBecnBit;
+  d.dest_qp = qw & kBthQpnMask;
+  d.ack_req = bth_ack_req(bth);
+  d.psn = bth_psn(bth);
+  auto hdr = [&](Hdr h) { return bth_p + info.off[size_t(h)]; };
+  if (info.has(Hdr::kDeth)) {
+    const auto& h = *reinterpret_cast<const Deth*>(hdr(Hdr::kDeth));
+    d.deth_qkey = h.qkey.get();
+    d.deth_src_qp = h.src_qp_word.get() & kBthQpnMask;
+  }
+  if (info.has(Hdr::kReth)) {
+    const auto& h = *reinterpret_cast<const Reth*>(hdr(Hdr::kReth));
+    d.reth_va = h.va.get();
+    d.reth_rkey = h.rkey.get();
+    d.reth_len = h.dma_length.get();
+  }
+  if (info.has(Hdr::kAtomicEth)) {
+    const auto& h = *reinterpret_cast<const AtomicEth*>(hdr(Hdr::kAtomicEth));
+    d.atomic_va = h.va.get();
+    d.atomic_rkey = h.rkey.get();
+    d.atomic_swap_add = h.swap_add.get();
+    d.atomic_compare = h.compare.get();
+  }
+  if (info.has(Hdr::kAeth)) {
+    const auto& h = *reinterpret_cast<const Aeth*>(hdr(Hdr::kAeth));
+    d.aeth_syndrome = wire::aeth_syndrome(h);
+    d.aeth_msn = aeth_msn(h);
+  }
+  if (info.has(Hdr::kAtomicAckEth)) {
+    d.atomic_ack_orig = reinterpret_cast<const AtomicAckEth*>(hdr(Hdr::kAtomicAckEth))->orig_data.get();
+  }
+  if (info.has(Hdr::kImmDt)) d.imm = reinterpret_cast<const ImmDt*>(hdr(Hdr::kImmDt))->imm.get();
+  if (info.has(Hdr::kIeth)) d.ieth_rkey = reinterpret_cast<const Ieth*>(hdr(Hdr::kIeth))->rkey.get();
+}
+
+void write_transport(const PacketDesc& d, uint8_t* bth_p) {
+  const OpcodeInfo& info = d.op();
+  std::memset(bth_p, 0, info.hdr_len);
+  auto& bth = *reinterpret_cast<Bth*>(bth_p);
+  bth.opcode = d.opcode;
+  bth.flags = uint8_t((d.se ? kBthSeBit : 0) | (d.mig ? kBthMigBit : 0) |
+                      (d.pad << kBthPadShift & kBthPadMask) | (d.tver & kBthTverMask));
+  bth.pkey.set(d.pkey);
+  bth.qpn_word.set((d.fecn ? kBthFecnBit : 0) | (d.becn ? kBthBecnBit : 0) | (d.dest_qp & kBthQpnMask));
+  bth.psn_word.set((d.ack_req ? kBthAckReqBit : 0) | (d.psn & kBthPsnMask));
+  auto hdr = [&](Hdr h) { return bth_p + info.off[size_t(h)]; };
+  if (info.has(Hdr::kDeth)) {
+    auto& h = *reinterpret_cast<Deth*>(hdr(Hdr::kDeth));
+    h.qkey.set(d.deth_qkey);
+    h.src_qp_word.set(d.deth_src_qp & kBthQpnMask);
+  }
+  if (info.has(Hdr::kReth)) {
+    auto& h = *reinterpret_cast<Reth*>(hdr(Hdr::kReth));
+    h.va.set(d.reth_va);
+    h.rkey.set(d.reth_rkey);
+    h.dma_length.set(d.reth_len);
+  }
+  if (info.has(Hdr::kAtomicEth)) {
+    auto& h = *reinterpret_cast<AtomicEth*>(hdr(Hdr::kAtomicEth));
+    h.va.set(d.atomic_va);
+    h.rkey.set(d.atomic_rkey);
+    h.swap_add.set(d.atomic_swap_add);
+    h.compare.set(d.atomic_compare);
+  }
+  if (info.has(Hdr::kAeth)) {
+    reinterpret_cast<Aeth*>(hdr(Hdr::kAeth))
+        ->word.set(uint32_t(d.aeth_syndrome) << kAethSyndromeShift | (d.aeth_msn & kAethMsnMask));
+  }
+  if (info.has(Hdr::kAtomicAckEth)) {
+    reinterpret_cast<AtomicAckEth*>(hdr(Hdr::kAtomicAckEth))->orig_data.set(d.atomic_ack_orig);
+  }
+  if (info.has(Hdr::kImmDt)) reinterpret_cast<ImmDt*>(hdr(Hdr::kImmDt))->imm.set(d.imm);
+  if (info.has(Hdr::kIeth)) reinterpret_cast<Ieth*>(hdr(Hdr::kIeth))->rkey.set(d.ieth_rkey);
+}
+
+size_t eth_len(const PacketDesc& d) { return sizeof(EthHdr) + (d.has_vlan ? sizeof(VlanTag) : 0); }
+
+}  // namespace
+
+ParseError parse(std::span<const uint8_t> f, PacketDesc& d, ParseOptions opt) {
+  d = PacketDesc{};
+  const auto* eth = at<EthHdr>(f, 0);
+  if (!eth) return ParseError::kShort;
+  d.dst_mac = eth->dst;
+  d.src_mac = eth->src;
+  uint16_t ether_type = eth->ether_type.get();
+  size_t off = sizeof(EthHdr);
+  if (ether_type == kEtherTypeVlan) {
+    const auto* tag = at<VlanTag>(f, off);
+    if (!tag) return ParseError::kShort;
+    d.has_vlan = true;
+    d.vlan_tci = tag->tci.get();
+    ether_type = tag->ether_type.get();
+    off += sizeof(VlanTag);
+  }
+  const size_t l3_off = off;
+  size_t end;  // one past the last byte of the IP datagram (or RoCEv1 packet)
+  if (ether_type == kEtherTypeIpv4) {
+    d.l3 = L3Kind::kIpv4;
+    const auto* ip = at<Ipv4Hdr>(f, off);
+    if (!ip) return ParseError::kShort;
+    if (ip->version_ihl >> 4 != 4) return ParseError::kBadIpVersion;
+    if (ip->protocol != kIpProtoUdp) return ParseError::kNotUdp;
+    if ((ip->version_ihl & 0xf) != 5) return ParseError::kIpOptions;
+    const uint16_t ff = ip->flags_frag.get();
+    if (ff & (kIpv4FlagMf | kIpv4FragOffsetMask)) return ParseError::kIpFragment;
+    end = off + ip->total_length.get();
+    if (ip->total_length.get() < sizeof(Ipv4Hdr) || end > f.size()) return ParseError::kLengthMismatch;
+    if (ipv4_checksum(*ip) != 0) return ParseError::kBadIpChecksum;
+    d.traffic_class = ip->tos;
+    d.hop_limit = ip->ttl;
+    d.ip_id = ip->id.get();
+    d.dont_fragment = ff & kIpv4FlagDf;
+    d.sgid = Gid::from_ipv4(ip->src);
+    d.dgid = Gid::from_ipv4(ip->dst);
+    off += sizeof(Ipv4Hdr);
+  } else if (ether_type == kEtherTypeIpv6 || ether_type == kEtherTypeRoceV1) {
+    d.l3 = ether_type == kEtherTypeIpv6 ? L3Kind::kIpv6 : L3Kind::kGrh;
+    const auto* ip = at<Ipv6Hdr>(f, off);
+    if (!ip) return ParseError::kShort;
+    const uint32_t w = ip->ver_tc_flow.get();
+    if (w >> 28 != 6) return ParseError::kBadIpVersion;  // IBA 8.3.1: GRH IPVer is 6 too
+    const uint8_t want_next = d.l3 == L3Kind::kIpv6 ? kIpProtoUdp : kGrhNextHeaderBth;
+    if (ip->next_header != want_next) return ParseError::kNotUdp;
+    end = off + sizeof(Ipv6Hdr) + ip->payload_length.get();
+    if (end > f.size()) return ParseError::kLengthMismatch;
+    d.traffic_class = uint8_t(w >> 20);
+    d.flow_label = w & kFlowLabelMask;
+    d.hop_limit = ip->hop_limit;
+    std::memcpy(d.sgid.raw, ip->src, 16);
+    std::memcpy(d.dgid.raw, ip->dst, 16);
+    off += sizeof(Ipv6Hdr);
+  } else {
+    return ParseError::kNotIp;
+  }
+
+  if (d.l3 != L3Kind::kGrh) {
+    const auto* udp = at<UdpHdr>(f, off);
+    if (!udp || off + sizeof(UdpHdr) > end) return ParseError::kShort;
+    if (udp->dst_port.get() != kRoceV2Port) return ParseError::kNotRocePort;
+    if (udp->length.get() != end - off) return ParseError::kLengthMismatch;
+    d.udp_sport = udp->src_port.get();
+    d.udp_dport = udp->dst_port.get();
+    d.udp_checksum = udp->checksum.get();
+    off += sizeof(UdpHdr);
+  }
+
+  const size_t bth_off = off;
+  if (bth_off + sizeof(Bth) + kIcrcBytes > end) return ParseError::kShort;
+  d.opcode = f[bth_off];
+  const OpcodeInfo& info = d.op();
+  if ((f[bth_off + 1] & kBthTverMask) != 0) return ParseError::kBadTver;
+  if (!(info.flags & kValid)) return ParseError::kUnknownOpcode;
+  if (bth_off + info.hdr_len + kIcrcBytes > end) return ParseError::kShort;
+  read_transport(f.data() + bth_off, info, d);
+
+  d.payload_off = uint16_t(bth_off + info.hdr_len);
+  const size_t body = end - kIcrcBytes - d.payload_off;  // payload + pad
+  if (d.pad > body || (d.pad && !(info.flags & kPayload))) return ParseError::kBadPad;
+  d.payload_len = uint32_t(body - d.pad);
+  if (!(info.flags & kPayload) && d.payload_len != 0) return ParseError::kLengthMismatch;
+
+  const uint8_t* icrc_p = f.data() + end - kIcrcBytes;
+  d.icrc = uint32_t(icrc_p[0]) | uint32_t(icrc_p[1]) << 8 | uint32_t(icrc_p[2]) << 16 |
+           uint32_t(icrc_p[3]) << 24;
+  if (opt.verify_icrc && icrc_compute(d.l3, f.subspan(l3_off, end - kIcrcBytes - l3_off)) != d.icrc) {
+    return ParseError::kBadIcrc;
+  }
+  return ParseError::kOk;
+}
+
+size_t header_len(const PacketDesc& d) { return eth_len(d) + l3_hdr_len(d.l3) + d.op().hdr_len; }
+
+size_t frame_len(const PacketDesc& d) {
+  const size_t n = header_len(d) + d.payload_len + d.pad + kIcrcBytes;
+  return n < kMinEthFrameBytes ? kMinEthFrameBytes : n;
+}
+
+size_t write_headers(const PacketDesc& d, std::span<uint8_t> out) {
+  const size_t hlen = header_len(d);
+  if (out.size() < hlen) return 0;
+  uint8_t* p = out.data();
+  auto& eth = *reinterpret_cast<EthHdr*>(p);
+  eth.dst = d.dst_mac;
+  eth.src = d.src_mac;
+  const uint16_t l3_type = d.l3 == L3Kind::kIpv4   ? kEtherTypeIpv4
+                           : d.l3 == L3Kind::kIpv6 ? kEtherTypeIpv6
+                                                   : kEtherTypeRoceV1;
+  size_t off = sizeof(EthHdr);
+  if (d.has_vlan) {
+    eth.ether_type.set(kEtherTypeVlan);
+    auto& tag = *reinterpret_cast<VlanTag*>(p + off);
+    tag.tci.set(d.vlan_tci);
+    tag.ether_type.set(l3_type);
+    off += sizeof(VlanTag);
+  } else {
+    eth.ether_type.set(l3_type);
+  }
+  // Bytes after the L3 header: UDP (RoCEv2), transport headers, payload, pad, ICRC.
+  const size_t l4_len = (d.l3 == L3Kind::kGrh ? 0 : sizeof(UdpHdr)) + d.op().hdr_len + d.payload_len +
+                        d.pad + kIcrcBytes;
+  if (d.l3 == L3Kind::kIpv4) {
+    auto& ip = *reinterpret_cast<Ipv4Hdr*>(p + off);
+    ip.version_ihl = 0x45;
+    ip.tos = d.traffic_class;
+    ip.total_length.set(uint16_t(sizeof(Ipv4Hdr) + l4_len));
+    ip.id.set(d.ip_id);
+    ip.flags_frag.set(d.dont_fragment ? kIpv4FlagDf : 0);
+    ip.ttl = d.hop_limit;
+    ip.protocol = kIpProtoUdp;
+    ip.checksum.set(0);
+    std::memcpy(ip.src, d.sgid.raw + 12, 4);
+    std::memcpy(ip.dst, d.dgid.raw + 12, 4);
+    ip.checksum.set(ipv4_checksum(ip));
+    off += sizeof(Ipv4Hdr);
+  } else {
+    auto& ip = *reinterpret_cast<Ipv6Hdr*>(p + off);
+    ip.ver_tc_flow.set(6u << 28 | uint32_t(d.traffic_class) << 20 | (d.flow_label & kFlowLabelMask));
+    ip.payload_length.set(uint16_t(l4_len));
+    ip.next_header = d.l3 == L3Kind::kIpv6 ? kIpProtoUdp : kGrhNextHeaderBth;
+    ip.hop_limit = d.hop_limit;
+    std::memcpy(ip.src, d.sgid.raw, 16);
+    std::memcpy(ip.dst, d.dgid.raw, 16);
+    off += sizeof(Ipv6Hdr);
+  }
+  if (d.l3 != L3Kind::kGrh) {
+    auto& udp = *reinterpret_cast<UdpHdr*>(p + off);
+    udp.src_port.set(d.udp_sport);
+    udp.dst_port.set(d.udp_dport);
+    udp.length.set(uint16_t(l4_len));
+    udp.checksum.set(d.udp_checksum);
+    off += sizeof(UdpHdr);
+  }
+  write_transport(d, p + off);
+  return hlen;
+}
+
+size_t finish_frame(const PacketDesc& d, std::span<uint8_t> f) {
+  const size_t l3_off = eth_len(d);
+  size_t end = header_len(d) + d.payload_len;
+  std::memset(f.data() + end, 0, d.pad);
+  end += d.pad;
+  const uint32_t crc = icrc_compute(d.l3, f.subspan(l3_off, end - l3_off));
+  for (int i = 0; i < 4; ++i) f[end + i] = uint8_t(crc >> (8 * i));
+  end += kIcrcBytes;
+  if (end < kMinEthFrameBytes) std::memset(f.data() + end, 0, kMinEthFrameBytes - end);
+  return frame_len(d);
+}
+
+size_t build(const PacketDesc& d, std::span<const uint8_t> payload, std::span<uint8_t> out) {
+  if (payload.size() != d.payload_len || out.size() < frame_len(d)) return 0;
+  const size_t hlen = write_headers(d, out);
+  if (!payload.empty()) std::memcpy(out.data() + hlen, payload.data(), payload.size());
+  return finish_frame(d, out);
+}
+
+}  // namespace uroce::wire

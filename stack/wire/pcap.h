@@ -1,0 +1,48 @@
+// Classic libpcap files (https://www.tcpdump.org/manpages/pcap-savefile.5.html):
+// a writer the stack and drivers use to capture frames, and a reader for the
+// dump tool and tests. Ethernet link type only. Control path: allocation and
+// file I/O are allowed here.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <uroce/status.h>
+
+namespace uroce::wire {
+
+/// Appends frames to a nanosecond-resolution pcap file.
+class PcapWriter {
+ public:
+  PcapWriter() = default;
+  PcapWriter(const PcapWriter&) = delete;
+  PcapWriter& operator=(const PcapWriter&) = delete;
+  ~PcapWriter();
+
+  /// Creates (truncates) path and writes the file header.
+  Status open(const std::string& path, uint32_t snaplen = 65535);
+  bool is_open() const { return f_ != nullptr; }
+  /// Writes one frame stamped with time_ns (nanoseconds since any epoch).
+  void write(std::span<const uint8_t> frame, uint64_t time_ns);
+  void close();
+
+ private:
+  std::FILE* f_ = nullptr;
+  uint32_t snaplen_ = 0;
+};
+
+struct PcapRecord {
+  uint64_t time_ns = 0;
+  uint32_t orig_len = 0;
+  std::vector<uint8_t> data;
+};
+
+/// Reads a whole pcap file (either byte order, micro- or nanosecond stamps).
+/// Fails with kDataLoss on a bad magic, a truncated record, or a record larger
+/// than the snap length; with kInvalidArgument on a link type other than Ethernet.
+Result<std::vector<PcapRecord>> read_pcap(const std::string& path);
+
+}  // namespace uroce::wire
