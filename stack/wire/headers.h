@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include <uroce/addr.h>
+
 #include "stack/wire/byte_order.h"
 
 namespace uroce::wire {
@@ -20,10 +22,7 @@ inline constexpr uint16_t kRoceV2Port = 4791;         // A17.2.1: IANA-assigned 
 inline constexpr uint16_t kMinEthFrameBytes = 60;     // without the FCS
 inline constexpr uint32_t kIcrcBytes = 4;
 
-struct MacAddr {
-  uint8_t b[6];
-  friend constexpr bool operator==(const MacAddr&, const MacAddr&) = default;
-};
+using uroce::MacAddr;
 
 struct EthHdr {
   MacAddr dst;

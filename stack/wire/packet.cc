@@ -4,7 +4,7 @@
 #include <array>
 #include <cstring>
 
-namespace uroce::wire {
+namespace uroce {
 
 bool Gid::is_ipv4_mapped() const {
   static constexpr uint8_t kPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
@@ -17,6 +17,10 @@ Gid Gid::from_ipv4(const uint8_t v4[4]) {
   std::memcpy(g.raw + 12, v4, 4);
   return g;
 }
+
+}  // namespace uroce
+
+namespace uroce::wire {
 
 std::string_view parse_error_name(ParseError e) {
   static constexpr std::array<std::string_view, size_t(ParseError::kCount)> kNames = {

@@ -15,14 +15,7 @@
 
 namespace uroce::wire {
 
-/// A 128-bit GID: an IPv6 address, or an IPv4 address mapped as ::ffff:a.b.c.d
-/// (IBA A17.4.4.1, the RoCEv2 IPv4 GID).
-struct Gid {
-  uint8_t raw[16]{};
-  friend constexpr bool operator==(const Gid&, const Gid&) = default;
-  bool is_ipv4_mapped() const;
-  static Gid from_ipv4(const uint8_t v4[4]);
-};
+using uroce::Gid;
 
 // Why a frame is not a valid RoCE packet. The first three mean "not RoCE at
 // all" (another protocol), the rest are malformed RoCE. Each has a counter.

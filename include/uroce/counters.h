@@ -1,0 +1,87 @@
+// Device counters, declared once in an X-macro that generates the enum and the
+// name table so they cannot drift. Names follow rxe's and mlx5's hw_counters
+// where those exist (rxe: sent_pkts, rcvd_pkts, duplicate_request, ...).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+namespace uroce {
+
+#define UROCE_COUNTERS(X)                                                                  \
+  /* packets */                                                                            \
+  X(sent_pkts)                 /* frames handed to the port */                             \
+  X(rcvd_pkts)                 /* frames taken from the port */                            \
+  X(tx_ring_full)              /* frames the port refused; retried next poll */            \
+  X(tx_pool_empty)             /* no mbuf for a frame to send; retried next poll */        \
+  /* receive drops, one per parse error (rx_drop_<reason>) */                              \
+  X(rx_drop_not_roce)          /* ARP, TCP, other UDP: not ours */                         \
+  X(rx_drop_short)                                                                         \
+  X(rx_drop_bad_ip_version)                                                                \
+  X(rx_drop_ip_options)                                                                    \
+  X(rx_drop_ip_fragment)                                                                   \
+  X(rx_drop_bad_ip_checksum)                                                               \
+  X(rx_drop_length_mismatch)                                                               \
+  X(rx_drop_bad_bth_tver)                                                                  \
+  X(rx_drop_unknown_opcode)                                                                \
+  X(rx_drop_bad_pad_count)                                                                 \
+  X(rx_drop_bad_icrc)                                                                      \
+  X(rx_drop_wrong_mac)         /* destination MAC is not ours */                           \
+  X(rx_drop_wrong_gid)         /* destination IP is not in our GID table */                \
+  X(rx_drop_unknown_qp)        /* no QP with that number */                                \
+  X(rx_drop_qp_state)          /* QP not in a state that receives */                       \
+  X(rx_drop_bad_pkey)                                                                      \
+  X(rx_drop_bad_qkey)          /* UD Q_Key mismatch (C10-15) */                            \
+  X(rx_drop_opcode_mismatch)   /* opcode not valid for the QP type or sequence */          \
+  /* responder (rxe / mlx5 names) */                                                       \
+  X(duplicate_request)         /* C9-104..105: duplicate re-ACKed / replayed */            \
+  X(out_of_sequence)           /* PSN beyond expected: PSN sequence error NAK */           \
+  X(seq_nak_sent)                                                                          \
+  X(send_rnr_err)              /* RNR NAKs sent */                                         \
+  X(resp_remote_access_errors) /* NAK remote access error sent */                          \
+  X(resp_remote_invalid_request) /* NAK invalid request sent */                            \
+  X(resp_remote_operational_error)                                                         \
+  X(resp_local_length_error)                                                               \
+  X(rdma_sends)                                                                            \
+  X(rdma_recvs)                                                                            \
+  X(ack_sent)                                                                              \
+  X(ack_deferred)              /* ACK coalesced into a later one */                        \
+  X(atomic_executed)                                                                       \
+  X(read_replayed)                                                                         \
+  X(atomic_replayed)                                                                       \
+  /* requester / completer */                                                              \
+  X(retransmits)               /* packets sent again */                                    \
+  X(local_ack_timeout_err)     /* local ACK timer expired */                               \
+  X(rcvd_seq_err)              /* PSN sequence error NAK received */                       \
+  X(rcvd_rnr_err)              /* RNR NAK received */                                      \
+  X(implied_nak_seq_err)       /* C9-134: response skipped an outstanding READ/atomic */   \
+  X(retry_exceeded_err)                                                                    \
+  X(retry_rnr_exceeded_err)                                                                \
+  X(req_remote_access_errors)                                                              \
+  X(req_remote_invalid_request)                                                            \
+  X(duplicate_response)        /* ghost / stale ACK or response dropped */                 \
+  X(completer_bad_resp)        /* response that fits no outstanding request */             \
+  X(uc_msg_dropped)            /* UC message abandoned after a PSN gap */                  \
+  X(cq_overflow)
+
+enum class Counter : uint16_t {
+#define UROCE_COUNTER_ENUM(name) name,
+  UROCE_COUNTERS(UROCE_COUNTER_ENUM)
+#undef UROCE_COUNTER_ENUM
+      kCount
+};
+
+inline constexpr std::array<std::string_view, size_t(Counter::kCount)> kCounterNames = {
+#define UROCE_COUNTER_NAME(name) #name,
+    UROCE_COUNTERS(UROCE_COUNTER_NAME)
+#undef UROCE_COUNTER_NAME
+};
+
+struct Counters {
+  std::array<uint64_t, size_t(Counter::kCount)> v{};
+  void inc(Counter c, uint64_t n = 1) { v[size_t(c)] += n; }
+  uint64_t get(Counter c) const { return v[size_t(c)]; }
+};
+
+}  // namespace uroce

@@ -1,0 +1,30 @@
+// DPDK EAL start-up for uroce programs and tests. DPDK is required, a NIC is
+// not: with the defaults EAL runs without hugepages or PCI, so the stack, the
+// in-memory fabric and every protocol test run on any Linux box.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <uroce/status.h>
+
+struct rte_mempool;
+
+namespace uroce {
+
+/// Arguments EAL gets when the user passes none: no hugepages, no PCI scan,
+/// no shared config files, 512 MB, quiet logs.
+std::vector<std::string> default_eal_args();
+
+/// Initialises EAL once per process with args (argv[0] is added). Later calls
+/// succeed without doing anything. Returns kUnavailable if EAL refuses.
+Status init_eal(const std::vector<std::string>& args = default_eal_args());
+
+/// Mbuf data room for any RoCE frame up to a 4096-byte path MTU (plus VLAN,
+/// IPv6, the largest transport headers and ICRC), after the headroom.
+inline constexpr unsigned kFrameRoomBytes = 4352;
+
+/// Creates a packet-mbuf pool of n frames of kFrameRoomBytes (name must be unique).
+Result<rte_mempool*> create_frame_pool(const std::string& name, unsigned n);
+
+}  // namespace uroce

@@ -1,0 +1,37 @@
+// The only interface between the stack and a packet driver: burst I/O of
+// rte_mbufs (the DPDK rule: each call returns how many frames it handled).
+// Drivers live in drivers/ (loopback: the in-memory fabric; dpdk: any
+// rte_ethdev port). One virtual call per burst, never per packet.
+#pragma once
+
+#include <cstdint>
+
+#include <uroce/addr.h>
+
+struct rte_mbuf;
+struct rte_mempool;
+
+namespace uroce {
+
+/// What a port can do, so the stack never needs to know which driver it has.
+struct IoCaps {
+  uint16_t mtu = 1500;          ///< Ethernet MTU (IP datagram bytes)
+  bool rx_icrc_checked = false; ///< the port verified the ICRC already
+};
+
+class PacketIo {
+ public:
+  virtual ~PacketIo() = default;
+
+  /// Receives up to n frames into out[0..ret). Ownership of each passes to the caller.
+  virtual uint16_t rx_burst(rte_mbuf** out, uint16_t n) = 0;
+  /// Sends in[0..ret); those are owned by the driver afterwards, in[ret..n) stay with the caller.
+  virtual uint16_t tx_burst(rte_mbuf** in, uint16_t n) = 0;
+  /// Pool the stack allocates frames to transmit from (single-segment,
+  /// room for a 4096-byte path MTU frame).
+  virtual rte_mempool* tx_pool() = 0;
+  virtual IoCaps caps() const = 0;
+  virtual MacAddr mac() const = 0;
+};
+
+}  // namespace uroce

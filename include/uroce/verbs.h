@@ -1,0 +1,354 @@
+// The verbs-style public API (IBA Vol 1 ch. 11, named after libibverbs so that
+// RDMA programmers feel at home: ibv_post_send -> uroce::post_send, struct
+// ibv_send_wr -> uroce::SendWr, IBV_WC_RETRY_EXC_ERR -> WcStatus::kRetryExcErr).
+// Enumerator values equal libibverbs' where libibverbs defines them.
+//
+// Threading: a Context and everything created from it belong to one thread at
+// a time (the thread that calls poll(), run-to-completion). Objects are owned
+// by their Context and returned as plain pointers, as in verbs; destroy_* /
+// dealloc_* / dereg_* release them.
+//
+// Errors: control-path calls return Status / Result. The data path
+// (post_send, post_recv, poll_cq, poll) never throws or allocates; protocol
+// faults show up as WcStatus values in completions.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include <uroce/addr.h>
+#include <uroce/counters.h>
+#include <uroce/status.h>
+
+namespace uroce {
+
+class PacketIo;
+
+// ---------------------------------------------------------------- enums
+
+enum class QpType : uint8_t { kRc = 2, kUc = 3, kUd = 4 };  // IBV_QPT_*
+
+enum class QpState : uint8_t { kReset, kInit, kRtr, kRts, kSqd, kSqe, kErr };  // IBV_QPS_*
+
+/// Path MTU codes (IBV_MTU_*): bytes = 128 << code.
+enum class Mtu : uint8_t { k256 = 1, k512 = 2, k1024 = 3, k2048 = 4, k4096 = 5 };
+inline constexpr uint32_t mtu_bytes(Mtu m) { return 128u << uint8_t(m); }
+
+enum AccessFlags : uint32_t {  // IBV_ACCESS_*
+  kAccessLocalWrite = 1,
+  kAccessRemoteWrite = 2,
+  kAccessRemoteRead = 4,
+  kAccessRemoteAtomic = 8,
+};
+
+enum class WrOpcode : uint8_t {  // IBV_WR_*
+  kRdmaWrite = 0,
+  kRdmaWriteWithImm = 1,
+  kSend = 2,
+  kSendWithImm = 3,
+  kRdmaRead = 4,
+  kAtomicCmpAndSwp = 5,
+  kAtomicFetchAndAdd = 6,
+  kLocalInv = 7,
+  kSendWithInv = 9,
+};
+
+enum SendFlags : uint32_t {  // IBV_SEND_*
+  kSendFence = 1,
+  kSendSignaled = 2,
+  kSendSolicited = 4,
+  kSendInline = 8,
+};
+
+enum class WcStatus : uint8_t {  // IBV_WC_*
+  kSuccess,
+  kLocLenErr,
+  kLocQpOpErr,
+  kLocEecOpErr,
+  kLocProtErr,
+  kWrFlushErr,
+  kMwBindErr,
+  kBadRespErr,
+  kLocAccessErr,
+  kRemInvReqErr,
+  kRemAccessErr,
+  kRemOpErr,
+  kRetryExcErr,
+  kRnrRetryExcErr,
+  kLocRddViolErr,
+  kRemInvRdReqErr,
+  kRemAbortErr,
+  kInvEecnErr,
+  kInvEecStateErr,
+  kFatalErr,
+  kRespTimeoutErr,
+  kGeneralErr,
+};
+/// "success", "retry counter exceeded", ... as ibv_wc_status_str words them.
+const char* wc_status_str(WcStatus s);
+
+enum class WcOpcode : uint8_t {  // IBV_WC_*
+  kSend = 0,
+  kRdmaWrite = 1,
+  kRdmaRead = 2,
+  kCompSwap = 3,
+  kFetchAdd = 4,
+  kLocalInv = 6,
+  kRecv = 128,
+  kRecvRdmaWithImm = 129,
+};
+
+enum WcFlags : uint32_t {  // IBV_WC_*
+  kWcGrh = 1,
+  kWcWithImm = 2,
+  kWcWithInv = 8,
+};
+
+/// Attribute mask bits for modify_qp (IBV_QP_* values).
+enum QpAttrMask : uint32_t {
+  kQpState = 1u << 0,
+  kQpCurState = 1u << 1,
+  kQpAccessFlags = 1u << 3,
+  kQpPkeyIndex = 1u << 4,
+  kQpPort = 1u << 5,
+  kQpQkey = 1u << 6,
+  kQpAv = 1u << 7,
+  kQpPathMtu = 1u << 8,
+  kQpTimeout = 1u << 9,
+  kQpRetryCnt = 1u << 10,
+  kQpRnrRetry = 1u << 11,
+  kQpRqPsn = 1u << 12,
+  kQpMaxQpRdAtomic = 1u << 13,
+  kQpMinRnrTimer = 1u << 15,
+  kQpSqPsn = 1u << 16,
+  kQpMaxDestRdAtomic = 1u << 17,
+  kQpCap = 1u << 19,
+  kQpDestQpn = 1u << 20,
+};
+
+// ---------------------------------------------------------------- objects
+
+struct Context;
+
+struct Pd {
+  Context* context;
+  uint32_t handle;
+};
+
+struct Mr {
+  Context* context;
+  Pd* pd;
+  void* addr;
+  size_t length;
+  uint32_t access;  ///< AccessFlags
+  uint32_t lkey;
+  uint32_t rkey;
+};
+
+struct Cq {
+  Context* context;
+  void* cq_context;
+  uint32_t cqe;  ///< capacity actually allocated (>= requested)
+};
+
+struct Srq {
+  Context* context;
+  Pd* pd;
+  void* srq_context;
+};
+
+/// Address vector: where a UD send goes, or the path of a connected QP.
+struct AhAttr {
+  Gid dgid{};
+  MacAddr dmac{};            ///< resolved destination MAC
+  uint8_t sgid_index = 0;    ///< index into the device's GID table
+  uint8_t hop_limit = 64;
+  uint8_t traffic_class = 0; ///< DSCP << 2 | ECN bits as sent
+  uint32_t flow_label = 0;
+  uint8_t sl = 0;
+  uint8_t port_num = 1;
+};
+
+struct Ah {
+  Context* context;
+  Pd* pd;
+  AhAttr attr;
+};
+
+struct QpCap {
+  uint32_t max_send_wr = 0;
+  uint32_t max_recv_wr = 0;
+  uint32_t max_send_sge = 1;
+  uint32_t max_recv_sge = 1;
+  uint32_t max_inline_data = 0;
+};
+
+struct QpInitAttr {
+  void* qp_context = nullptr;
+  Cq* send_cq = nullptr;
+  Cq* recv_cq = nullptr;
+  Srq* srq = nullptr;
+  QpCap cap;
+  QpType qp_type = QpType::kRc;
+  bool sq_sig_all = false;
+};
+
+struct QpAttr {
+  QpState qp_state = QpState::kReset;
+  QpState cur_qp_state = QpState::kReset;
+  Mtu path_mtu = Mtu::k1024;
+  uint32_t qkey = 0;
+  uint32_t rq_psn = 0;
+  uint32_t sq_psn = 0;
+  uint32_t dest_qp_num = 0;
+  uint32_t qp_access_flags = 0;
+  QpCap cap;
+  AhAttr ah_attr;
+  uint16_t pkey_index = 0;
+  uint8_t max_rd_atomic = 0;       ///< outstanding RDMA READ/atomic as requester
+  uint8_t max_dest_rd_atomic = 0;  ///< as responder
+  uint8_t min_rnr_timer = 0;       ///< RNR NAK timer code we advertise (IBA Table 45)
+  uint8_t port_num = 1;
+  uint8_t timeout = 0;             ///< local ACK timeout 4.096 us * 2^timeout; 0 = infinite
+  uint8_t retry_cnt = 0;           ///< 0..7
+  uint8_t rnr_retry = 0;           ///< 0..7, 7 = infinite
+};
+
+struct Qp {
+  Context* context;
+  void* qp_context;
+  Pd* pd;
+  Cq* send_cq;
+  Cq* recv_cq;
+  Srq* srq;
+  uint32_t qp_num;
+  QpState state;
+  QpType qp_type;
+};
+
+struct SrqInitAttr {
+  void* srq_context = nullptr;
+  uint32_t max_wr = 0;
+  uint32_t max_sge = 1;
+  uint32_t srq_limit = 0;
+};
+
+// ---------------------------------------------------------------- work requests
+
+struct Sge {
+  uint64_t addr;
+  uint32_t length;
+  uint32_t lkey;
+};
+
+struct SendWr {
+  uint64_t wr_id = 0;
+  SendWr* next = nullptr;
+  Sge* sg_list = nullptr;
+  int num_sge = 0;
+  WrOpcode opcode = WrOpcode::kSend;
+  uint32_t send_flags = 0;  ///< SendFlags
+  uint32_t imm_data = 0;    ///< host order; sent big-endian in ImmDt
+  uint32_t invalidate_rkey = 0;  ///< kSendWithInv, kLocalInv
+  struct {
+    uint64_t remote_addr = 0;
+    uint32_t rkey = 0;
+  } rdma;
+  struct {
+    uint64_t remote_addr = 0;
+    uint64_t compare_add = 0;
+    uint64_t swap = 0;
+    uint32_t rkey = 0;
+  } atomic;
+  struct {
+    Ah* ah = nullptr;
+    uint32_t remote_qpn = 0;
+    uint32_t remote_qkey = 0;
+  } ud;
+};
+
+struct RecvWr {
+  uint64_t wr_id = 0;
+  RecvWr* next = nullptr;
+  Sge* sg_list = nullptr;
+  int num_sge = 0;
+};
+
+struct Wc {
+  uint64_t wr_id;
+  WcStatus status;
+  WcOpcode opcode;
+  uint32_t vendor_err;
+  uint32_t byte_len;
+  uint32_t imm_data;          ///< host order; valid with kWcWithImm
+  uint32_t invalidated_rkey;  ///< valid with kWcWithInv
+  uint32_t qp_num;
+  uint32_t src_qp;            ///< UD
+  uint32_t wc_flags;          ///< WcFlags
+  uint16_t pkey_index;
+  uint8_t sl;
+};
+
+// ---------------------------------------------------------------- device
+
+struct DeviceConfig {
+  MacAddr mac{};
+  Gid gid{};                 ///< GID index 0: IPv4-mapped or IPv6
+  uint32_t max_qp = 1024;
+  uint32_t max_mr = 4096;
+  uint32_t max_cq = 1024;
+  uint32_t max_srq = 256;
+  uint64_t key_seed = 0;     ///< 0: take one from the TSC; fixed for reproducible tests
+};
+
+/// Destroys a context and everything created from it.
+void close_device(Context* ctx);
+struct ContextDeleter {
+  void operator()(Context* ctx) const { close_device(ctx); }
+};
+using ContextPtr = std::unique_ptr<Context, ContextDeleter>;
+
+/// Opens a device over a packet port. The port must outlive the context.
+Result<ContextPtr> open_device(PacketIo& io, const DeviceConfig& cfg);
+
+/// One step of the engine: receive and process a burst, run timers due at
+/// now_ns, let requesters transmit, flush the transmit burst. Returns the
+/// number of frames received and sent. Time is injected: production passes
+/// the TSC in nanoseconds, tests a virtual clock.
+uint32_t poll(Context* ctx, uint64_t now_ns);
+
+/// Device and per-reason counters (names modelled on rxe and mlx5 hw_counters).
+const Counters& query_counters(const Context* ctx);
+
+Result<Pd*> alloc_pd(Context* ctx);
+Status dealloc_pd(Pd* pd);
+
+Result<Mr*> reg_mr(Pd* pd, void* addr, size_t length, uint32_t access);
+Status dereg_mr(Mr* mr);
+
+Result<Cq*> create_cq(Context* ctx, uint32_t cqe, void* cq_context = nullptr);
+Status destroy_cq(Cq* cq);
+/// Reaps up to num_entries completions into wc; returns how many (data path).
+int poll_cq(Cq* cq, int num_entries, Wc* wc);
+
+Result<Srq*> create_srq(Pd* pd, const SrqInitAttr& attr);
+Status destroy_srq(Srq* srq);
+Status post_srq_recv(Srq* srq, RecvWr* wr, RecvWr** bad_wr);
+
+Result<Ah*> create_ah(Pd* pd, const AhAttr& attr);
+Status destroy_ah(Ah* ah);
+
+Result<Qp*> create_qp(Pd* pd, const QpInitAttr& attr);
+/// Moves the QP through RESET, INIT, RTR, RTS, SQD, SQE, ERR with the attribute
+/// checks of IBA 11.2.5.2 Table 91 (required and optional attributes per transition).
+Status modify_qp(Qp* qp, const QpAttr& attr, uint32_t attr_mask);
+Status query_qp(Qp* qp, QpAttr* attr, QpInitAttr* init_attr);
+Status destroy_qp(Qp* qp);
+
+/// Posts a chain of send work requests (data path). On failure *bad_wr points
+/// at the first request not posted; earlier ones were posted.
+Status post_send(Qp* qp, SendWr* wr, SendWr** bad_wr);
+Status post_recv(Qp* qp, RecvWr* wr, RecvWr** bad_wr);
+
+}  // namespace uroce

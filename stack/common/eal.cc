@@ -1,0 +1,35 @@
+#include <uroce/eal.h>
+
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_mbuf.h>
+
+namespace uroce {
+
+std::vector<std::string> default_eal_args() {
+  return {"--no-huge", "--no-pci", "--no-shconf", "-m", "512", "--log-level=lib.*:error"};
+}
+
+Status init_eal(const std::vector<std::string>& args) {
+  static bool done = false;
+  if (done) return {};
+  std::vector<std::string> storage{"uroce"};
+  storage.insert(storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& s : storage) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  if (rte_eal_init(int(storage.size()), argv.data()) < 0) {
+    return Status(StatusCode::kUnavailable, "rte_eal_init failed (see EAL messages above)");
+  }
+  done = true;
+  return {};
+}
+
+Result<rte_mempool*> create_frame_pool(const std::string& name, unsigned n) {
+  rte_mempool* mp = rte_pktmbuf_pool_create(name.c_str(), n, n >= 1024 ? 256 : 0, 0,
+                                            RTE_PKTMBUF_HEADROOM + kFrameRoomBytes, SOCKET_ID_ANY);
+  if (!mp) return Status(StatusCode::kResourceExhausted, "rte_pktmbuf_pool_create failed");
+  return mp;
+}
+
+}  // namespace uroce
