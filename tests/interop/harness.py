@@ -1,0 +1,801 @@
+#!/usr/bin/env python3
+"""uroce interop harness: Linux Soft-RoCE (rdma_rxe) reference peers in QEMU, on a tap inside a
+private network namespace, next to a host-side program (later: `uroce pingpong` / `uroce perf`
+on DPDK's net_af_packet PMD). Python 3 standard library only. Run as root.
+
+Topology of one session (namespace urxe<pid>[x<n>], nothing routed out of it):
+
+    guest A (QEMU/TCG, rxe0 on eth0)  10.70.0.1  fd00:70::1  52:54:00:70:00:01
+        |  virtio-net, -netdev tap,ifname=uxtap0,vnet_hdr=off  (+ filter-dump pcap)
+    uxtap0 (tap in the namespace)
+        kernel of the namespace       10.70.0.2  fd00:70::2   TCP out-of-band (port 18515)
+        user-space stack (DPDK)       10.70.0.3  fd00:70::3  02:00:00:70:00:03  (kernel does
+                                      not own it: no ARP replies, no ICMP unreachable)
+    guest B (pair mode only)          10.70.0.4  fd00:70::4  52:54:00:70:00:04
+        A<->B over QEMU's UDP socket netdev on the namespace's own 127.0.0.1
+
+Library:  with Session(out_dir) as s: s.add_tap(); g = s.start_guest(...); s.start_host(...)
+CLI:      harness.py {build,boot,pair,smoke,oob-stub,pcap} --help
+Guest scripts: plain sh run by the guest after rxe0 is ready; $GID4 (= $GIDX), $GID6,
+$GUEST_NAME are set; wrap each tool in `uroce-step NAME cmd...` to get per-step exit codes.
+Everything started is stopped by PID (process group of the child we spawned), and only the
+namespace this session created is deleted.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+import zlib
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import build_guest  # noqa: E402
+
+NET4 = "10.70.0"
+GUEST_IP4, KERNEL_IP4, STACK_IP4, GUEST_B_IP4 = (f"{NET4}.{i}" for i in (1, 2, 3, 4))
+GUEST_IP6, KERNEL_IP6, STACK_IP6, GUEST_B_IP6 = (f"fd00:70::{i}" for i in (1, 2, 3, 4))
+GUEST_MAC, GUEST_B_MAC = "52:54:00:70:00:01", "52:54:00:70:00:04"
+STACK_MAC = "02:00:00:70:00:03"
+TAP = "uxtap0"
+OOB_PORT = 18515
+ROCE_PORT = 4791
+
+_sessions: list["Session"] = []
+
+
+def log(msg: str) -> None:
+    print(f"[interop {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def _on_signal(signum, _frame):
+    raise SystemExit(128 + signum)
+
+
+def sh(cmd: list[str], check: bool = True, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, check=check, text=True, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, **kw)
+
+
+# ------------------------------------------------------------------------------ processes
+class Proc:
+    """A child we started: its own process group (pgid == pid), output to a log file,
+    killed by that PID/group only. Optional line callback (with host timestamps)."""
+
+    def __init__(self, name: str, argv: list[str], logpath: str, timeout: float,
+                 stdin=subprocess.DEVNULL, on_line=None):
+        self.name, self.argv, self.logpath, self.timeout = name, argv, logpath, timeout
+        self.t0 = time.monotonic()
+        self.logf = open(logpath, "w")
+        self.p = subprocess.Popen(argv, stdin=stdin, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, start_new_session=True)
+        self.pid = self.p.pid
+        self.lines: list[tuple[float, str]] = []
+        self.cond = threading.Condition()
+        self.on_line = on_line
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        self.deadline = self.t0 + timeout
+
+    def _read(self) -> None:
+        for raw in iter(self.p.stdout.readline, b""):
+            line = raw.decode("utf-8", "replace").rstrip("\r\n")
+            t = time.monotonic() - self.t0
+            self.logf.write(f"{t:8.3f} {line}\n")
+            self.logf.flush()
+            with self.cond:
+                self.lines.append((t, line))
+                self.cond.notify_all()
+            if self.on_line:
+                self.on_line(t, line)
+        with self.cond:
+            self.cond.notify_all()
+
+    def wait_for(self, pattern: str, timeout: float) -> tuple[float, re.Match] | None:
+        rx = re.compile(pattern)
+        end = time.monotonic() + timeout
+        idx = 0
+        with self.cond:
+            while True:
+                while idx < len(self.lines):
+                    m = rx.search(self.lines[idx][1])
+                    if m:
+                        return self.lines[idx][0], m
+                    idx += 1
+                left = end - time.monotonic()
+                if left <= 0 or (self.p.poll() is not None and not self.reader.is_alive()):
+                    return None
+                self.cond.wait(min(left, 0.2))
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """Wait for exit (bounded by the proc's own deadline); kill it if it overruns."""
+        end = self.deadline if timeout is None else min(self.deadline, time.monotonic() + timeout)
+        try:
+            rc = self.p.wait(max(0.0, end - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            log(f"{self.name}: timed out after {time.monotonic() - self.t0:.1f} s, killing "
+                f"pid {self.pid}")
+            self.stop()
+            rc = None
+        self.reader.join(2)
+        return rc
+
+    def stop(self, grace: float = 3.0) -> int | None:
+        if self.p.poll() is None:
+            for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+                try:
+                    os.killpg(self.pid, sig)      # the group led by our own child
+                except ProcessLookupError:
+                    break
+                try:
+                    self.p.wait(wait)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+        self.reader.join(2)
+        self.logf.close()
+        return self.p.returncode
+
+    def text(self) -> str:
+        with self.cond:
+            return "\n".join(l for _, l in self.lines)
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self.t0
+
+
+# ---------------------------------------------------------------------------------- guest
+class Guest:
+    """One QEMU/TCG VM running the rxe guest image; parses the /init markers."""
+
+    def __init__(self, proc: Proc, name: str, pcap: str | None):
+        self.proc, self.name, self.pcap = proc, name, pcap
+        self.ready_s: float | None = None
+        self.info: dict[str, str] = {}
+        self.rc: int | None = None
+        self.qemu_rc: int | None = None
+        self.steps: dict[str, dict] = {}
+
+    def wait_ready(self, timeout: float) -> float:
+        r = self.proc.wait_for(r"UROCE-READY (.*)|UROCE-FAIL (.*)", timeout)
+        if r is None:
+            raise HarnessError(f"guest {self.name}: no UROCE-READY within {timeout:.0f} s "
+                               f"(log {self.proc.logpath})")
+        t, m = r
+        if m.group(2) is not None:
+            raise HarnessError(f"guest {self.name}: setup failed: {m.group(2)}")
+        self.ready_s = t
+        self.info = dict(kv.split("=", 1) for kv in m.group(1).split() if "=" in kv)
+        return t
+
+    def finish(self, timeout: float | None = None) -> int | None:
+        self.qemu_rc = self.proc.wait(timeout)
+        text = self.proc.text()
+        m = re.search(r"UROCE-CMD-EXIT rc=(\d+)", text)
+        self.rc = int(m.group(1)) if m else None
+        for sm in re.finditer(r"UROCE-STEP-END (\S+) rc=(\d+) ms=(\d+)", text):
+            self.steps[sm.group(1)] = {"rc": int(sm.group(2)), "ms": int(sm.group(3))}
+        return self.rc
+
+
+class HarnessError(Exception):
+    pass
+
+
+# -------------------------------------------------------------------------------- session
+class Session:
+    """A private network namespace + the processes started in it. Context manager: on exit
+    (normal, exception, SIGTERM/SIGINT/SIGHUP) stops every process it started (by PID) and
+    deletes the namespace it created, nothing else."""
+
+    def __init__(self, out_dir: str, cache: str | None = None):
+        self.out = os.path.abspath(out_dir)
+        os.makedirs(self.out, exist_ok=True)
+        self.cache = build_guest.cache_dir(cache)
+        self.ns: str | None = None
+        self.procs: list[Proc] = []
+        self.times: dict[str, float] = {}
+        self.t0 = time.monotonic()
+        self.image: dict[str, str] | None = None
+
+    # -- lifecycle
+    def __enter__(self) -> "Session":
+        if threading.current_thread() is threading.main_thread():
+            for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                signal.signal(s, _on_signal)
+        _sessions.append(self)
+        base = f"urxe{os.getpid()}"
+        existing = set(sh(["ip", "netns", "list"]).stdout.split())
+        name = base
+        n = 0
+        while name in existing:
+            n += 1
+            name = f"{base}x{n}"
+        sh(["ip", "netns", "add", name])
+        self.ns = name
+        log(f"namespace {name} created")
+        self.nsrun(["ip", "link", "set", "lo", "up"])
+        # nothing is forwarded or routed anywhere; no IPv6 unless a test asks for it
+        for k, v in (("net.ipv4.ip_forward", "0"), ("net.ipv6.conf.all.forwarding", "0"),
+                     ("net.ipv6.conf.default.disable_ipv6", "1"),
+                     ("net.ipv6.conf.all.disable_ipv6", "1")):
+            self.nsrun(["sysctl", "-qw", f"{k}={v}"])
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for p in reversed(self.procs):
+            p.stop()
+        self.procs.clear()
+        if self.ns:
+            # DPDK runtime dir of our --file-prefix (left behind when testpmd is killed)
+            shutil.rmtree(f"/var/run/dpdk/{self.ns}", ignore_errors=True)
+        if self.ns:
+            r = sh(["ip", "netns", "del", self.ns], check=False)
+            if r.returncode != 0:
+                log(f"WARNING: ip netns del {self.ns}: {r.stdout.strip()}")
+            else:
+                log(f"namespace {self.ns} deleted")
+            self.ns = None
+        if self in _sessions:
+            _sessions.remove(self)
+
+    # -- helpers
+    def nsargv(self, argv: list[str]) -> list[str]:
+        return ["ip", "netns", "exec", self.ns, *argv]
+
+    def nsrun(self, argv: list[str], check: bool = True) -> subprocess.CompletedProcess:
+        return sh(self.nsargv(argv), check=check)
+
+    def ensure_image(self) -> dict[str, str]:
+        if self.image is None:
+            t = time.monotonic()
+            self.image = build_guest.build(self.cache)
+            self.times["image_check_s"] = round(time.monotonic() - t, 2)
+        return self.image
+
+    def add_tap(self, name: str = TAP, mtu: int = 1500, ipv6: bool = False) -> str:
+        """The guest's NIC: a tap in the namespace; the namespace kernel owns .2 only."""
+        self.nsrun(["ip", "tuntap", "add", "dev", name, "mode", "tap"])
+        self.nsrun(["ip", "link", "set", name, "mtu", str(mtu)])
+        if ipv6:
+            for k in ("all", "default"):
+                self.nsrun(["sysctl", "-qw", f"net.ipv6.conf.{k}.disable_ipv6=0"])
+            self.nsrun(["sysctl", "-qw", f"net.ipv6.conf.{name}.disable_ipv6=0"])
+            self.nsrun(["sysctl", "-qw", f"net.ipv6.conf.{name}.router_solicitations=0"])
+        self.nsrun(["ip", "addr", "add", f"{KERNEL_IP4}/24", "dev", name])
+        if ipv6:
+            self.nsrun(["ip", "-6", "addr", "add", f"{KERNEL_IP6}/64", "dev", name, "nodad"])
+        self.nsrun(["ip", "link", "set", name, "up"])
+        return name
+
+    def start(self, name: str, argv: list[str], timeout: float, in_ns: bool = True,
+              stdin=subprocess.DEVNULL, on_line=None) -> Proc:
+        logpath = os.path.join(self.out, f"{name}.log")
+        p = Proc(name, self.nsargv(argv) if in_ns else argv, logpath, timeout, stdin, on_line)
+        self.procs.append(p)
+        log(f"started {name} pid {p.pid}: {shlex.join(argv)[:200]}")
+        return p
+
+    def start_host(self, name: str, command: str, timeout: float) -> Proc:
+        """A host-side command inside the namespace (later: uroce pingpong/perf)."""
+        env = (f"export UROCE_NS={self.ns} UROCE_TAP={TAP} UROCE_STACK_IP={STACK_IP4} "
+               f"UROCE_STACK_IP6={STACK_IP6} UROCE_STACK_MAC={STACK_MAC} "
+               f"UROCE_GUEST_IP={GUEST_IP4} UROCE_GUEST_IP6={GUEST_IP6} "
+               f"UROCE_OOB_IP={KERNEL_IP4} UROCE_FILE_PREFIX={self.ns}; ")
+        return self.start(name, ["timeout", "-k", "5", str(int(timeout)), "bash", "-c",
+                                 env + command], timeout + 10)
+
+    def start_guest(self, name: str, script: str, netdev: str, *, ip4: str, mac: str,
+                    ip6: str | None = None, mtu: int = 1500, pcap: bool = True,
+                    nic: str = "virtio-net-pci", mem: int = 512, timeout: float = 240,
+                    poweroff: bool = True) -> Guest:
+        img = self.ensure_image()
+        cmdf = os.path.join(self.out, f"{name}.cmd.sh")
+        with open(cmdf, "w") as f:
+            f.write(script if script.endswith("\n") else script + "\n")
+        append = (f"console=ttyS0 loglevel=4 edd=off panic=-1 uroce_name={name} "
+                  f"uroce_ip={ip4}/24 uroce_mtu={mtu} uroce_off={1 if poweroff else 0}")
+        if ip6:
+            append += f" uroce_ip6={ip6}/64"
+        pcap_path = os.path.join(self.out, f"{name}.pcap") if pcap else None
+        argv = ["qemu-system-x86_64", "-accel", "tcg", "-cpu", "max", "-m", str(mem),
+                "-smp", "1", "-nodefaults", "-no-user-config", "-display", "none",
+                "-no-reboot", "-monitor", "none", "-serial", "stdio",
+                "-kernel", img["kernel"], "-initrd", img["initrd"], "-append", append,
+                "-fw_cfg", f"name=opt/uroce/cmd,file={cmdf}",
+                "-netdev", netdev, "-device", f"{nic},netdev=n0,mac={mac}"]
+        if pcap_path:
+            argv += ["-object", f"filter-dump,id=f0,netdev=n0,file={pcap_path}"]
+        p = self.start(f"guest-{name}", argv, timeout)
+        return Guest(p, name, pcap_path)
+
+    def tap_netdev(self, tap: str = TAP) -> str:
+        # vnet_hdr=off: otherwise filter-dump writes frames prefixed by the virtio-net header
+        return f"tap,id=n0,ifname={tap},script=no,downscript=no,vnet_hdr=off"
+
+    # -- dpdk-testpmd on the tap (the DPDK attachment path of the stack)
+    def start_testpmd(self, iface: str = TAP, timeout: float = 180) -> "TestPmd":
+        # stdbuf: testpmd's stdout is a pipe here; line-buffer it so counts arrive live
+        argv = ["stdbuf", "-oL", "-eL", "dpdk-testpmd", "--no-huge", "-m", "256", "--no-pci", "--file-prefix", self.ns,
+                "-l", "0-1", "--log-level", "lib.eal:warning",
+                f"--vdev=net_af_packet0,iface={iface}", "--", "-i", "--total-num-mbufs=2048"]
+        p = self.start("testpmd", argv, timeout, stdin=subprocess.PIPE)
+        return TestPmd(p)
+
+
+class TestPmd:
+    def __init__(self, proc: Proc):
+        self.proc = proc
+
+    def cmd(self, line: str) -> None:
+        try:
+            self.proc.p.stdin.write((line + "\n").encode())
+            self.proc.p.stdin.flush()
+        except (BrokenPipeError, ValueError):
+            pass
+
+    def start_rx(self, timeout: float = 60) -> None:
+        if self.proc.wait_for(r"testpmd>|Port 0: ", timeout) is None:
+            raise HarnessError(f"dpdk-testpmd did not start (log {self.proc.logpath})")
+        for c in ("set fwd rxonly", "set verbose 1", "start"):
+            self.cmd(c)
+        if self.proc.wait_for(r"rxonly packet forwarding|Start automatic", 30) is None:
+            raise HarnessError(f"dpdk-testpmd: forwarding did not start ({self.proc.logpath})")
+
+    def finish(self) -> dict:
+        for c in ("stop", "show port stats all", "quit"):
+            self.cmd(c)
+        try:
+            self.proc.p.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass
+        self.proc.wait(30)
+        text = self.proc.text()
+        frames = re.findall(r"src=([0-9A-Fa-f:]{17}) - dst=([0-9A-Fa-f:]{17}).*", text)
+        udp = [l for l in text.splitlines() if "src=" in l and "L4_UDP" in l]
+        m = re.findall(r"RX-packets:\s*(\d+)", text)
+        return {"verbose_frames": len(frames), "verbose_udp_frames": len(udp),
+                "udp_from": sorted({re.search(r"src=(\S+)", l).group(1).lower() for l in udp}),
+                "rx_packets": int(m[-1]) if m else None}
+
+
+# ------------------------------------------------------------------------------ pcap / RoCE
+def read_pcap(path: str):
+    with open(path, "rb") as f:
+        data = f.read()
+    if len(data) < 24:
+        return
+    magic = struct.unpack("<I", data[:4])[0]
+    end = "<" if magic in (0xA1B2C3D4, 0xA1B23C4D) else ">"
+    off = 24
+    while off + 16 <= len(data):
+        _s, _us, incl, _orig = struct.unpack(end + "IIII", data[off:off + 16])
+        off += 16
+        yield data[off:off + incl]
+        off += incl
+
+
+def roce_icrc(frame: bytes) -> tuple[int, int] | None:
+    """(computed, carried) ICRC of an Ethernet/IPv4|IPv6/UDP:4791 frame, or None."""
+    et = struct.unpack("!H", frame[12:14])[0]
+    l3 = frame[14:]
+    if et == 0x0800:
+        ihl = (l3[0] & 0x0F) * 4
+        tot = struct.unpack("!H", l3[2:4])[0]
+        if l3[9] != 17:
+            return None
+        ip = bytearray(l3[:ihl])
+        ip[1] = 0xFF                 # TOS (DSCP+ECN)
+        ip[8] = 0xFF                 # TTL
+        ip[10:12] = b"\xff\xff"      # header checksum
+        rest = l3[ihl:tot]
+    elif et == 0x86DD:
+        if l3[6] != 17:
+            return None
+        plen = struct.unpack("!H", l3[4:6])[0]
+        ip = bytearray(l3[:40])
+        ip[0] |= 0x0F                # traffic class (low nibble of byte 0 ...)
+        ip[1] = 0xFF                 # ... + flow label
+        ip[2:4] = b"\xff\xff"
+        ip[7] = 0xFF                 # hop limit
+        rest = l3[40:40 + plen]
+    else:
+        return None
+    if len(rest) < 8 + 12 + 4 or struct.unpack("!H", rest[2:4])[0] != ROCE_PORT:
+        return None
+    udp = bytearray(rest[:8])
+    udp[6:8] = b"\xff\xff"
+    bth = bytearray(rest[8:20])
+    bth[4] = 0xFF                    # FECN/BECN/resv6a
+    body = rest[20:-4]
+    crc = zlib.crc32(b"\xff" * 8 + bytes(ip) + bytes(udp) + bytes(bth) + body) & 0xFFFFFFFF
+    carried = struct.unpack("<I", rest[-4:])[0]
+    return crc, carried
+
+
+def oob_messages(path: str) -> list[tuple[str, str, bytes]]:
+    """TCP payloads on port 18515 (the ibv_*_pingpong / perftest out-of-band exchange)."""
+    msgs = []
+    for fr in read_pcap(path):
+        if len(fr) < 34 or struct.unpack("!H", fr[12:14])[0] != 0x0800 or fr[23] != 6:
+            continue
+        ihl = (fr[14] & 0x0F) * 4
+        tot = struct.unpack("!H", fr[16:18])[0]
+        tcp = fr[14 + ihl:14 + tot]
+        sp, dp = struct.unpack("!HH", tcp[:4])
+        pay = tcp[(tcp[12] >> 4) * 4:]
+        if OOB_PORT in (sp, dp) and pay:
+            msgs.append((socket.inet_ntoa(fr[26:30]), socket.inet_ntoa(fr[30:34]), bytes(pay)))
+    return msgs
+
+
+def pcap_summary(path: str) -> dict:
+    """Frames, RoCEv2 frames (by BTH opcode), ICRC check, TCP/18515 payload sizes."""
+    s = {"frames": 0, "arp": 0, "roce": 0, "icrc_ok": 0, "icrc_bad": 0, "opcodes": {},
+         "oob_payloads": [], "macs": set()}
+    if not path or not os.path.exists(path):
+        return s
+    for fr in read_pcap(path):
+        s["frames"] += 1
+        if len(fr) < 14:
+            continue
+        s["macs"].add(":".join(f"{b:02x}" for b in fr[6:12]))
+        et = struct.unpack("!H", fr[12:14])[0]
+        if et == 0x0806:
+            s["arp"] += 1
+            continue
+        r = roce_icrc(fr)
+        if r is not None:
+            s["roce"] += 1
+            s["icrc_ok" if r[0] == r[1] else "icrc_bad"] += 1
+            l4 = fr[14 + ((fr[14] & 0x0F) * 4 if et == 0x0800 else 40):]
+            op = l4[8]
+            s["opcodes"][f"0x{op:02x}"] = s["opcodes"].get(f"0x{op:02x}", 0) + 1
+            continue
+        if et == 0x0800 and fr[23] == 6:
+            ihl = (fr[14] & 0x0F) * 4
+            tot = struct.unpack("!H", fr[16:18])[0]
+            tcp = fr[14 + ihl:14 + tot]
+            sp, dp = struct.unpack("!HH", tcp[:4])
+            doff = (tcp[12] >> 4) * 4
+            if OOB_PORT in (sp, dp) and len(tcp) > doff:
+                s["oob_payloads"].append(len(tcp) - doff)
+    s["macs"] = sorted(s["macs"])
+    return s
+
+
+# --------------------------------------------------------------------- fake OOB server stub
+def oob_stub(listen: str, port: int, qpn: int, psn: int, gid_ip: str, count: int,
+             timeout: float) -> int:
+    """Answers ibv_{rc,uc,ud}_pingpong's TCP exchange (52-byte "%04x:%06x:%06x:%s" + NUL,
+    then the client's "done\\0") with a QP at gid_ip that nobody serves: the client then
+    sends RoCEv2 to gid_ip and, never ACKed, retransmits."""
+    gid = socket.inet_pton(socket.AF_INET6, "::ffff:" + gid_ip if "." in gid_ip else gid_ip)
+    msg = (f"{0:04x}:{qpn:06x}:{psn:06x}:" + gid.hex()).encode() + b"\0"
+    assert len(msg) == 52, len(msg)
+    fam = socket.AF_INET6 if ":" in listen else socket.AF_INET
+    srv = socket.socket(fam, socket.SOCK_STREAM)
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind((listen, port))
+    srv.listen(4)
+    srv.settimeout(timeout)
+    print(f"oob-stub: listening on {listen}:{port}, answering {msg[:-1].decode()}", flush=True)
+    for _ in range(count):
+        c, peer = srv.accept()
+        c.settimeout(timeout)
+        buf = b""
+        while len(buf) < 52:
+            chunk = c.recv(52 - len(buf))
+            if not chunk:
+                break
+            buf += chunk
+        print(f"oob-stub: from {peer[0]}: {buf.rstrip(bytes(1)).decode(errors='replace')!r} "
+              f"({len(buf)} bytes)", flush=True)
+        c.sendall(msg)
+        done = c.recv(16)
+        print(f"oob-stub: then {done!r}", flush=True)
+        c.close()
+    return 0
+
+
+# ------------------------------------------------------------------------------ run modes
+def run_single(out: str, guest_script: str, host_cmd: str | None = None, *, mtu: int = 1500,
+               ipv6: bool = False, testpmd: bool = False, timeout: float = 300,
+               nic: str = "virtio-net-pci", host_first_s: float = 1.0,
+               cache: str | None = None) -> dict:
+    """One guest on the tap + optional host command + optional testpmd. Returns a result dict."""
+    res: dict = {"mode": "single", "out": os.path.abspath(out)}
+    t0 = time.monotonic()
+    with Session(out, cache) as s:
+        s.ensure_image()
+        s.add_tap(mtu=mtu, ipv6=ipv6)
+        tp = None
+        if testpmd:
+            tp = s.start_testpmd(timeout=timeout + 60)
+            tp.start_rx()
+        host = None
+        if host_cmd:
+            host = s.start_host("host", host_cmd, timeout)
+            time.sleep(host_first_s)
+        tq = time.monotonic()
+        g = s.start_guest("A", guest_script, s.tap_netdev(), ip4=GUEST_IP4, mac=GUEST_MAC,
+                          ip6=GUEST_IP6 if ipv6 else None, mtu=mtu, nic=nic, timeout=timeout)
+        res["boot_s"] = round(g.wait_ready(min(timeout, 180)), 2)
+        g.finish()
+        res["guest_s"] = round(time.monotonic() - tq, 2)
+        res["guest"] = {"rc": g.rc, "qemu_rc": g.qemu_rc, "steps": g.steps, "info": g.info,
+                        "log": g.proc.logpath}
+        if host:
+            res["host"] = {"rc": host.wait(15), "log": host.logpath}
+        if tp:
+            res["testpmd"] = tp.finish()
+            res["testpmd"]["log"] = tp.proc.logpath
+        res["pcap"] = g.pcap
+        res["times"] = s.times
+    res["pcap_summary"] = pcap_summary(res["pcap"])
+    res["total_s"] = round(time.monotonic() - t0, 2)
+    return res
+
+
+def run_pair(out: str, server_script: str, client_script: str, *, mtu: int = 1500,
+             ipv6: bool = False, timeout: float = 300, nic: str = "virtio-net-pci",
+             cache: str | None = None) -> dict:
+    """Two guests (A server 10.70.0.1, B client 10.70.0.4) over QEMU's UDP socket netdev on
+    the namespace's loopback; pcap of A's NIC. $PEER (and $PEER6) = A's address in B."""
+    res: dict = {"mode": "pair", "out": os.path.abspath(out)}
+    t0 = time.monotonic()
+    with Session(out, cache) as s:
+        s.ensure_image()
+        pa, pb = 20000 + os.getpid() % 20000, 20001 + os.getpid() % 20000
+        pre = f"export PEER={GUEST_IP4} PEER6={GUEST_IP6}\n"
+        ga = s.start_guest("A", pre + server_script,
+                           f"socket,id=n0,udp=127.0.0.1:{pb},localaddr=127.0.0.1:{pa}",
+                           ip4=GUEST_IP4, ip6=GUEST_IP6 if ipv6 else None, mac=GUEST_MAC,
+                           mtu=mtu, nic=nic, timeout=timeout)
+        gb = s.start_guest("B", pre + client_script,
+                           f"socket,id=n0,udp=127.0.0.1:{pa},localaddr=127.0.0.1:{pb}",
+                           ip4=GUEST_B_IP4, ip6=GUEST_B_IP6 if ipv6 else None, mac=GUEST_B_MAC,
+                           mtu=mtu, nic=nic, timeout=timeout, pcap=False)
+        res["boot_s"] = {"A": round(ga.wait_ready(min(timeout, 180)), 2),
+                         "B": round(gb.wait_ready(min(timeout, 180)), 2)}
+        ga.finish()
+        gb.finish()
+        res["guests"] = {g.name: {"rc": g.rc, "qemu_rc": g.qemu_rc, "steps": g.steps,
+                                  "info": g.info, "log": g.proc.logpath} for g in (ga, gb)}
+        res["pcap"] = ga.pcap
+        res["times"] = s.times
+    res["pcap_summary"] = pcap_summary(res["pcap"])
+    res["total_s"] = round(time.monotonic() - t0, 2)
+    return res
+
+
+# ----------------------------------------------------------------------------- smoke tests
+RETRY = 'for i in $(seq 30); do {cmd} && break; sleep 1; done'
+
+
+def smoke_boot_ping(out: str) -> dict:
+    """(a) boot, rxe ready (IPv4 + IPv6 GIDs), the guest pings the namespace kernel (.2) over
+    the tap, IPv4 and IPv6, with jumbo frames (MTU 9000)."""
+    script = "\n".join([
+        "uroce-step devinfo ibv_devinfo -d rxe0",
+        "uroce-step ping4 ping -c 3 -W 3 -s 8000 10.70.0.2",
+        "uroce-step ping6 ping -6 -c 3 -W 3 fd00:70::2",
+        "/usr/bin/rdma link show",
+        "cat /etc/uroce-guest-manifest",
+    ])
+    return run_single(os.path.join(out, "a-boot-ping"), script, mtu=9000, ipv6=True)
+
+
+def smoke_pair(out: str) -> dict:
+    """(b) two guests: stock ibv_rc_pingpong and ib_write_bw rxe<->rxe, pcap of A."""
+    server = "\n".join([
+        "uroce-step rc_pingpong ibv_rc_pingpong -g $GIDX -s 1024 -n 5",
+        "uroce-step write_bw ib_write_bw -d rxe0 -x $GIDX -F -s 8192 -n 50",
+    ])
+    client = "\n".join([
+        "sleep 1",
+        "uroce-step rc_pingpong sh -c '" +
+        RETRY.format(cmd="ibv_rc_pingpong -g $GIDX -s 1024 -n 5 $PEER") + "'",
+        "uroce-step write_bw sh -c '" +
+        RETRY.format(cmd="ib_write_bw -d rxe0 -x $GIDX -F -s 8192 -n 50 $PEER") + "'",
+    ])
+    return run_pair(os.path.join(out, "b-pair"), server, client)
+
+
+def smoke_testpmd(out: str) -> dict:
+    """(c) dpdk-testpmd (net_af_packet on the tap) counts the guest's RoCEv2 frames while the
+    guest's ibv_rc_pingpong targets 10.70.0.3 / 02:00:00:70:00:03, which never answers."""
+    host = (f"exec python3 {shlex.quote(os.path.abspath(__file__))} oob-stub "
+            f"--listen {KERNEL_IP4} --gid-ip {STACK_IP4} --timeout 120")
+    script = "\n".join([
+        # the stack's address without ARP (nobody answers for .3 yet)
+        f"/usr/bin/ip neigh replace {STACK_IP4} lladdr {STACK_MAC} nud permanent dev eth0",
+        # rxe treats retry_cnt=7 (ibv_rc_pingpong's) as infinite: bound it
+        "uroce-step rc_unanswered timeout 5 ibv_rc_pingpong -g $GIDX -s 64 -n 1 10.70.0.2",
+        "exit 0",
+    ])
+    return run_single(os.path.join(out, "c-testpmd"), script, host, testpmd=True)
+
+
+def check(cond: bool, what: str, failures: list[str]) -> None:
+    log(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        failures.append(what)
+
+
+def smoke(out: str, only: list[str] | None = None) -> int:
+    if os.geteuid() != 0:
+        print("SKIP: interop tests need root (network namespaces, tap, QEMU)", flush=True)
+        return 77
+    if not os.path.exists("/dev/net/tun"):
+        print("SKIP: /dev/net/tun is missing (no tap devices)", flush=True)
+        return 77
+    t0 = time.monotonic()
+    failures: list[str] = []
+    results: dict = {}
+    os.makedirs(out, exist_ok=True)
+    t = time.monotonic()
+    img = build_guest.build(build_guest.cache_dir())
+    results["image_s"] = round(time.monotonic() - t, 2)
+    log(f"guest image ready ({results['image_s']} s): {img['dir']}")
+    cells = [("a", smoke_boot_ping), ("b", smoke_pair), ("c", smoke_testpmd)]
+    for key, fn in cells:
+        if only and key not in only:
+            continue
+        log(f"--- smoke ({key}): {fn.__doc__.strip().splitlines()[0]}")
+        try:
+            r = fn(out)
+        except (HarnessError, subprocess.CalledProcessError, OSError) as e:
+            check(False, f"({key}) harness error: {e}", failures)
+            continue
+        results[key] = r
+        ps = r["pcap_summary"]
+        if key == "a":
+            g = r["guest"]
+            check(g["rc"] == 0, f"(a) guest script rc={g['rc']} steps={g['steps']}", failures)
+            check(g["info"].get("gid4") not in (None, "-") and g["info"].get("gid6") not in
+                  (None, "-"), f"(a) rxe0 GIDs ready: {g['info']}", failures)
+            check(ps["frames"] > 0 and ps["arp"] > 0, f"(a) pcap has frames: {ps['frames']} "
+                  f"(arp {ps['arp']})", failures)
+        elif key == "b":
+            for n, g in r["guests"].items():
+                check(g["rc"] == 0 and set(g["steps"]) == {"rc_pingpong", "write_bw"} and
+                      all(s["rc"] == 0 for s in g["steps"].values()),
+                      f"(b) guest {n}: rc={g['rc']} steps={g['steps']}", failures)
+            check(ps["roce"] > 0 and ps["icrc_bad"] == 0,
+                  f"(b) pcap RoCEv2 frames {ps['roce']}, ICRC ok {ps['icrc_ok']} bad "
+                  f"{ps['icrc_bad']}, opcodes {ps['opcodes']}", failures)
+            check(52 in ps["oob_payloads"] and 108 in ps["oob_payloads"],
+                  f"(b) OOB payload sizes seen on tcp/18515: "
+                  f"{sorted(set(ps['oob_payloads']))}", failures)
+        elif key == "c":
+            tp = r.get("testpmd", {})
+            g = r["guest"]
+            st = g["steps"].get("rc_unanswered", {})
+            check(st.get("rc") in (124, 143), f"(c) guest pingpong bounded by timeout "
+                  f"(rc={st.get('rc')})", failures)
+            host_log = open(r["host"]["log"]).read() if "host" in r else ""
+            check("oob-stub: from" in host_log, "(c) OOB exchange with the stub happened",
+                  failures)
+            check(ps["roce"] >= 3 and ps["icrc_bad"] == 0,
+                  f"(c) pcap: {ps['roce']} RoCEv2 frames (retransmissions), ICRC bad "
+                  f"{ps['icrc_bad']}, opcodes {ps['opcodes']}", failures)
+            check(tp.get("verbose_udp_frames", 0) >= 3 and GUEST_MAC in tp.get("udp_from", []),
+                  f"(c) dpdk-testpmd counted {tp.get('verbose_udp_frames')} UDP(RoCEv2) frames "
+                  f"from {tp.get('udp_from')}; RX-packets {tp.get('rx_packets')}, pcap "
+                  f"{ps['roce']} RoCEv2", failures)
+        log(f"({key}) boot {r.get('boot_s')} s, total {r.get('total_s')} s")
+    results["total_s"] = round(time.monotonic() - t0, 2)
+    with open(os.path.join(out, "smoke.json"), "w") as f:
+        json.dump(results, f, indent=1, default=list)
+    log(f"results: {os.path.join(out, 'smoke.json')}; total {results['total_s']} s")
+    if failures:
+        log(f"{len(failures)} check(s) FAILED:")
+        for f_ in failures:
+            log("  " + f_)
+        return 1
+    log("all interop smoke checks passed")
+    return 0
+
+
+# ------------------------------------------------------------------------------------- CLI
+def _script_arg(v: str | None) -> str | None:
+    if v and v.startswith("@"):
+        return open(v[1:]).read()
+    return v
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="uroce interop harness (rxe peers in QEMU)")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build", help="build/refresh the guest image (idempotent)")
+    b.add_argument("--force", action="store_true")
+    for name, hlp in (("boot", "one guest on the tap + optional host command/testpmd"),
+                      ("pair", "two guests rxe<->rxe")):
+        p = sub.add_parser(name, help=hlp)
+        p.add_argument("--out", default=f"/tmp/uroce-interop-{name}-{os.getpid()}")
+        p.add_argument("--mtu", type=int, default=1500, choices=(1500, 9000))
+        p.add_argument("--ipv6", action="store_true", help="give the guest(s) fd00:70::N too")
+        p.add_argument("--timeout", type=float, default=300)
+        p.add_argument("--nic", default="virtio-net-pci", choices=("virtio-net-pci", "e1000"))
+        if name == "boot":
+            p.add_argument("--guest", required=True, help="guest sh script (or @file)")
+            p.add_argument("--host", help="host command (bash) run in the namespace")
+            p.add_argument("--testpmd", action="store_true",
+                           help="also run dpdk-testpmd (rxonly, verbose) on the tap")
+        else:
+            p.add_argument("--server", required=True, help="guest A script (or @file)")
+            p.add_argument("--client", required=True, help="guest B script (or @file); "
+                           "$PEER = A's IPv4")
+    sm = sub.add_parser("smoke", help="the smoke checks (meson suite 'interop')")
+    sm.add_argument("--out", default=os.environ.get("UROCE_INTEROP_OUT") or
+                    f"/tmp/uroce-interop-smoke-{os.getpid()}")
+    sm.add_argument("--only", nargs="*", choices=("a", "b", "c"))
+    o = sub.add_parser("oob-stub", help="fake ibv_*_pingpong server (52-byte exchange)")
+    o.add_argument("--listen", default=KERNEL_IP4)
+    o.add_argument("--port", type=int, default=OOB_PORT)
+    o.add_argument("--qpn", type=lambda x: int(x, 0), default=0x000123)
+    o.add_argument("--psn", type=lambda x: int(x, 0), default=0x000456)
+    o.add_argument("--gid-ip", default=STACK_IP4)
+    o.add_argument("--count", type=int, default=1)
+    o.add_argument("--timeout", type=float, default=120)
+    pc = sub.add_parser("pcap", help="summarize a pcap: RoCEv2 opcodes, ICRC check")
+    pc.add_argument("--oob", action="store_true", help="also print the TCP/18515 payloads")
+    pc.add_argument("files", nargs="+")
+    a = ap.parse_args(argv)
+
+    if a.cmd == "build":
+        r = build_guest.build(build_guest.cache_dir(), force=a.force)
+        print(open(r["manifest"]).read(), end="")
+        return 0
+    if a.cmd == "oob-stub":
+        return oob_stub(a.listen, a.port, a.qpn, a.psn, a.gid_ip, a.count, a.timeout)
+    if a.cmd == "pcap":
+        bad = 0
+        for f in a.files:
+            s = pcap_summary(f)
+            bad += s["icrc_bad"]
+            print(f"{f}: {json.dumps(s, default=list)}")
+            if a.oob:
+                for src, dst, pay in oob_messages(f):
+                    txt = pay.decode("ascii", "replace") if all(
+                        32 <= c < 127 or c == 0 for c in pay) else "hex:" + pay.hex()
+                    print(f"  {src} -> {dst} {len(pay):4d} B  {txt!r}")
+        return 1 if bad else 0
+    if a.cmd == "smoke":
+        return smoke(a.out, a.only)
+    if os.geteuid() != 0:
+        print("interop harness needs root", file=sys.stderr)
+        return 2
+    if a.cmd == "boot":
+        r = run_single(a.out, _script_arg(a.guest), _script_arg(a.host), mtu=a.mtu,
+                       ipv6=a.ipv6, testpmd=a.testpmd, timeout=a.timeout, nic=a.nic)
+        rc = r["guest"]["rc"]
+    else:
+        r = run_pair(a.out, _script_arg(a.server), _script_arg(a.client), mtu=a.mtu,
+                     ipv6=a.ipv6, timeout=a.timeout, nic=a.nic)
+        rc = max((g["rc"] if g["rc"] is not None else 255) for g in r["guests"].values())
+    print(json.dumps(r, indent=1, default=list))
+    return 0 if rc == 0 else 1
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    finally:
+        for _s in list(_sessions):
+            _s.close()
