@@ -1,0 +1,372 @@
+// drivers/dpdk control path: probe, configure, start, link, stats, capture
+// switch, stop and close of an rte_ethdev port. Allocation, syscalls and locks
+// are fine here; the bursts are in dpdk_io_datapath.cc.
+#include "drivers/dpdk/dpdk_io.h"
+
+#include <algorithm>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+#include <unordered_set>
+
+#include <rte_bus.h>
+#include <rte_dev.h>
+#include <rte_devargs.h>
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_lcore.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+
+#include <uroce/eal.h>
+
+namespace uroce::dpdk {
+namespace {
+
+// Status messages are static strings (status.h). Messages with run-time detail
+// (device names, rte_strerror text) are interned here: each distinct text is
+// stored once for the life of the process, so retries do not grow memory.
+[[gnu::format(printf, 1, 2)]] const char* msgf(const char* fmt, ...) {
+  static std::mutex mu;
+  static std::unordered_set<std::string> texts;
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof(buf), fmt, ap);
+  va_end(ap);
+  std::lock_guard<std::mutex> lock(mu);
+  return texts.emplace(buf).first->c_str();
+}
+
+// rte_strerror of a negative or positive errno.
+const char* err_text(int ret) { return rte_strerror(ret < 0 ? -ret : ret); }
+
+MacAddr to_mac(const rte_ether_addr& a) {
+  MacAddr m;
+  std::copy(std::begin(a.addr_bytes), std::end(a.addr_bytes), m.b);
+  return m;
+}
+
+std::string device_name_of(uint16_t port) {
+  rte_eth_dev_info di{};
+  if (rte_eth_dev_info_get(port, &di) != 0 || di.device == nullptr) return {};
+  return rte_dev_name(di.device);
+}
+
+// Finds the first port whose rte_device is called dev_name.
+std::optional<uint16_t> port_of_device(const std::string& dev_name) {
+  uint16_t p = 0;
+  RTE_ETH_FOREACH_DEV(p) {
+    if (device_name_of(p) == dev_name) return p;
+  }
+  return std::nullopt;
+}
+
+bool all_digits(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// Largest MTU the port accepts (ethdev's own rule: max_mtu and max_rx_pktlen
+// minus the L2 overhead) that still fits one kFrameRoomBytes mbuf with a VLAN tag.
+uint16_t max_mtu_of(const rte_eth_dev_info& di) {
+  uint32_t overhead = RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN;
+  if (di.max_mtu != UINT16_MAX && di.max_rx_pktlen > di.max_mtu) overhead = di.max_rx_pktlen - di.max_mtu;
+  uint32_t m = di.max_mtu;
+  if (di.max_rx_pktlen > overhead) m = std::min<uint32_t>(m, di.max_rx_pktlen - overhead);
+  m = std::min<uint32_t>(m, kFrameRoomBytes - RTE_ETHER_HDR_LEN - RTE_VLAN_HLEN);
+  return uint16_t(m);
+}
+
+}  // namespace
+
+std::string capture_path_for_queue(const std::string& path, uint16_t q) {
+  if (q == 0) return path;
+  const auto slash = path.find_last_of('/');
+  auto dot = path.find_last_of('.');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) dot = path.size();
+  return path.substr(0, dot) + "-q" + std::to_string(q) + path.substr(dot);
+}
+
+Result<std::unique_ptr<DpdkPort>> DpdkPort::open(const DpdkPortConfig& cfg) {
+  std::unique_ptr<DpdkPort> port(new DpdkPort());
+  if (Status s = port->setup(cfg); !s.ok()) {
+    port->close();
+    return s;
+  }
+  return port;
+}
+
+DpdkPort::~DpdkPort() { close(); }
+
+Status DpdkPort::setup(const DpdkPortConfig& cfg) {
+  if (rte_lcore_count() == 0) {
+    return Status(StatusCode::kUnavailable, "EAL is not initialised: call uroce::init_eal first");
+  }
+  if (cfg.device.empty()) return Status(StatusCode::kInvalidArgument, "empty device spec");
+  if (cfg.n_queues == 0) return Status(StatusCode::kInvalidArgument, "n_queues must be at least 1");
+
+  // 1. Find the port: a port id, a device EAL probed already, or probe it now.
+  uint16_t port = 0;
+  if (all_digits(cfg.device)) {
+    const unsigned long id = std::stoul(cfg.device);
+    if (id >= RTE_MAX_ETHPORTS || !rte_eth_dev_is_valid_port(uint16_t(id))) {
+      return Status(StatusCode::kNotFound, msgf("no ethdev port %lu (%u ports available)", id,
+                                                unsigned(rte_eth_dev_count_avail())));
+    }
+    port = uint16_t(id);
+  } else {
+    rte_devargs da{};
+    int ret = rte_devargs_parse(&da, cfg.device.c_str());
+    if (ret != 0) {
+      return Status(StatusCode::kInvalidArgument,
+                    msgf("device spec '%s' names no known bus or driver (is its PMD installed? "
+                         "Debian loads PMDs from its plugin dir)",
+                         cfg.device.c_str()));
+    }
+    const std::string dev_name = da.name;  // canonical, e.g. PCI 0000:03:00.0
+    std::free(da.data);  // what rte_devargs_reset (experimental in 22.11) does
+    std::optional<uint16_t> found = port_of_device(dev_name);
+    if (!found) {
+      uint16_t by_name = 0;
+      if (rte_eth_dev_get_port_by_name(dev_name.c_str(), &by_name) == 0) found = by_name;
+    }
+    if (!found) {
+      ret = rte_dev_probe(cfg.device.c_str());
+      if (ret != 0) {
+        return Status(StatusCode::kNotFound,
+                      msgf("probing '%s' failed: %s (is the PMD installed, the devargs right, the "
+                           "device bound to a DPDK-capable driver?)",
+                           cfg.device.c_str(), err_text(ret)));
+      }
+      info_.probed_here = true;
+      found = port_of_device(dev_name);
+      if (!found) {
+        uint16_t by_name = 0;
+        if (rte_eth_dev_get_port_by_name(dev_name.c_str(), &by_name) == 0) found = by_name;
+      }
+      if (!found) {
+        return Status(StatusCode::kNotFound,
+                      msgf("device '%s' was probed but created no ethdev port", dev_name.c_str()));
+      }
+    }
+    port = *found;
+  }
+  info_.port_id = port;
+
+  rte_eth_dev_info di{};
+  if (int ret = rte_eth_dev_info_get(port, &di); ret != 0) {
+    return Status(StatusCode::kUnavailable, msgf("rte_eth_dev_info_get(port %u): %s", port, err_text(ret)));
+  }
+  device_ = di.device;
+  char name[RTE_ETH_NAME_MAX_LEN] = {};
+  rte_eth_dev_get_name_by_port(port, name);
+  info_.name = name;
+  info_.driver = di.driver_name ? di.driver_name : "";
+
+  // 2. Queues, RSS and MTU.
+  if (cfg.n_queues > di.max_rx_queues || cfg.n_queues > di.max_tx_queues) {
+    return Status(StatusCode::kInvalidArgument,
+                  msgf("%s (%s) offers %u RX / %u TX queues, %u asked%s", info_.name.c_str(),
+                       info_.driver.c_str(), di.max_rx_queues, di.max_tx_queues, cfg.n_queues,
+                       info_.driver == "net_af_packet" ? " (add qpairs=N to the device spec)" : ""));
+  }
+  info_.max_mtu = max_mtu_of(di);
+  const uint16_t mtu = std::max<uint16_t>(std::min(cfg.mtu, info_.max_mtu), RTE_ETHER_MIN_MTU);
+
+  rte_eth_conf conf{};
+  conf.rxmode.mtu = mtu;
+  if (cfg.n_queues > 1 && di.flow_type_rss_offloads != 0) {
+    // RoCEv2 flows share UDP dport 4791 and differ in the source port (the
+    // QP's entropy), so hashing on the UDP ports spreads QPs across queues.
+    conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+    conf.rx_adv_conf.rss_conf.rss_hf = (RTE_ETH_RSS_IP | RTE_ETH_RSS_UDP) & di.flow_type_rss_offloads;
+    info_.rss = conf.rx_adv_conf.rss_conf.rss_hf != 0;
+    if (!info_.rss) conf.rxmode.mq_mode = RTE_ETH_MQ_RX_NONE;
+  }
+  if (int ret = rte_eth_dev_configure(port, cfg.n_queues, cfg.n_queues, &conf); ret != 0) {
+    return Status(StatusCode::kUnavailable,
+                  msgf("rte_eth_dev_configure(%s, %u queues, mtu %u): %s", info_.name.c_str(),
+                       cfg.n_queues, mtu, err_text(ret)));
+  }
+  configured_ = true;
+  // configure() only records the MTU; PMDs backed by a kernel interface
+  // (af_packet, tap) apply it in mtu_set. ENOTSUP (memif, ring) is fine.
+  if (int ret = rte_eth_dev_set_mtu(port, mtu); ret != 0 && ret != -ENOTSUP) {
+    return Status(StatusCode::kUnavailable,
+                  msgf("rte_eth_dev_set_mtu(%s, %u): %s", info_.name.c_str(), mtu, err_text(ret)));
+  }
+  uint16_t mtu_now = mtu;
+  if (rte_eth_dev_get_mtu(port, &mtu_now) != 0) mtu_now = mtu;
+  info_.mtu = mtu_now;
+
+  uint16_t rxd = cfg.rx_desc, txd = cfg.tx_desc;
+  if (int ret = rte_eth_dev_adjust_nb_rx_tx_desc(port, &rxd, &txd); ret != 0) {
+    return Status(StatusCode::kUnavailable,
+                  msgf("rte_eth_dev_adjust_nb_rx_tx_desc(%s): %s", info_.name.c_str(), err_text(ret)));
+  }
+
+  // 3. One pool per queue pair, on the port's NUMA node: both rings full, the
+  // frames the stack holds, and what the per-lcore caches can hide.
+  const int sock = rte_eth_dev_socket_id(port) >= 0 ? rte_eth_dev_socket_id(port) : int(SOCKET_ID_ANY);
+  const unsigned cache = 256;
+  const unsigned n_mbufs = rxd + txd + 2u * kBurstSize + cfg.extra_mbufs +
+                           (rte_lcore_count() + 1) * cache * 3 / 2;
+  for (uint16_t q = 0; q < cfg.n_queues; ++q) {
+    const std::string pool_name = "uroce_p" + std::to_string(port) + "_q" + std::to_string(q);
+    rte_mempool* mp = rte_pktmbuf_pool_create(pool_name.c_str(), n_mbufs, cache, 0,
+                                              RTE_PKTMBUF_HEADROOM + kFrameRoomBytes, sock);
+    if (mp == nullptr) {
+      return Status(StatusCode::kResourceExhausted,
+                    msgf("mbuf pool %s (%u x %u B): %s (with --no-huge raise EAL -m)",
+                         pool_name.c_str(), n_mbufs, RTE_PKTMBUF_HEADROOM + kFrameRoomBytes,
+                         err_text(rte_errno)));
+    }
+    pools_.push_back(mp);
+    if (int ret = rte_eth_rx_queue_setup(port, q, rxd, unsigned(sock), nullptr, mp); ret != 0) {
+      return Status(StatusCode::kUnavailable, msgf("rte_eth_rx_queue_setup(%s, queue %u, %u desc): %s",
+                                                   info_.name.c_str(), q, rxd, err_text(ret)));
+    }
+    if (int ret = rte_eth_tx_queue_setup(port, q, txd, unsigned(sock), nullptr); ret != 0) {
+      return Status(StatusCode::kUnavailable, msgf("rte_eth_tx_queue_setup(%s, queue %u, %u desc): %s",
+                                                   info_.name.c_str(), q, txd, err_text(ret)));
+    }
+  }
+
+  // 4. MAC: ours where the PMD lets us (af_packet/tap change the kernel
+  // interface's address), else the port's own (memif: its mac= devarg).
+  if (cfg.mac) {
+    rte_ether_addr a{};
+    std::copy(std::begin(cfg.mac->b), std::end(cfg.mac->b), a.addr_bytes);
+    info_.mac_applied = rte_eth_dev_default_mac_addr_set(port, &a) == 0;
+  }
+
+  // 5. Start, then promiscuous mode and the MAC as the port now reports them.
+  if (int ret = rte_eth_dev_start(port); ret != 0) {
+    return Status(StatusCode::kUnavailable,
+                  msgf("rte_eth_dev_start(%s): %s", info_.name.c_str(), err_text(ret)));
+  }
+  started_ = true;
+  // -ENOTSUP: the PMD has no switch (memif and ring always deliver everything).
+  if (cfg.promiscuous) {
+    (void)rte_eth_promiscuous_enable(port);
+  } else {
+    (void)rte_eth_promiscuous_disable(port);
+  }
+  info_.promiscuous = rte_eth_promiscuous_get(port) == 1;
+  rte_ether_addr a{};
+  if (int ret = rte_eth_macaddr_get(port, &a); ret != 0) {
+    return Status(StatusCode::kUnavailable,
+                  msgf("rte_eth_macaddr_get(%s): %s", info_.name.c_str(), err_text(ret)));
+  }
+  info_.mac = to_mac(a);
+  info_.n_queues = cfg.n_queues;
+
+  const IoCaps caps{.mtu = info_.mtu, .rx_icrc_checked = false};
+  for (uint16_t q = 0; q < cfg.n_queues; ++q) {
+    queues_.push_back(std::make_unique<DpdkQueue>(port, q, pools_[q], caps, info_.mac));
+  }
+
+  if (cfg.link_timeout_ms > 0) {
+    if (Status s = wait_link(cfg.link_timeout_ms); !s.ok()) return s;
+  }
+  if (!cfg.pcap_path.empty()) {
+    if (Status s = start_capture(cfg.pcap_path); !s.ok()) return s;
+  }
+  return {};
+}
+
+LinkState DpdkPort::link() const {
+  rte_eth_link l{};
+  if (!started_ || rte_eth_link_get_nowait(info_.port_id, &l) != 0) return {};
+  return LinkState{.up = l.link_status == RTE_ETH_LINK_UP,
+                   .speed_mbps = l.link_speed == RTE_ETH_SPEED_NUM_UNKNOWN ? 0 : l.link_speed,
+                   .full_duplex = l.link_duplex == RTE_ETH_LINK_FULL_DUPLEX};
+}
+
+Status DpdkPort::wait_link(uint32_t timeout_ms) const {
+  for (uint32_t waited = 0;; waited += 10) {
+    if (link().up) return {};
+    if (waited >= timeout_ms) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return Status(StatusCode::kUnavailable,
+                msgf("%s: link still down after %u ms (memif: is the peer running on the same "
+                     "socket? af_packet/tap: is the interface up?)",
+                     info_.name.c_str(), timeout_ms));
+}
+
+Result<PortStats> DpdkPort::stats() const {
+  rte_eth_stats s{};
+  if (int ret = rte_eth_stats_get(info_.port_id, &s); ret != 0) {
+    return Status(StatusCode::kUnavailable, msgf("rte_eth_stats_get(%s): %s", info_.name.c_str(), err_text(ret)));
+  }
+  return PortStats{.rx_packets = s.ipackets, .tx_packets = s.opackets, .rx_bytes = s.ibytes,
+                   .tx_bytes = s.obytes, .rx_missed = s.imissed, .rx_errors = s.ierrors,
+                   .tx_errors = s.oerrors, .rx_nombuf = s.rx_nombuf};
+}
+
+Result<std::vector<XStat>> DpdkPort::xstats() const {
+  const int n = rte_eth_xstats_get_names(info_.port_id, nullptr, 0);
+  if (n < 0) {
+    return Status(StatusCode::kUnavailable, msgf("rte_eth_xstats_get_names(%s): %s", info_.name.c_str(), err_text(n)));
+  }
+  std::vector<rte_eth_xstat_name> names(static_cast<size_t>(n));
+  std::vector<rte_eth_xstat> vals(static_cast<size_t>(n));
+  if (rte_eth_xstats_get_names(info_.port_id, names.data(), unsigned(n)) != n ||
+      rte_eth_xstats_get(info_.port_id, vals.data(), unsigned(n)) != n) {
+    return Status(StatusCode::kUnavailable, msgf("%s: xstats changed while reading them", info_.name.c_str()));
+  }
+  std::vector<XStat> out;
+  out.reserve(size_t(n));
+  for (const rte_eth_xstat& v : vals) {
+    if (v.id < uint64_t(n)) out.push_back(XStat{names[v.id].name, v.value});
+  }
+  return out;
+}
+
+Status DpdkPort::reset_stats() {
+  if (int ret = rte_eth_stats_reset(info_.port_id); ret != 0) {
+    return Status(StatusCode::kUnavailable, msgf("rte_eth_stats_reset(%s): %s", info_.name.c_str(), err_text(ret)));
+  }
+  (void)rte_eth_xstats_reset(info_.port_id);
+  return {};
+}
+
+Status DpdkPort::start_capture(const std::string& path) {
+  for (auto& q : queues_) {
+    if (Status s = q->start_capture(capture_path_for_queue(path, q->queue_id())); !s.ok()) {
+      stop_capture();
+      return s;
+    }
+  }
+  return {};
+}
+
+void DpdkPort::stop_capture() {
+  for (auto& q : queues_) q->stop_capture();
+}
+
+void DpdkPort::close() {
+  stop_capture();
+  queues_.clear();
+  if (started_) {
+    (void)rte_eth_dev_stop(info_.port_id);
+    started_ = false;
+  }
+  if (configured_ || info_.probed_here) {
+    (void)rte_eth_dev_close(info_.port_id);
+    configured_ = false;
+  }
+  if (info_.probed_here && device_ != nullptr) {
+    (void)rte_dev_remove(static_cast<rte_device*>(device_));
+    info_.probed_here = false;
+  }
+  device_ = nullptr;
+  for (rte_mempool* mp : pools_) rte_mempool_free(mp);
+  pools_.clear();
+}
+
+}  // namespace uroce::dpdk

@@ -1,0 +1,131 @@
+"""Process, temp-dir and network-namespace helpers for the tests/dpdk drivers.
+
+Everything a test starts is stopped by its PID, and everything it creates (temp
+dirs, namespaces) is removed, whether the test passes or fails. Exit status
+follows meson: 0 pass, 1 fail, 77 skip (only for "not root" where root is needed).
+"""
+import contextlib
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+SKIP = 77
+
+
+def need_root(what):
+    if os.geteuid() != 0:
+        print(f"SKIP: {what} needs root (network namespaces)")
+        sys.exit(SKIP)
+
+
+class Proc:
+    """A child process whose output goes to a log file."""
+
+    def __init__(self, name, argv, log_dir, ns=None):
+        self.name = name
+        self.log_path = os.path.join(log_dir, name + ".log")
+        self.log = open(self.log_path, "w")
+        if ns:
+            argv = ["ip", "netns", "exec", ns] + argv
+        print(f"[{name}] {' '.join(argv)}", flush=True)
+        self.p = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT)
+
+    def wait(self, timeout):
+        try:
+            return self.p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            print(f"[{self.name}] still running after {timeout} s: stopping pid {self.p.pid}")
+            self.stop()
+            return None
+
+    def stop(self):
+        if self.p.poll() is None:
+            self.p.terminate()  # SIGTERM to this PID only
+            try:
+                self.p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
+        self.log.close()
+
+    def output(self):
+        if not self.log.closed:
+            self.log.flush()
+        with open(self.log_path) as f:
+            return f.read()
+
+    def fields(self, prefix):
+        """key=value pairs of the last output line starting with prefix."""
+        out = {}
+        for line in self.output().splitlines():
+            if line.startswith(prefix):
+                out = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
+        return out
+
+
+@contextlib.contextmanager
+def tempdir(tag):
+    d = tempfile.mkdtemp(prefix=f"uroce-{tag}-")
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def procs():
+    """Collects Procs; stops every one still running on exit."""
+    started = []
+    try:
+        yield started
+    finally:
+        for p in started:
+            p.stop()
+
+
+def sh(*argv, ns=None, check=True):
+    if ns:
+        argv = ("ip", "netns", "exec", ns) + argv
+    return subprocess.run(argv, check=check, capture_output=True, text=True)
+
+
+@contextlib.contextmanager
+def netns(tag):
+    """A fresh network namespace with lo up and IPv6 off (no stray ND/MLD frames)."""
+    name = f"uroce-{tag}-{os.getpid()}-{secrets.token_hex(2)}"
+    sh("ip", "netns", "add", name)
+    try:
+        sh("ip", "link", "set", "lo", "up", ns=name)
+        sh("sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", ns=name)
+        sh("sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1", ns=name)
+        yield name
+    finally:
+        # Kill anything left in it by PID, then delete it (deleting also
+        # destroys the veth/tap interfaces inside).
+        pids = sh("ip", "netns", "pids", name, check=False).stdout.split()
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), 9)
+        sh("ip", "netns", "del", name, check=False)
+        if name in sh("ip", "netns", "list", check=False).stdout:
+            print(f"FAIL: namespace {name} still exists")
+            sys.exit(1)
+
+
+def wait_for(cond, timeout, step=0.05):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(step)
+    return False
+
+
+def check(ok, msg, failures):
+    print(("ok   " if ok else "FAIL ") + msg, flush=True)
+    if not ok:
+        failures.append(msg)
