@@ -1,0 +1,102 @@
+// TIMELY: RTT-gradient rate control, Mittal et al., "TIMELY: RTT-based
+// Congestion Control for the Datacenter", SIGCOMM 2015, Algorithm 1.
+//
+// Why TIMELY and not Swift (Kumar et al., SIGCOMM 2020) as our RTT scheme:
+//  - TIMELY is rate based, like DCQCN, so both drive the same per-QP Pacer
+//    through one rate_bps() contract. Swift is window based (fractional cwnd,
+//    pacing only below one packet) and would need a second, window
+//    enforcement path in the requester.
+//  - TIMELY was designed for exactly our setting: an RDMA sender that paces
+//    each QP and timestamps its own completions (the paper uses NIC
+//    completion timestamps; our engine takes its own TSC on ACK arrival).
+//  - Swift's target delay scales with the hop count and the flow count,
+//    which we cannot observe until the fabric reports hops.
+// Known limits, which we accept for now: TIMELY's gradient term has no unique
+// fixed point, so flows need not converge to fair shares (Zhu et al., "ECN or
+// Delay", CoNEXT 2016); DCQCN stays the default, and Swift can be added later
+// as its own file behind the same interface.
+//
+// Algorithm 1 (per RTT sample new_rtt, i.e. per completion):
+//   new_rtt_diff = new_rtt - prev_rtt;  prev_rtt = new_rtt
+//   rtt_diff     = (1 - alpha) * rtt_diff + alpha * new_rtt_diff
+//   gradient     = rtt_diff / min_rtt
+//   new_rtt < t_low:   rate += delta
+//   new_rtt > t_high:  rate *= 1 - beta * (1 - t_high / new_rtt)
+//   gradient <= 0:     rate += N * delta   (N = 5 once the gradient has been
+//                                           <= 0 for hai_thresh samples in a row)
+//   otherwise:         rate *= 1 - beta * gradient
+// clamped to [min_rate, line rate]. The first sample only seeds prev_rtt.
+//
+// Arithmetic is integer: alpha and beta are converted once to parts per
+// million, rtt_diff is kept in ns (truncated toward zero), so scripted tests
+// can expect exact rates.
+#pragma once
+
+#include <cstdint>
+
+#include <uroce/status.h>
+
+#include "stack/cc/units.h"
+
+namespace uroce::cc {
+
+/// TIMELY parameters, named as in the paper. Defaults: the paper's Section 5
+/// values (alpha 0.875, beta 0.8, T_low 50 us, T_high 500 us, minRTT 20 us,
+/// delta 10 Mb/s, N = 5); the same alpha, beta, T_low, T_high and minRTT are
+/// the TIMELY defaults of the HPCC ns-3 model (alibaba-edu/
+/// High-Precision-Congestion-Control, rdma-hw.cc: TimelyAlpha 0.875,
+/// TimelyBeta 0.8, TimelyTLow 50000 ns, TimelyTHigh 500000 ns, TimelyMinRtt
+/// 20000 ns). delta and N are recalled from the paper, not cross-checked.
+struct TimelyParams {
+  double alpha = 0.875;               ///< EWMA weight of the newest RTT difference
+  double beta = 0.8;                  ///< multiplicative-decrease factor
+  uint64_t delta_bps = 10'000'000;    ///< additive-increase step delta
+  uint64_t t_low_ns = 50'000;         ///< below: always increase
+  uint64_t t_high_ns = 500'000;       ///< above: always decrease
+  uint64_t min_rtt_ns = 20'000;       ///< gradient normaliser (propagation RTT)
+  uint32_t hai_thresh = 5;            ///< samples with gradient <= 0 before HAI
+  uint32_t hai_n = 5;                 ///< HAI multiplier N
+  uint64_t min_rate_bps = 10'000'000; ///< floor (ours; the paper states none)
+};
+
+/// Checks ranges of p for a port of line_rate_bps. Control path.
+Status validate(const TimelyParams& p, uint64_t line_rate_bps);
+
+/// TIMELY rate controller for one QP. Construct with validated params.
+class Timely {
+ public:
+  static constexpr int64_t kPpm = 1'000'000;
+
+  Timely(uint64_t line_rate_bps, const TimelyParams& p);
+
+  /// One RTT sample (rtt_ns, from the engine's own send/ACK timestamps) at
+  /// now_ns; rtt_ns == 0 means no sample and changes nothing.
+  void on_ack(uint64_t bytes_acked, uint64_t rtt_ns, uint64_t now_ns);
+  void on_cnp(uint64_t /*now_ns*/) {}
+  void on_bytes_sent(uint64_t /*bytes*/, uint64_t /*now_ns*/) {}
+  void on_timer(uint64_t /*now_ns*/) {}
+  uint64_t next_timer_ns() const { return kNeverNs; }
+
+  uint64_t rate_bps() const { return rate_bps_; }
+  uint64_t line_rate_bps() const { return line_bps_; }
+  /// Smoothed RTT difference in ns (the numerator of the gradient).
+  int64_t rtt_diff_ns() const { return rtt_diff_ns_; }
+  uint32_t neg_gradient_count() const { return neg_count_; }
+  const TimelyParams& params() const { return p_; }
+
+ private:
+  void add(uint64_t step_bps);
+  void scale_down(int64_t dec_ppm);
+
+  TimelyParams p_;
+  uint64_t line_bps_;
+  int64_t alpha_ppm_;
+  int64_t beta_ppm_;
+  uint64_t rate_bps_;
+  uint64_t prev_rtt_ns_ = 0;
+  int64_t rtt_diff_ns_ = 0;
+  uint32_t neg_count_ = 0;
+  bool have_prev_ = false;
+};
+
+}  // namespace uroce::cc
