@@ -1,0 +1,103 @@
+// In-memory fabric, control path: creating the fabric and its ports (mempools,
+// RX rings, per-port fault streams), link state, fault settings, teardown.
+// The per-frame path is in fabric_datapath.cc.
+#include "drivers/loopback/fabric.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstdio>
+
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+
+#include <uroce/eal.h>
+
+namespace uroce::loopback {
+namespace {
+
+uint32_t next_fabric_id() {
+  static uint32_t id = 0;
+  return id++;
+}
+
+bool is_multicast(const MacAddr& mac) { return mac.b[0] & 1; }
+
+}  // namespace
+
+uint64_t serialization_ns(const LinkConfig& link, uint32_t len) {
+  const uint64_t bytes = uint64_t(std::max<uint32_t>(len, 60)) + link.overhead_bytes;
+  return (bytes * 8 * 1'000'000'000ull + link.rate_bps - 1) / link.rate_bps;
+}
+
+Port::Port(Fabric* fabric, uint32_t index, MacAddr mac, const PortConfig& cfg)
+    : fabric_(fabric),
+      index_(index),
+      mac_(mac),
+      cfg_(cfg),
+      rng_(derive_seed(fabric->cfg_.seed, index)),
+      rx_ring_(cfg.rx_ring_size, nullptr) {}
+
+Fabric::Fabric(const FabricConfig& cfg) : cfg_(cfg), id_(next_fabric_id()) {}
+
+Result<std::unique_ptr<Fabric>> Fabric::create(const FabricConfig& cfg) {
+  std::unique_ptr<Fabric> f(new Fabric(cfg));
+  char name[32];
+  std::snprintf(name, sizeof(name), "lb%u_copy", f->id_);
+  auto pool = create_frame_pool(name, std::max<uint32_t>(cfg.copy_pool_size, 64));
+  if (!pool.ok()) return pool.status();
+  f->copy_pool_ = *pool;
+  if (!cfg.pcap_path.empty()) {
+    if (Status s = f->pcap_.open(cfg.pcap_path); !s.ok()) return s;
+  }
+  f->events_.reserve(4096);
+  return f;
+}
+
+Result<Port*> Fabric::add_port(MacAddr mac, const PortConfig& cfg) {
+  if (is_multicast(mac)) return Status(StatusCode::kInvalidArgument, "port MAC is multicast");
+  for (const auto& p : ports_) {
+    if (p->mac_ == mac) return Status(StatusCode::kInvalidArgument, "port MAC already in use");
+  }
+  if (!std::has_single_bit(cfg.rx_ring_size)) {
+    return Status(StatusCode::kInvalidArgument, "rx_ring_size is not a power of two");
+  }
+  if (cfg.link.rate_bps == 0) return Status(StatusCode::kInvalidArgument, "link rate is zero");
+  const uint32_t index = uint32_t(ports_.size());
+  std::unique_ptr<Port> p(new Port(this, index, mac, cfg));
+  char name[32];
+  std::snprintf(name, sizeof(name), "lb%u_p%u", id_, index);
+  auto pool = create_frame_pool(name, std::max<uint32_t>(cfg.pool_size, 64));
+  if (!pool.ok()) return pool.status();
+  p->pool_ = *pool;
+  ports_.push_back(std::move(p));
+  return ports_.back().get();
+}
+
+Fabric::~Fabric() {
+  for (const Event& ev : events_) rte_pktmbuf_free(ev.m);  // null for link events
+  for (auto& p : ports_) {
+    while (p->rx_head_ != p->rx_tail_) {
+      rte_pktmbuf_free(p->rx_ring_[p->rx_head_++ & (p->rx_ring_.size() - 1)]);
+    }
+  }
+  pcap_.close();
+  for (auto& p : ports_) rte_mempool_free(p->pool_);
+  rte_mempool_free(copy_pool_);
+}
+
+void Fabric::set_link(uint32_t port, bool up) { ports_.at(port)->up_ = up; }
+
+void Fabric::schedule_link(uint32_t port, uint64_t at_ns, bool up) {
+  (void)ports_.at(port);
+  push(std::max(at_ns, now_ns_), up ? EventKind::kLinkUp : EventKind::kLinkDown, port, nullptr);
+}
+
+void Fabric::set_faults(uint32_t port, const FaultConfig& faults) { ports_.at(port)->cfg_.faults = faults; }
+
+PortCounters Fabric::totals() const {
+  PortCounters t;
+  for (const auto& p : ports_) t += p->counters_;
+  return t;
+}
+
+}  // namespace uroce::loopback

@@ -1,0 +1,300 @@
+// The in-memory fabric: the loopback driver behind unit tests and `uroce sim`.
+// Any number of ports (each a uroce::PacketIo) hang off one simulated Ethernet
+// switch. Frames travel as rte_mbufs from tx_burst to rx_burst, never converted;
+// duplicates and flood copies are rte_pktmbuf_copy'd.
+//
+// Path of a frame and where each effect happens:
+//
+//   host tx_burst ─► uplink (port rate, NIC queue: tx_burst refuses when full)
+//     ─► propagation delay ─► switch ingress: link-down check, frame hook,
+//        pcap capture, lookup by destination MAC (broadcast/multicast floods)
+//     ─► egress queue toward the destination (finite buffer: tail drop;
+//        RED/ECN marking point) ─► downlink serialization (port rate)
+//     ─► faults on the wire: loss, corruption, duplication, reordering, jitter
+//     ─► propagation delay ─► RX ring of the destination (full: dropped)
+//
+// Queues are modelled as fluid FIFOs: a link remembers when it finishes sending
+// what it has accepted (busy_until); its backlog at time t is the bytes still
+// to serialize, (busy_until - t) * rate. That is exact for FIFO service and
+// gives the occupancy RED needs (Kmin/Kmax/Pmax on the instantaneous queue,
+// as DCQCN switches configure it) without storing the queue.
+//
+// Time is injected (STYLE 16): nothing reads a clock. advance(now_ns) delivers
+// every frame due by now_ns; tx_burst stamps frames with the time of the latest
+// advance(). next_event_ns() says when the next thing happens, so a simulation
+// can jump time instead of ticking. A simulation step is therefore
+//   fabric.advance(now); poll every device at now; now = min(next_event_ns(), ...).
+//
+// Faults are drawn from per-port xoshiro256** streams derived from one 64-bit
+// seed, seven draws per frame copy whatever is enabled, so a seed reproduces the
+// same fault sequence and enabling one kind of fault does not move another.
+// Faults configured on a port apply to frames the switch forwards *to* it.
+//
+// Construction: Fabric::create(cfg), then add_port(mac, port_cfg) per device
+// (each port gets its own tx mempool). Single-threaded: one thread drives the
+// fabric and every device attached to it. Ports live as long as the fabric;
+// destroy every device (which may hold mbufs) before the fabric, whose
+// destructor frees the mempools.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <uroce/addr.h>
+#include <uroce/packet_io.h>
+#include <uroce/status.h>
+
+#include "drivers/loopback/rng.h"
+#include "stack/wire/pcap.h"
+
+namespace uroce::loopback {
+
+// Per-port counters. tx_* and drop_ingress_* count on the sending port, the
+// rest on the port the frame was forwarded to.
+#define UROCE_LOOPBACK_COUNTERS(X)                                                       \
+  X(tx_frames)             /* accepted by tx_burst */                                    \
+  X(tx_bytes)                                                                            \
+  X(tx_queue_full)         /* refused by tx_burst: NIC transmit queue full */            \
+  X(tx_oversize)           /* refused by tx_burst: longer than the MTU allows */         \
+  X(rx_frames)             /* placed into the RX ring */                                 \
+  X(rx_bytes)                                                                            \
+  X(drop_link_down)        /* sent on, or forwarded to, a port whose link is down */     \
+  X(drop_hook)             /* the frame hook said drop (counted on the sender) */        \
+  X(drop_unknown_dst)      /* unicast to a MAC no port has (counted on the sender) */    \
+  X(drop_buffer)           /* egress tail drop: switch buffer toward this port full */   \
+  X(drop_rx_ring_full)     /* RX ring full when the frame arrived */                     \
+  X(drop_no_mbuf)          /* no mbuf for a flood copy or duplicate */                   \
+  X(fault_loss)                                                                          \
+  X(fault_corrupt)                                                                       \
+  X(fault_duplicate)                                                                     \
+  X(fault_reorder)                                                                       \
+  X(fault_jitter)          /* frames given a nonzero jitter delay */                     \
+  X(ecn_marked)            /* CE set by RED at the egress queue */
+
+enum class PortCounter : uint8_t {
+#define UROCE_LB_ENUM(name) name,
+  UROCE_LOOPBACK_COUNTERS(UROCE_LB_ENUM)
+#undef UROCE_LB_ENUM
+      kCount
+};
+
+inline constexpr std::array<std::string_view, size_t(PortCounter::kCount)> kPortCounterNames = {
+#define UROCE_LB_NAME(name) #name,
+    UROCE_LOOPBACK_COUNTERS(UROCE_LB_NAME)
+#undef UROCE_LB_NAME
+};
+
+struct PortCounters {
+  std::array<uint64_t, size_t(PortCounter::kCount)> v{};
+  void inc(PortCounter c, uint64_t n = 1) { v[size_t(c)] += n; }
+  uint64_t get(PortCounter c) const { return v[size_t(c)]; }
+  PortCounters& operator+=(const PortCounters& o) {
+    for (size_t i = 0; i < v.size(); ++i) v[i] += o.v[i];
+    return *this;
+  }
+};
+
+/// RED marking at a switch egress queue (DCQCN's Kmin/Kmax/Pmax): with the
+/// backlog b in bytes when a frame is enqueued, mark CE with probability 0 for
+/// b <= kmin, pmax * (b - kmin) / (kmax - kmin) below kmax, 1 from kmax on.
+/// Only ECN-capable frames (ECN field 01 or 10) are marked; the IPv4 header
+/// checksum is updated (the ICRC masks the TOS/traffic class, A17.3.3).
+struct RedConfig {
+  bool enabled = false;
+  uint32_t kmin_bytes = 40 * 1024;
+  uint32_t kmax_bytes = 200 * 1024;
+  double pmax = 0.01;
+};
+
+/// The cable between a port and the switch, both directions alike.
+struct LinkConfig {
+  uint64_t rate_bps = 100'000'000'000;  ///< serialization rate, bits/s (> 0)
+  uint64_t prop_delay_ns = 500;         ///< one way, host <-> switch
+  uint32_t buffer_bytes = 512 * 1024;   ///< switch egress buffer toward this port
+  uint32_t tx_queue_bytes = 256 * 1024; ///< host NIC transmit queue; tx_burst refuses beyond it
+  uint16_t overhead_bytes = 24;         ///< per frame on the wire: preamble+SFD 8, FCS 4, IFG 12
+  RedConfig red;
+};
+
+/// Serialization time of a frame of len bytes (Ethernet padding to 60 and the
+/// per-frame overhead included), rounded up to whole nanoseconds.
+uint64_t serialization_ns(const LinkConfig& link, uint32_t len);
+
+enum class CorruptScope : uint8_t {
+  /// Flip a bit some receive check must catch: IP header (v4 checksum), UDP
+  /// ports and length, and everything the ICRC covers. Bits no check covers
+  /// (Ethernet header and padding, UDP checksum, BTH FECN/BECN byte, IPv6
+  /// traffic class, flow label and hop limit) are never chosen.
+  kDetectable,
+  /// Flip any bit of the frame (may produce frames that still parse).
+  kAnyBit,
+};
+
+/// Faults on frames forwarded to a port. Probabilities are per frame copy.
+struct FaultConfig {
+  double loss = 0;
+  double duplicate = 0;          ///< a second copy follows the frame on the link
+  double corrupt = 0;            ///< flip one random bit (duplicates stay clean)
+  double reorder = 0;            ///< hold the frame back by 1..reorder_delay_ns
+  uint64_t reorder_delay_ns = 20'000;
+  uint64_t jitter_ns = 0;        ///< extra delay uniform in [0, jitter_ns]; keeps FIFO order
+  CorruptScope corrupt_scope = CorruptScope::kDetectable;
+};
+
+struct PortConfig {
+  LinkConfig link;
+  FaultConfig faults;
+  uint16_t mtu = 4200;           ///< IP datagram bytes: a 4096 path MTU over IPv6 with any headers
+  uint32_t rx_ring_size = 1024;  ///< power of two
+  uint32_t pool_size = 4096;     ///< mbufs in this port's tx_pool()
+};
+
+struct FabricConfig {
+  uint64_t seed = 1;
+  std::string pcap_path;         ///< non-empty: capture every frame at switch ingress
+  uint32_t copy_pool_size = 2048;  ///< mbufs for duplicates and flood copies
+};
+
+enum class HookVerdict : uint8_t { kPass, kDrop };
+
+/// What a frame hook learns besides the frame.
+struct FrameEvent {
+  uint64_t time_ns;   ///< virtual time the frame reached the switch
+  uint64_t index;     ///< frames seen by the switch before this one
+  uint32_t src_port;
+};
+
+/// Called once per frame at switch ingress, before forwarding and faults (a
+/// plain function pointer: one indirect call per frame, no std::function). The
+/// hook may read or modify the frame in place but keeps no reference to it.
+using FrameHook = HookVerdict (*)(void* user, const FrameEvent& ev, rte_mbuf* m);
+
+class Fabric;
+
+/// One port of the fabric: a PacketIo with its own tx pool and RX ring.
+class Port final : public PacketIo {
+ public:
+  /// Takes up to n frames from the RX ring (FIFO); the caller owns them.
+  uint16_t rx_burst(rte_mbuf** out, uint16_t n) override;
+  /// Accepts frames in order until the NIC transmit queue is full or a frame
+  /// is oversize (it then stays with the caller). Accepted frames are stamped
+  /// with the fabric's current time.
+  uint16_t tx_burst(rte_mbuf** in, uint16_t n) override;
+  rte_mempool* tx_pool() override { return pool_; }
+  IoCaps caps() const override { return IoCaps{.mtu = cfg_.mtu, .rx_icrc_checked = false}; }
+  MacAddr mac() const override { return mac_; }
+
+  uint32_t index() const { return index_; }
+  const PortConfig& config() const { return cfg_; }
+  const PortCounters& counters() const { return counters_; }
+  bool link_up() const { return up_; }
+  /// Frames waiting in the RX ring.
+  uint32_t rx_pending() const { return rx_tail_ - rx_head_; }
+
+ private:
+  friend class Fabric;
+  Port(Fabric* fabric, uint32_t index, MacAddr mac, const PortConfig& cfg);
+
+  Fabric* fabric_;
+  uint32_t index_;
+  MacAddr mac_;
+  PortConfig cfg_;
+  rte_mempool* pool_ = nullptr;
+  Rng rng_;
+  bool up_ = true;
+  uint64_t up_busy_until_ns_ = 0;    // uplink, host -> switch
+  uint64_t down_busy_until_ns_ = 0;  // downlink, switch -> host (egress queue)
+  uint64_t down_fifo_arrival_ns_ = 0;  // latest in-order arrival, for jitter
+  std::vector<rte_mbuf*> rx_ring_;
+  uint32_t rx_head_ = 0;
+  uint32_t rx_tail_ = 0;
+  PortCounters counters_;
+};
+
+class Fabric {
+ public:
+  static constexpr uint64_t kNever = UINT64_MAX;
+
+  /// Creates an empty fabric (EAL must be initialised). Fails if the pcap
+  /// file cannot be created or the copy pool cannot be allocated.
+  static Result<std::unique_ptr<Fabric>> create(const FabricConfig& cfg = {});
+  Fabric(const Fabric&) = delete;
+  Fabric& operator=(const Fabric&) = delete;
+  ~Fabric();
+
+  /// Adds a port with the given MAC (unique, unicast). The port lives as long as
+  /// the fabric. Fails with kInvalidArgument on a duplicate or multicast MAC,
+  /// kResourceExhausted if its mempool cannot be created.
+  Result<Port*> add_port(MacAddr mac, const PortConfig& cfg = {});
+  Port& port(uint32_t i) { return *ports_[i]; }
+  uint32_t num_ports() const { return uint32_t(ports_.size()); }
+
+  /// Moves virtual time to now_ns, handling every event due by then in time
+  /// order (ties in the order they were scheduled). Time never goes back:
+  /// a now_ns before now_ns() only handles nothing.
+  void advance(uint64_t now_ns);
+  uint64_t now_ns() const { return now_ns_; }
+  /// Time of the next pending event (a delivery, a frame reaching the switch,
+  /// a link change), or kNever when the fabric is idle.
+  uint64_t next_event_ns() const { return events_.empty() ? kNever : events_.front().time_ns; }
+  /// Frames inside the fabric: on links or in queues (not in RX rings).
+  size_t frames_in_flight() const { return in_flight_; }
+
+  /// Sets a port's link state now / at a later virtual time.
+  void set_link(uint32_t port, bool up);
+  void schedule_link(uint32_t port, uint64_t at_ns, bool up);
+  /// Replaces the fault configuration of frames forwarded to a port.
+  void set_faults(uint32_t port, const FaultConfig& faults);
+  /// Installs (or with nullptr removes) the frame hook.
+  void set_hook(FrameHook hook, void* user) {
+    hook_ = hook;
+    hook_user_ = user;
+  }
+
+  /// Frames the switch has seen (= captured when capturing).
+  uint64_t frames_seen() const { return frames_seen_; }
+  /// Counters summed over all ports.
+  PortCounters totals() const;
+
+ private:
+  friend class Port;
+  enum class EventKind : uint8_t { kAtSwitch, kDeliver, kLinkUp, kLinkDown };
+  struct Event {
+    uint64_t time_ns;
+    uint64_t seq;
+    rte_mbuf* m;
+    uint32_t port;
+    EventKind kind;
+  };
+
+  explicit Fabric(const FabricConfig& cfg);
+  void push(uint64_t time_ns, EventKind kind, uint32_t port, rte_mbuf* m);
+  void handle(const Event& ev);
+  void at_switch(uint32_t src, rte_mbuf* m, uint64_t t);
+  void egress(Port& dst, rte_mbuf* m, uint64_t t);
+  /// Queues m on dst's downlink at time t (tail drop, RED); returns the time
+  /// its last bit leaves the switch, or 0 if it was dropped (and freed).
+  uint64_t enqueue_downlink(Port& dst, rte_mbuf* m, uint64_t t);
+  void deliver(Port& dst, rte_mbuf* m);
+  void capture(const rte_mbuf* m, uint64_t t);
+
+  FabricConfig cfg_;
+  uint32_t id_;
+  std::vector<std::unique_ptr<Port>> ports_;
+  std::vector<Event> events_;  // min-heap on (time_ns, seq)
+  uint64_t seq_ = 0;
+  uint64_t now_ns_ = 0;
+  size_t in_flight_ = 0;
+  uint64_t frames_seen_ = 0;
+  rte_mempool* copy_pool_ = nullptr;
+  FrameHook hook_ = nullptr;
+  void* hook_user_ = nullptr;
+  wire::PcapWriter pcap_;
+  std::vector<uint8_t> scratch_;  // linearised multi-segment frames for capture
+};
+
+}  // namespace uroce::loopback
