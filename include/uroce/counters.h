@@ -34,6 +34,9 @@ namespace uroce {
   X(rx_drop_bad_pkey)                                                                      \
   X(rx_drop_bad_qkey)          /* UD Q_Key mismatch (C10-15) */                            \
   X(rx_drop_opcode_mismatch)   /* opcode not valid for the QP type or sequence */          \
+  X(rx_drop_multiseg)          /* chained mbuf: the stack takes single-segment frames */   \
+  X(rx_drop_no_recv_wqe)       /* UC/UD request with no receive WQE (class D) */           \
+  X(rcvd_cnp)                  /* CNPs received; dropped until congestion control (#8) */  \
   /* responder (rxe / mlx5 names) */                                                       \
   X(duplicate_request)         /* C9-104..105: duplicate re-ACKed / replayed */            \
   X(out_of_sequence)           /* PSN beyond expected: PSN sequence error NAK */           \
@@ -50,6 +53,7 @@ namespace uroce {
   X(atomic_executed)                                                                       \
   X(read_replayed)                                                                         \
   X(atomic_replayed)                                                                       \
+  X(dup_rd_atomic_dropped)     /* duplicate READ/atomic, its resource gone (class D) */    \
   /* requester / completer */                                                              \
   X(retransmits)               /* packets sent again */                                    \
   X(local_ack_timeout_err)     /* local ACK timer expired */                               \

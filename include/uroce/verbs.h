@@ -299,6 +299,8 @@ struct DeviceConfig {
   uint32_t max_mr = 4096;
   uint32_t max_cq = 1024;
   uint32_t max_srq = 256;
+  uint32_t max_pd = 1024;
+  uint32_t max_ah = 4096;
   uint64_t key_seed = 0;     ///< 0: take one from the TSC; fixed for reproducible tests
 };
 

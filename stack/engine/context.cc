@@ -1,0 +1,81 @@
+// Device open/close and the small verbs objects that live in the context:
+// protection domains and address handles (IBA 10.2.3, 10.2.2).
+#include "stack/engine/context.h"
+
+#include <rte_cycles.h>
+#include <rte_mbuf.h>
+
+#include "stack/transport/frame.h"
+
+namespace uroce {
+
+Result<ContextPtr> open_device(PacketIo& io, const DeviceConfig& cfg) {
+  if (cfg.max_qp == 0 || cfg.max_qp > wire::kBthQpnMask - transport::kFirstQpn || cfg.max_mr == 0 ||
+      cfg.max_cq == 0 || cfg.max_pd == 0) {
+    return Status(StatusCode::kInvalidArgument, "device limits out of range");
+  }
+  rte_mempool* pool = io.tx_pool();
+  if (!pool) return Status(StatusCode::kInvalidArgument, "port has no transmit pool");
+  ContextPtr ctx(new Context(io));
+  ctx->tx_pool = pool;
+  ctx->cfg = cfg;
+  ctx->mac = cfg.mac == MacAddr{} ? io.mac() : cfg.mac;
+  ctx->max_mtu = transport::max_path_mtu(io.caps().mtu);
+  ctx->mrs.init(cfg.max_mr, cfg.key_seed ? cfg.key_seed : rte_rdtsc());
+  ctx->pds.init(cfg.max_pd);
+  ctx->cqs.init(cfg.max_cq);
+  ctx->srqs.init(cfg.max_srq);
+  ctx->ahs.init(cfg.max_ah);
+  ctx->qps.init(cfg.max_qp);
+  ctx->timers.init(cfg.max_qp, 0);
+  ctx->ready.init(cfg.max_qp);
+  ctx->ready_flag.assign(cfg.max_qp, 0);
+  return ctx;
+}
+
+void close_device(Context* ctx) {
+  if (!ctx) return;
+  for (uint16_t i = 0; i < ctx->tx_n; ++i) rte_pktmbuf_free(ctx->tx[i]);
+  delete ctx;
+}
+
+const Counters& query_counters(const Context* ctx) { return ctx->counters; }
+
+Result<Pd*> alloc_pd(Context* ctx) {
+  if (!ctx) return Status(StatusCode::kInvalidArgument, "null context");
+  uint32_t index = 0;
+  auto* pd = ctx->pds.add(&index);
+  if (!pd) return Status(StatusCode::kResourceExhausted, "pd table full");
+  pd->context = ctx;
+  pd->handle = index;
+  return static_cast<Pd*>(pd);
+}
+
+Status dealloc_pd(Pd* pd) {
+  if (!pd) return Status(StatusCode::kInvalidArgument, "null pd");
+  if (static_cast<PdImpl*>(pd)->refs) return Status(StatusCode::kBusy, "pd still has mrs, qps, srqs or ahs");
+  if (!pd->context->pds.remove(static_cast<PdImpl*>(pd))) return Status(StatusCode::kNotFound, "unknown pd");
+  return {};
+}
+
+Result<Ah*> create_ah(Pd* pd, const AhAttr& attr) {
+  if (!pd) return Status(StatusCode::kInvalidArgument, "null pd");
+  if (attr.sgid_index != 0 || attr.port_num != 1 || attr.flow_label > wire::kFlowLabelMask) {
+    return Status(StatusCode::kInvalidArgument, "sgid_index, port_num or flow_label out of range");
+  }
+  auto* ah = pd->context->ahs.add();
+  if (!ah) return Status(StatusCode::kResourceExhausted, "ah table full");
+  *ah = Ah{pd->context, pd, attr};
+  ++static_cast<PdImpl*>(pd)->refs;
+  return ah;
+}
+
+Status destroy_ah(Ah* ah) {
+  if (!ah) return Status(StatusCode::kInvalidArgument, "null ah");
+  Pd* pd = ah->pd;
+  if (!ah->context->ahs.remove(ah)) return Status(StatusCode::kNotFound, "unknown ah");
+  --static_cast<PdImpl*>(pd)->refs;
+  return {};
+}
+
+}  // namespace uroce

@@ -1,0 +1,72 @@
+// The device context: the packet port, the transmit pool, the object tables,
+// the timer wheel and the transmit scheduling state of one engine (one polling
+// thread, shared-nothing). Created by open_device on the control path; the
+// data path (poll, post_*, poll_cq) only indexes what is here.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include <uroce/packet_io.h>
+#include <uroce/verbs.h>
+
+#include "stack/engine/object_table.h"
+#include "stack/engine/timer_wheel.h"
+#include "stack/mem/mr_table.h"
+#include "stack/transport/cq.h"
+#include "stack/transport/qp.h"
+#include "stack/transport/recv_queue.h"
+
+struct rte_mbuf;
+
+namespace uroce {
+
+inline constexpr uint16_t kRxBurst = 32;
+inline constexpr uint16_t kTxBurst = 64;
+inline constexpr uint32_t kPktsPerQpTurn = 16;  // requester packets per QP per scheduling turn
+
+struct PdImpl : Pd {
+  uint32_t refs = 0;  // MRs, QPs, SRQs and AHs in this PD
+};
+
+struct Context {
+  explicit Context(PacketIo& port) : io(port) {}
+
+  PacketIo& io;
+  rte_mempool* tx_pool = nullptr;
+  DeviceConfig cfg;
+  MacAddr mac;            // cfg.mac, or the port's if cfg.mac is zero
+  Mtu max_mtu = Mtu::k1024;  // largest path MTU the port's Ethernet MTU carries; the UD MTU
+  Counters counters;
+  uint64_t now_ns = 0;    // time of the poll in progress (injected)
+  uint16_t ip_id = 0;
+
+  mem::MrTable mrs;
+  engine::ObjectTable<PdImpl> pds;
+  engine::ObjectTable<transport::CqImpl> cqs;
+  engine::ObjectTable<transport::SrqImpl> srqs;
+  engine::ObjectTable<Ah> ahs;
+  engine::ObjectTable<transport::QpImpl> qps;  // slot i holds QPN kFirstQpn + i
+
+  engine::TimerWheel timers;  // one timer per QP slot
+
+  // QP slots with something to transmit, served round-robin. ready_flag is per
+  // slot (not per QP) so a stale entry of a destroyed QP is never doubled.
+  transport::Ring<uint32_t> ready;
+  std::vector<uint8_t> ready_flag;
+
+  std::array<rte_mbuf*, kTxBurst> tx{};  // frames built, not yet taken by the port
+  uint16_t tx_n = 0;
+
+  void inc(Counter c) { counters.inc(c); }
+};
+
+/// Puts qp on the transmit schedule (no-op if it is already there).
+inline void mark_ready(Context& ctx, const transport::QpImpl& qp) {
+  if (ctx.ready_flag[qp.index]) return;
+  ctx.ready_flag[qp.index] = 1;
+  ctx.ready.push() = qp.index;
+}
+
+}  // namespace uroce

@@ -1,0 +1,125 @@
+// The engine step (DESIGN "Data flow"): rx_burst -> parse once -> per-reason
+// drop counters -> address checks -> QP lookup by BTH DestQP -> responder
+// (requests) or completer (responses), then the timers due at now_ns, then
+// the transmit turns of ready QPs (round-robin, bounded per poll), then one
+// tx_burst. Frames the port refuses stay staged for the next poll.
+#include <rte_mbuf.h>
+
+#include <span>
+
+#include "stack/engine/context.h"
+#include "stack/wire/packet.h"
+
+namespace uroce {
+
+namespace {
+
+using transport::QpImpl;
+
+// The one map from parse errors to drop counters.
+Counter drop_counter(wire::ParseError e) {
+  switch (e) {
+    case wire::ParseError::kNotIp:
+    case wire::ParseError::kNotUdp:
+    case wire::ParseError::kNotRocePort: return Counter::rx_drop_not_roce;
+    case wire::ParseError::kShort: return Counter::rx_drop_short;
+    case wire::ParseError::kBadIpVersion: return Counter::rx_drop_bad_ip_version;
+    case wire::ParseError::kIpOptions: return Counter::rx_drop_ip_options;
+    case wire::ParseError::kIpFragment: return Counter::rx_drop_ip_fragment;
+    case wire::ParseError::kBadIpChecksum: return Counter::rx_drop_bad_ip_checksum;
+    case wire::ParseError::kLengthMismatch: return Counter::rx_drop_length_mismatch;
+    case wire::ParseError::kBadTver: return Counter::rx_drop_bad_bth_tver;
+    case wire::ParseError::kUnknownOpcode: return Counter::rx_drop_unknown_opcode;
+    case wire::ParseError::kBadPad: return Counter::rx_drop_bad_pad_count;
+    case wire::ParseError::kBadIcrc: return Counter::rx_drop_bad_icrc;
+    case wire::ParseError::kOk:
+    case wire::ParseError::kCount: break;
+  }
+  return Counter::rx_drop_short;
+}
+
+uint32_t service_flag(QpType t) {
+  switch (t) {
+    case QpType::kRc: return wire::kRc;
+    case QpType::kUc: return wire::kUc;
+    case QpType::kUd: return wire::kUd;
+  }
+  return 0;
+}
+
+bool receives(QpState s) {  // IBA 10.3.1: the receive side works from RTR on, and in SQD/SQE
+  return s == QpState::kRtr || s == QpState::kRts || s == QpState::kSqd || s == QpState::kSqe;
+}
+
+void rx_one(Context& ctx, rte_mbuf* m, const wire::ParseOptions& opt) {
+  if (m->nb_segs != 1) return ctx.inc(Counter::rx_drop_multiseg);
+  const auto* frame = rte_pktmbuf_mtod(m, const uint8_t*);
+  wire::PacketDesc d;
+  const wire::ParseError e = wire::parse({frame, rte_pktmbuf_data_len(m)}, d, opt);
+  if (e != wire::ParseError::kOk) return ctx.inc(drop_counter(e));
+  if (d.dst_mac != ctx.mac) return ctx.inc(Counter::rx_drop_wrong_mac);
+  if (d.dgid != ctx.cfg.gid) return ctx.inc(Counter::rx_drop_wrong_gid);
+  const uint32_t flags = d.op().flags;
+  if (flags & wire::kCnpOp) return ctx.inc(Counter::rcvd_cnp);  // seam for congestion control (#8)
+  QpImpl* qp = d.dest_qp >= transport::kFirstQpn ? ctx.qps.at(d.dest_qp - transport::kFirstQpn) : nullptr;
+  if (!qp) return ctx.inc(Counter::rx_drop_unknown_qp);
+  // C9-?? (IBA 9.2.4): the P_Key must match ours, ignoring the membership bit.
+  if ((d.pkey & 0x7fff) != (transport::kDefaultPkey & 0x7fff)) return ctx.inc(Counter::rx_drop_bad_pkey);
+  if (!(flags & service_flag(qp->qp_type))) return ctx.inc(Counter::rx_drop_opcode_mismatch);
+  if (flags & wire::kReq) {
+    if (!receives(qp->state)) return ctx.inc(Counter::rx_drop_qp_state);
+    transport::responder_rx(ctx, *qp, d, frame);
+  } else {
+    if (qp->state != QpState::kRts && qp->state != QpState::kSqd) return ctx.inc(Counter::rx_drop_qp_state);
+    transport::completer_rx(ctx, *qp, d, frame);
+  }
+}
+
+// One QP's transmit turn: responses first (they are ordered before later
+// requests' ACKs), then requests. Returns true if it has more to send now.
+bool tx_turn(Context& ctx, QpImpl& qp) {
+  if (transport::responder_tx(ctx, qp)) return true;
+  return transport::requester_tx(ctx, qp, kPktsPerQpTurn);
+}
+
+}  // namespace
+
+uint32_t poll(Context* ctx, uint64_t now_ns) {
+  Context& c = *ctx;
+  c.now_ns = now_ns;
+
+  rte_mbuf* rx[kRxBurst];
+  const uint16_t n_rx = c.io.rx_burst(rx, kRxBurst);
+  const wire::ParseOptions opt{.verify_icrc = !c.io.caps().rx_icrc_checked};
+  for (uint16_t i = 0; i < n_rx; ++i) {
+    c.inc(Counter::rcvd_pkts);
+    rx_one(c, rx[i], opt);
+    rte_pktmbuf_free(rx[i]);
+  }
+
+  c.timers.advance(now_ns, [&c](uint32_t index) {
+    if (QpImpl* qp = c.qps.at(index)) transport::completer_timer(c, *qp);
+  });
+
+  // Each QP ready at the start of this poll gets one turn; those with more to
+  // send go to the back of the ring.
+  for (uint32_t n = c.ready.size(); n && c.tx_n < kTxBurst; --n) {
+    const uint32_t index = c.ready.front();
+    c.ready.pop();
+    c.ready_flag[index] = 0;
+    QpImpl* qp = c.qps.at(index);
+    if (qp && tx_turn(c, *qp)) mark_ready(c, *qp);
+  }
+
+  uint16_t sent = 0;
+  if (c.tx_n) {
+    sent = c.io.tx_burst(c.tx.data(), c.tx_n);
+    c.counters.inc(Counter::sent_pkts, sent);
+    if (sent < c.tx_n) c.inc(Counter::tx_ring_full);
+    for (uint16_t i = sent; i < c.tx_n; ++i) c.tx[i - sent] = c.tx[i];
+    c.tx_n = uint16_t(c.tx_n - sent);
+  }
+  return n_rx + sent;
+}
+
+}  // namespace uroce

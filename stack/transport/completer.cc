@@ -1,0 +1,303 @@
+// Completer (IBA 9.7.5.1, 9.9.2; C9-?? numbers inline): matches each ACK, NAK,
+// READ response and atomic ACK to the oldest outstanding send WQE, places READ
+// data and atomic results, completes WQEs in order (implicitly on a later
+// response, C9-??), and drives retries: go-back-N on a PSN-sequence NAK, an
+// implied NAK or a READ response gap; the local ACK timeout; the RNR wait.
+// retry_cnt and rnr_retry bound them (rnr_retry 7 is infinite, retry_cnt 7 is not).
+#include <cstring>
+
+#include "stack/engine/context.h"
+#include "stack/transport/cq.h"
+#include "stack/transport/frame.h"
+#include "stack/transport/qp.h"
+#include "stack/wire/aeth.h"
+#include "stack/wire/psn.h"
+
+namespace uroce::transport {
+
+namespace {
+
+using wire::AethType;
+using wire::NakCode;
+using wire::psn_cmp;
+
+enum class CompState : uint8_t {
+  kGetWqe,
+  kChkPsn,
+  kChkAck,
+  kRead,
+  kAtomic,
+  kCompWqe,
+  kUpdateComp,
+  kRetry,
+  kRnr,
+  kBadResp,
+  kErr,
+  kDrop,
+  kDone,
+};
+
+struct Resp {
+  Context& ctx;
+  QpImpl& qp;
+  const wire::PacketDesc& pkt;
+  const uint8_t* payload;
+  uint32_t flags;  // kOpcodes[pkt.opcode].flags
+  SendWqe* wqe = nullptr;
+  uint32_t wqe_idx = 0;
+  bool progress = false;  // this packet completed or acknowledged something
+  WcStatus err = WcStatus::kSuccess;
+};
+
+bool is_rd_atomic(const SendWqe& w) { return wr_op(w.opcode).flags & (wire::kRead | wire::kAtomic); }
+
+// Forward progress: everything before psn is acknowledged. Resets the retry
+// counters and ends a retry in progress.
+void advance_comp(Resp& c, uint32_t psn) {
+  CompleterState& s = c.qp.comp;
+  if (psn_cmp(psn, s.comp_psn) <= 0) return;
+  s.comp_psn = psn;
+  s.retry_left = c.qp.attr.retry_cnt;
+  s.rnr_left = c.qp.attr.rnr_retry;
+  s.started_retry = false;
+  c.progress = true;
+}
+
+CompState get_wqe(Resp& c) {
+  for (uint32_t i = c.qp.sq.tail(); i != c.qp.sq.head(); ++i) {
+    SendWqe& w = c.qp.sq.at(i);
+    if (w.state == WqeState::kPosted) break;
+    if (w.state == WqeState::kStarted) {
+      c.wqe = &w;
+      c.wqe_idx = i;
+      return CompState::kChkPsn;
+    }
+  }
+  return c.progress ? CompState::kUpdateComp : CompState::kDrop;  // nothing outstanding: a ghost
+}
+
+CompState chk_psn(Resp& c) {
+  const SendWqe& w = *c.wqe;
+  if (psn_cmp(c.pkt.psn, c.qp.comp.comp_psn) < 0) return CompState::kDrop;  // stale or duplicate
+  if (psn_cmp(c.pkt.psn, w.last_psn) > 0) {
+    // C9-?? (IBA 9.7.5.1.5): a response to a later request acknowledges an
+    // earlier SEND/WRITE, but an unanswered READ/atomic before it was lost.
+    if (is_rd_atomic(w)) {
+      c.ctx.inc(Counter::implied_nak_seq_err);
+      return CompState::kRetry;
+    }
+    return CompState::kCompWqe;
+  }
+  if ((c.flags & wire::kRead) && c.pkt.psn != c.qp.comp.comp_psn) return CompState::kRetry;  // a response is missing
+  return CompState::kChkAck;
+}
+
+CompState chk_ack(Resp& c) {
+  const SendWqe& w = *c.wqe;
+  if (c.flags & wire::kRead) {
+    // The opcode must sit where this PSN sits in the READ (IBA 9.7.5.1.?).
+    uint32_t want = (c.pkt.psn == w.first_psn ? uint32_t(wire::kFirst) : 0u) | (c.pkt.psn == w.last_psn ? uint32_t(wire::kLast) : 0u);
+    if (!want) want = wire::kMiddle;
+    if (w.opcode != WrOpcode::kRdmaRead || (c.flags & (wire::kFirst | wire::kMiddle | wire::kLast)) != want) {
+      return CompState::kBadResp;
+    }
+    if (c.pkt.op().has(wire::Hdr::kAeth) && wire::aeth_type(c.pkt.aeth_syndrome) != AethType::kAck) {
+      return CompState::kBadResp;
+    }
+    return CompState::kRead;
+  }
+  if (c.flags & wire::kAtomic) return wr_op(w.opcode).flags & wire::kAtomic ? CompState::kAtomic : CompState::kBadResp;
+  const uint8_t value = wire::aeth_value(c.pkt.aeth_syndrome);
+  switch (wire::aeth_type(c.pkt.aeth_syndrome)) {
+    case AethType::kAck:
+      if (is_rd_atomic(w)) return CompState::kDrop;  // a re-ACK inside a READ: only its response completes it
+      if (c.pkt.psn == w.last_psn) return CompState::kCompWqe;
+      advance_comp(c, wire::psn_add(c.pkt.psn, 1));  // a periodic ACK inside a long message
+      return CompState::kUpdateComp;
+    case AethType::kRnrNak: return CompState::kRnr;
+    case AethType::kReserved: return CompState::kBadResp;
+    case AethType::kNak: break;
+  }
+  if (value > uint8_t(NakCode::kInvalidRdRequest)) return CompState::kBadResp;
+  switch (NakCode(value)) {
+    case NakCode::kPsnSequenceError:  // C9-?? : everything before the NAK's PSN is acknowledged
+      c.ctx.inc(Counter::rcvd_seq_err);
+      advance_comp(c, c.pkt.psn);
+      return CompState::kRetry;
+    case NakCode::kInvalidRequest:
+      c.ctx.inc(Counter::req_remote_invalid_request);
+      c.err = WcStatus::kRemInvReqErr;
+      return CompState::kErr;
+    case NakCode::kRemoteAccessError:
+      c.ctx.inc(Counter::req_remote_access_errors);
+      c.err = WcStatus::kRemAccessErr;
+      return CompState::kErr;
+    case NakCode::kRemoteOperationalError:
+      c.err = WcStatus::kRemOpErr;
+      return CompState::kErr;
+    case NakCode::kInvalidRdRequest: return CompState::kBadResp;  // RD only
+  }
+  return CompState::kBadResp;
+}
+
+CompState read(Resp& c) {
+  const SendWqe& w = *c.wqe;
+  const uint32_t off = wire::psn_diff(c.pkt.psn, w.first_psn) * c.qp.mtu();
+  if (c.pkt.payload_len != std::min(c.qp.mtu(), w.length - off)) return CompState::kBadResp;
+  copy_to_sges(c.qp.sges_of(c.wqe_idx), w.num_sge, off, c.payload, c.pkt.payload_len);
+  advance_comp(c, wire::psn_add(c.pkt.psn, 1));
+  return c.pkt.psn == w.last_psn ? CompState::kCompWqe : CompState::kUpdateComp;
+}
+
+CompState atomic(Resp& c) {
+  const uint64_t orig = c.pkt.atomic_ack_orig;
+  std::memcpy(reinterpret_cast<void*>(c.qp.sges_of(c.wqe_idx)[0].addr), &orig, sizeof(orig));
+  return CompState::kCompWqe;
+}
+
+CompState comp_wqe(Resp& c) {
+  SendWqe& w = *c.wqe;
+  complete_wqe(w, WcStatus::kSuccess);
+  advance_comp(c, wire::psn_add(w.last_psn, 1));
+  c.progress = true;
+  retire_done(c.ctx, c.qp);
+  // The same packet may acknowledge later WQEs too.
+  return psn_cmp(c.pkt.psn, w.last_psn) > 0 ? CompState::kGetWqe : CompState::kUpdateComp;
+}
+
+void restart_timer(Context& ctx, QpImpl& qp) {
+  if (qp.comp.comp_psn == qp.req.sq_psn || !qp.attr.timeout) ctx.timers.cancel(qp.index);
+  else ctx.timers.arm(qp.index, ctx.now_ns + local_ack_timeout_ns(qp.attr.timeout));
+}
+
+CompState update_comp(Resp& c) {
+  if (!c.qp.req.rnr_wait) restart_timer(c.ctx, c.qp);
+  mark_ready(c.ctx, c.qp);  // the window, a fence or max_rd_atomic may have opened
+  return CompState::kDone;
+}
+
+// Go-back-N from the oldest unacknowledged PSN (IBA 9.7.5.1.1), counted against retry_cnt.
+CompState retry(Resp& c) {
+  CompleterState& s = c.qp.comp;
+  if (s.started_retry) return CompState::kDone;  // one retry per gap, until progress
+  if (s.retry_left == 0) {
+    c.ctx.inc(Counter::retry_exceeded_err);
+    c.err = WcStatus::kRetryExcErr;
+    return CompState::kErr;
+  }
+  --s.retry_left;
+  s.started_retry = true;
+  requester_rewind(c.qp, s.comp_psn);
+  return CompState::kUpdateComp;
+}
+
+// IBA 9.7.5.2.8: wait the NAK's RNR timer, then resend from its PSN.
+CompState rnr(Resp& c) {
+  CompleterState& s = c.qp.comp;
+  advance_comp(c, c.pkt.psn);
+  c.ctx.inc(Counter::rcvd_rnr_err);
+  if (s.rnr_left == 0) {
+    c.ctx.inc(Counter::retry_rnr_exceeded_err);
+    c.err = WcStatus::kRnrRetryExcErr;
+    return CompState::kErr;
+  }
+  if (c.qp.attr.rnr_retry != 7) --s.rnr_left;  // 7 means retry forever (IBA 9.7.5.2.8)
+  requester_rewind(c.qp, c.pkt.psn);
+  c.qp.req.rnr_wait = true;
+  c.ctx.timers.arm(c.qp.index, c.ctx.now_ns + wire::rnr_timer_ns(wire::aeth_value(c.pkt.aeth_syndrome)));
+  return CompState::kDone;
+}
+
+CompState bad_resp(Resp& c) {
+  c.ctx.inc(Counter::completer_bad_resp);
+  c.err = WcStatus::kBadRespErr;
+  return CompState::kErr;
+}
+
+// A fatal error ends the oldest outstanding WQE with c.err; the QP goes to ERR.
+CompState err(Resp& c) {
+  complete_wqe(*c.wqe, c.err);
+  qp_to_error(c.ctx, c.qp);
+  return CompState::kDone;
+}
+
+CompState drop(Resp& c) {
+  c.ctx.inc(Counter::duplicate_response);
+  return CompState::kDone;
+}
+
+// The first WQE still outstanding, for a failure not tied to a packet.
+SendWqe* oldest_started(QpImpl& qp) {
+  for (uint32_t i = qp.sq.tail(); i != qp.sq.head(); ++i) {
+    if (qp.sq.at(i).state == WqeState::kStarted) return &qp.sq.at(i);
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+void completer_rx(Context& ctx, QpImpl& qp, const wire::PacketDesc& pkt, const uint8_t* frame) {
+  Resp c{ctx, qp, pkt, frame + pkt.payload_off, pkt.op().flags};
+  CompState s = CompState::kGetWqe;
+  for (;;) {
+    switch (s) {
+      case CompState::kGetWqe: s = get_wqe(c); break;
+      case CompState::kChkPsn: s = chk_psn(c); break;
+      case CompState::kChkAck: s = chk_ack(c); break;
+      case CompState::kRead: s = read(c); break;
+      case CompState::kAtomic: s = atomic(c); break;
+      case CompState::kCompWqe: s = comp_wqe(c); break;
+      case CompState::kUpdateComp: s = update_comp(c); break;
+      case CompState::kRetry: s = retry(c); break;
+      case CompState::kRnr: s = rnr(c); break;
+      case CompState::kBadResp: s = bad_resp(c); break;
+      case CompState::kErr: s = err(c); break;
+      case CompState::kDrop: s = drop(c); break;
+      case CompState::kDone: return;
+    }
+  }
+}
+
+void completer_timer(Context& ctx, QpImpl& qp) {
+  if (qp.req.rnr_wait) {  // the RNR wait is over: resend from the NAKed PSN
+    qp.req.rnr_wait = false;
+    mark_ready(ctx, qp);
+    return;
+  }
+  if (qp.state != QpState::kRts && qp.state != QpState::kSqd) return;
+  SendWqe* w = oldest_started(qp);
+  if (!w) return;
+  ctx.inc(Counter::local_ack_timeout_err);  // IBA 9.7.6.1.3
+  if (qp.comp.retry_left == 0) {
+    ctx.inc(Counter::retry_exceeded_err);
+    complete_wqe(*w, WcStatus::kRetryExcErr);
+    qp_to_error(ctx, qp);
+    return;
+  }
+  --qp.comp.retry_left;
+  qp.comp.started_retry = true;
+  requester_rewind(qp, qp.comp.comp_psn);
+  mark_ready(ctx, qp);
+}
+
+void retire_done(Context& ctx, QpImpl& qp) {
+  bool overflow = false;
+  bool retired = false;
+  for (; !qp.sq.empty() && qp.sq.front().state == WqeState::kDone; qp.sq.pop()) {
+    const SendWqe& w = qp.sq.front();
+    retired = true;
+    if (is_rd_atomic(w) && qp.req.rd_atomic_inflight) --qp.req.rd_atomic_inflight;
+    if (w.status == WcStatus::kSuccess && !(w.send_flags & kSendSignaled)) continue;  // unsignaled
+    Wc wc{};
+    wc.wr_id = w.wr_id;
+    wc.status = w.status;
+    wc.opcode = wr_op(w.opcode).wc;
+    wc.byte_len = w.length;
+    wc.qp_num = qp.qp_num;
+    overflow |= !cq_push(ctx, qp.send_cq, wc);
+  }
+  if (overflow && qp.state != QpState::kErr) qp_to_error(ctx, qp);  // IBA 11.4.2.1: CQ overrun
+  if (retired) mark_ready(ctx, qp);
+}
+
+}  // namespace uroce::transport

@@ -1,0 +1,212 @@
+// Queue pair state (IBA 10.3, 11.2.5) shared by the three roles of the RC/UC/UD
+// engine (STYLE rule 1): requester.cc turns send WQEs into packets,
+// responder.cc handles inbound requests, completer.cc handles ACKs and
+// responses. Everything here is preallocated at create_qp; the per-QP state
+// excluding the user-sized rings is kept small (see the static_assert below).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+
+#include <uroce/verbs.h>
+
+#include "stack/transport/pacer.h"
+#include "stack/transport/recv_queue.h"
+#include "stack/transport/ring.h"
+#include "stack/wire/opcodes.h"
+#include "stack/wire/packet.h"
+
+namespace uroce::transport {
+
+inline constexpr uint32_t kFirstQpn = 0x11;        // QPN of QP slot 0 (as rxe: QP0/QP1 are special)
+inline constexpr uint8_t kMaxRdAtomic = 16;         // device max_qp_rd_atom / max_qp_init_rd_atom
+inline constexpr uint32_t kMaxWr = 16384;           // per queue
+inline constexpr uint32_t kMaxSge = 32;
+inline constexpr uint32_t kMaxInlineData = 1024;
+inline constexpr uint32_t kMaxMsgBytes = 1u << 31;  // IBA 9.4.1: message length is at most 2^31
+inline constexpr uint16_t kDefaultPkey = 0xffff;    // P_Key table entry 0, full membership
+inline constexpr uint32_t kUdGrhBytes = 40;         // IBA 11.4.1.2: GRH area of a UD receive buffer
+inline constexpr uint32_t kAckReqEveryPkts = 64;    // AckReq inside long messages (as rxe)
+inline constexpr uint32_t kMaxUnackedPsns = 1024;   // requester window, well inside 2^23 (IBA 9.7.1)
+
+// ---------------------------------------------------------------- WR opcodes
+
+/// How a verbs opcode goes on the wire: RC opcodes by packet position (UC adds
+/// 0x20, UD has Send Only forms only), the completion opcode, and the wire::OpFlags
+/// class (kSend, kWrite, kRead, kAtomic, kImm, kInv; 0 for local operations).
+struct WrOpInfo {
+  uint8_t first, middle, last, only;
+  uint8_t ud;  // 0: not valid on UD
+  WcOpcode wc;
+  uint32_t flags;
+  bool valid;
+};
+
+inline constexpr std::array<WrOpInfo, 10> kWrOps = {{
+    /* kRdmaWrite */ {wire::kRcWriteFirst, wire::kRcWriteMiddle, wire::kRcWriteLast, wire::kRcWriteOnly, 0, WcOpcode::kRdmaWrite, wire::kWrite, true},
+    /* kRdmaWriteWithImm */ {wire::kRcWriteFirst, wire::kRcWriteMiddle, wire::kRcWriteLastImm, wire::kRcWriteOnlyImm, 0, WcOpcode::kRdmaWrite, wire::kWrite | wire::kImm, true},
+    /* kSend */ {wire::kRcSendFirst, wire::kRcSendMiddle, wire::kRcSendLast, wire::kRcSendOnly, wire::kUdSendOnly, WcOpcode::kSend, wire::kSend, true},
+    /* kSendWithImm */ {wire::kRcSendFirst, wire::kRcSendMiddle, wire::kRcSendLastImm, wire::kRcSendOnlyImm, wire::kUdSendOnlyImm, WcOpcode::kSend, wire::kSend | wire::kImm, true},
+    /* kRdmaRead */ {wire::kRcReadRequest, wire::kRcReadRequest, wire::kRcReadRequest, wire::kRcReadRequest, 0, WcOpcode::kRdmaRead, wire::kRead, true},
+    /* kAtomicCmpAndSwp */ {wire::kRcCompareSwap, wire::kRcCompareSwap, wire::kRcCompareSwap, wire::kRcCompareSwap, 0, WcOpcode::kCompSwap, wire::kAtomic, true},
+    /* kAtomicFetchAndAdd */ {wire::kRcFetchAdd, wire::kRcFetchAdd, wire::kRcFetchAdd, wire::kRcFetchAdd, 0, WcOpcode::kFetchAdd, wire::kAtomic, true},
+    /* kLocalInv */ {0, 0, 0, 0, 0, WcOpcode::kLocalInv, 0, true},
+    /* 8: unused */ {0, 0, 0, 0, 0, WcOpcode::kSend, 0, false},
+    /* kSendWithInv */ {wire::kRcSendFirst, wire::kRcSendMiddle, wire::kRcSendLastInv, wire::kRcSendOnlyInv, 0, WcOpcode::kSend, wire::kSend | wire::kInv, true},
+}};
+
+inline const WrOpInfo& wr_op(WrOpcode op) { return kWrOps[size_t(op)]; }
+
+/// Local ACK timeout (IBA 9.7.6.1.3): 4.096 us * 2^timeout; timeout 0 means infinite.
+inline constexpr uint64_t local_ack_timeout_ns(uint8_t timeout) { return 4096ull << timeout; }
+
+/// PSNs a message of len bytes takes at path MTU mtu (a zero-length message takes one).
+inline uint32_t pkts_for(uint32_t len, uint32_t mtu) { return len ? (len + mtu - 1) / mtu : 1; }
+
+// ---------------------------------------------------------------- send queue
+
+enum class WqeState : uint8_t {
+  kPosted,   // no PSNs yet
+  kStarted,  // PSNs [first_psn, last_psn] assigned, some packets sent
+  kDone,     // acknowledged (RC), sent (UC/UD), executed (local) or failed: awaits in-order retirement
+};
+
+struct SendWqe {
+  uint64_t wr_id;
+  uint64_t remote_addr;  // RDMA or atomic target
+  uint64_t compare_add;
+  uint64_t swap;
+  Ah* ah;                // UD
+  uint32_t rkey;
+  uint32_t imm_data;     // host order
+  uint32_t invalidate_rkey;
+  uint32_t remote_qpn;   // UD
+  uint32_t remote_qkey;  // UD, after the high-bit rule
+  uint32_t length;       // message bytes
+  uint32_t first_psn;
+  uint32_t last_psn;
+  uint32_t send_flags;
+  uint16_t num_sge;      // 0 for inline data (bytes in the inline area)
+  WrOpcode opcode;
+  WqeState state;
+  WcStatus status;
+};
+
+// ---------------------------------------------------------------- per-role state
+
+struct RequesterState {
+  uint32_t sq_psn = 0;   // next PSN to assign to a new WQE
+  uint32_t req_idx = 0;  // SQ index of the WQE being sent
+  uint32_t req_psn = 0;  // next PSN to send (inside req_idx's WQE once started)
+  uint32_t psn_hwm = 0;  // one past the highest PSN ever sent: below it a send is a retransmit
+  uint8_t rd_atomic_inflight = 0;  // started READ/atomic WQEs not yet retired (max_rd_atomic)
+  bool rnr_wait = false;           // IBA 9.7.5.2.8: waiting out an RNR NAK timer
+};
+
+struct CompleterState {
+  uint32_t comp_psn = 0;  // oldest PSN not yet acknowledged
+  uint8_t retry_left = 0;
+  uint8_t rnr_left = 0;
+  bool started_retry = false;  // a go-back-N retry is under way: later gaps are not retried again
+};
+
+/// Responder resource for one RDMA READ or atomic (IBA 9.7.5.1.? responder
+/// resources, max_dest_rd_atomic of them): enough to regenerate the response
+/// of a duplicate request without executing it again.
+struct RespRes {
+  uint64_t va = 0;
+  uint64_t atomic_orig = 0;  // the value an atomic returned (C9-?? atomics execute once)
+  uint32_t rkey = 0;
+  uint32_t length = 0;
+  uint32_t first_psn = 0;
+  uint32_t last_psn = 0;
+  uint32_t cur_psn = 0;   // next response PSN to send
+  uint32_t msn = 0;
+  uint32_t kind = 0;      // wire::kRead or wire::kAtomic; 0 unused
+  bool pending = false;   // responses still to send
+};
+
+struct ResponderState {
+  uint32_t epsn = 0;  // expected PSN
+  uint32_t msn = 0;   // IBA 9.7.6.1.1: messages completed
+  uint32_t msg_kind = 0;   // wire::kSend or kWrite while inside a multi-packet message
+  bool nak_sent = false;   // C9-110/111: a PSN-sequence or RNR NAK is out until the gap is repaired
+  bool uc_drop = false;    // UC: dropping the rest of a message after a PSN gap
+  bool has_rwqe = false;   // rwqe holds the receive WQE of the message in progress
+  RecvWqe rwqe;            // its scatter list is QpImpl::rwqe_sges
+  uint32_t rwqe_off = 0;   // bytes placed so far
+  uint64_t write_va = 0;   // next byte an RDMA WRITE in progress writes
+  uint32_t write_left = 0;
+  uint32_t write_len = 0;
+  // The ACK/NAK to send at the next transmit turn; later ones coalesce into it.
+  bool ack_pending = false;
+  uint8_t ack_syndrome = 0;
+  uint32_t ack_psn = 0;
+  uint32_t ack_msn = 0;
+  uint8_t res_head = 0;    // next resource slot (the oldest)
+  std::array<RespRes, kMaxRdAtomic> res{};
+};
+
+// ---------------------------------------------------------------- the QP
+
+struct QpImpl : Qp {
+  QpAttr attr;            // the current attributes (cap holds the sizes allocated)
+  QpInitAttr init_attr;
+  uint32_t index = 0;     // slot in the device's QP table and timer wheel
+  uint16_t udp_sport = 0; // RC/UC: set at RTR from both QPNs
+  Pacer pacer;
+
+  Ring<SendWqe> sq;
+  std::unique_ptr<Sge[]> sq_sges;         // max_send_sge per SQ slot
+  std::unique_ptr<uint8_t[]> sq_inline;   // max_inline_data per SQ slot
+  RecvQueue rq;                           // unused with an SRQ
+  std::unique_ptr<Sge[]> rwqe_sges;       // scatter list of ResponderState::rwqe
+
+  RequesterState req;
+  CompleterState comp;
+  ResponderState resp;
+
+  uint32_t mtu() const { return mtu_bytes(attr.path_mtu); }
+  Sge* sges_of(uint32_t i) { return &sq_sges[sq.slot(i) * attr.cap.max_send_sge]; }
+  uint8_t* inline_of(uint32_t i) { return &sq_inline[size_t(sq.slot(i)) * attr.cap.max_inline_data]; }
+};
+
+inline QpImpl& impl(Qp* qp) { return *static_cast<QpImpl*>(qp); }
+
+/// Per-QP protocol state, the part that does not grow with the queue sizes.
+inline constexpr size_t kQpStateBytes = sizeof(QpImpl);
+
+// ---------------------------------------------------------------- entry points of the roles
+
+/// Responder: one request packet (kReq in kOpcodes) for qp. frame is the whole frame.
+void responder_rx(Context& ctx, QpImpl& qp, const wire::PacketDesc& pkt, const uint8_t* frame);
+/// Responder: sends pending READ responses, atomic ACKs and the coalesced ACK/NAK.
+/// Returns true if it stopped for lack of transmit room.
+bool responder_tx(Context& ctx, QpImpl& qp);
+/// Completer: one response packet (kResp) for qp.
+void completer_rx(Context& ctx, QpImpl& qp, const wire::PacketDesc& pkt, const uint8_t* frame);
+/// Completer: the QP's timer fired (local ACK timeout or end of an RNR wait).
+void completer_timer(Context& ctx, QpImpl& qp);
+/// Completer: retires finished WQEs from the head of the SQ in order, writing
+/// CQEs for signaled or failed ones.
+void retire_done(Context& ctx, QpImpl& qp);
+/// Requester: sends up to budget packets. Returns true if it has more to send now.
+bool requester_tx(Context& ctx, QpImpl& qp, uint32_t budget);
+/// Go-back-N (IBA 9.7.5.1.1): the requester resends from psn.
+void requester_rewind(QpImpl& qp, uint32_t psn);
+
+/// Ends a WQE with status (it is retired in order by retire_done).
+void complete_wqe(SendWqe& wqe, WcStatus status);
+/// Moves qp to ERR (IBA 10.3.1.11): stops its timer and flushes every
+/// outstanding and later WQE, send and receive, with kWrFlushErr.
+void qp_to_error(Context& ctx, QpImpl& qp);
+/// UC/UD send-side local error: to SQE, flushing the send queue (IBA 10.3.1.10).
+void qp_to_sqe(Context& ctx, QpImpl& qp);
+/// Flushes the send queue (in ERR and SQE) or the receive queue (in ERR) with kWrFlushErr.
+void flush_sq(Context& ctx, QpImpl& qp);
+void flush_rq(Context& ctx, QpImpl& qp);
+/// Returns the QP to its state after create_qp (IBA 10.3.1.1: RESET discards all WQEs).
+void qp_reset(Context& ctx, QpImpl& qp);
+
+}  // namespace uroce::transport

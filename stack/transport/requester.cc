@@ -1,0 +1,266 @@
+// Requester (IBA 9.7.4 and 9.7.5.1; C9-?? numbers cited inline): turns send
+// WQEs into request packets. Segments SEND/WRITE by path MTU with
+// First/Middle/Last opcodes, assigns PSNs (a READ takes as many PSNs as
+// response packets), sets AckReq on the last packet of every message and
+// every kAckReqEveryPkts packets inside long ones, enforces fences,
+// max_rd_atomic and the PSN window, asks the pacer (congestion-control seam),
+// and arms the local ACK timer. Retransmission regenerates packets from the
+// WQE and registered memory from the PSN requester_rewind sets (go-back-N).
+#include <algorithm>
+#include <cstring>
+
+#include "stack/engine/context.h"
+#include "stack/transport/frame.h"
+#include "stack/transport/qp.h"
+#include "stack/wire/aeth.h"
+#include "stack/wire/psn.h"
+
+namespace uroce::transport {
+
+namespace {
+
+using wire::psn_cmp;
+using wire::psn_diff;
+
+enum class ReqState : uint8_t {
+  kGetWqe,
+  kChkFence,
+  kChkRdAtomic,
+  kChkLocal,
+  kExecLocal,
+  kStartWqe,
+  kChkWindow,
+  kChkPacer,
+  kSendPacket,
+  kNextPacket,
+  kErrLocal,
+  kDone,
+};
+
+struct ReqRun {
+  Context& ctx;
+  QpImpl& qp;
+  uint32_t budget;
+  SendWqe* wqe = nullptr;
+  WcStatus err = WcStatus::kSuccess;
+  bool more = false;  // stopped with packets ready to go (budget, transmit room, pacer)
+};
+
+bool is_rd_atomic(const SendWqe& w) { return wr_op(w.opcode).flags & (wire::kRead | wire::kAtomic); }
+
+ReqState get_wqe(ReqRun& r) {
+  QpImpl& qp = r.qp;
+  if ((qp.state != QpState::kRts && qp.state != QpState::kSqd) || qp.req.rnr_wait) return ReqState::kDone;
+  if (qp.req.req_idx == qp.sq.head()) return ReqState::kDone;
+  r.wqe = &qp.sq.at(qp.req.req_idx);
+  if (r.wqe->state == WqeState::kStarted) return ReqState::kChkWindow;
+  // IBA 10.3.1.7: in SQD no new WQE is started; those in progress complete.
+  return qp.state == QpState::kSqd ? ReqState::kDone : ReqState::kChkFence;
+}
+
+// IBA 10.8.3.3: a fenced WQE waits until every earlier READ and atomic completed.
+ReqState chk_fence(ReqRun& r) {
+  if ((r.wqe->send_flags & kSendFence) && r.qp.req.rd_atomic_inflight) return ReqState::kDone;
+  return ReqState::kChkRdAtomic;
+}
+
+// C9-?? (IBA 9.7.5.1.4): at most max_rd_atomic READ/atomic requests outstanding.
+ReqState chk_rd_atomic(ReqRun& r) {
+  if (is_rd_atomic(*r.wqe) && r.qp.req.rd_atomic_inflight >= r.qp.attr.max_rd_atomic) return ReqState::kDone;
+  return ReqState::kChkLocal;
+}
+
+// IBA 10.6.3: every L_Key must name a valid region of the QP's PD covering the
+// SGE; READ and atomic results are written, so they need Local Write.
+ReqState chk_local(ReqRun& r) {
+  const SendWqe& w = *r.wqe;
+  const uint32_t access = is_rd_atomic(w) ? uint32_t(kAccessLocalWrite) : 0u;
+  const Sge* sges = r.qp.sges_of(r.qp.req.req_idx);
+  for (uint32_t i = 0; i < w.num_sge; ++i) {
+    if (!r.ctx.mrs.check(sges[i].lkey, r.qp.pd, sges[i].addr, sges[i].length, access)) {
+      r.err = WcStatus::kLocProtErr;
+      return ReqState::kErrLocal;
+    }
+  }
+  return wr_op(w.opcode).flags ? ReqState::kStartWqe : ReqState::kExecLocal;
+}
+
+// LOCAL_INV (IBA 10.6.6.1): executes in order and completes like any WQE.
+ReqState exec_local(ReqRun& r) {
+  if (!r.ctx.mrs.invalidate(r.wqe->invalidate_rkey, r.qp.pd)) {
+    r.err = WcStatus::kLocProtErr;
+    return ReqState::kErrLocal;
+  }
+  complete_wqe(*r.wqe, WcStatus::kSuccess);
+  ++r.qp.req.req_idx;
+  retire_done(r.ctx, r.qp);
+  return ReqState::kGetWqe;
+}
+
+ReqState start_wqe(ReqRun& r) {
+  RequesterState& q = r.qp.req;
+  SendWqe& w = *r.wqe;
+  const uint32_t flags = wr_op(w.opcode).flags;
+  const uint32_t n = (flags & wire::kAtomic) || r.qp.qp_type == QpType::kUd ? 1 : pkts_for(w.length, r.qp.mtu());
+  w.first_psn = q.sq_psn;
+  w.last_psn = wire::psn_add(q.sq_psn, n - 1);
+  q.sq_psn = wire::psn_add(w.last_psn, 1);
+  q.req_psn = w.first_psn;
+  w.state = WqeState::kStarted;
+  if (flags & (wire::kRead | wire::kAtomic)) ++q.rd_atomic_inflight;
+  r.ctx.inc(Counter::rdma_sends);
+  return ReqState::kChkWindow;
+}
+
+ReqState chk_window(ReqRun& r) {
+  if (r.qp.qp_type == QpType::kRc && psn_diff(r.qp.req.req_psn, r.qp.comp.comp_psn) >= kMaxUnackedPsns) {
+    return ReqState::kDone;  // an ACK reopens the window and reschedules the QP
+  }
+  return ReqState::kChkPacer;
+}
+
+ReqState chk_pacer(ReqRun& r) {
+  if (!r.qp.pacer.may_send(r.ctx.now_ns, r.qp.mtu())) {
+    r.more = true;
+    return ReqState::kDone;
+  }
+  return ReqState::kSendPacket;
+}
+
+// Builds the packet at req_psn from the WQE and the memory it names.
+ReqState send_packet(ReqRun& r) {
+  QpImpl& qp = r.qp;
+  const SendWqe& w = *r.wqe;
+  const WrOpInfo& op = wr_op(w.opcode);
+  const bool ud = qp.qp_type == QpType::kUd;
+  const uint32_t psn = qp.req.req_psn;
+  const uint32_t off = psn_diff(psn, w.first_psn) * qp.mtu();
+  const bool first = psn == w.first_psn;
+  const bool last = psn == w.last_psn;
+
+  wire::PacketDesc d;
+  fill_path(r.ctx, qp, ud ? w.ah->attr : qp.attr.ah_attr, ud ? w.remote_qpn : qp.attr.dest_qp_num, d);
+  d.psn = psn;
+  if (op.flags & wire::kRead) {
+    // IBA 9.7.5.1.1: a READ retried from a middle PSN asks for the rest only.
+    d.opcode = op.only;
+    d.reth_va = w.remote_addr + off;
+    d.reth_rkey = w.rkey;
+    d.reth_len = w.length - off;
+    d.ack_req = true;
+  } else if (op.flags & wire::kAtomic) {
+    d.opcode = op.only;
+    d.atomic_va = w.remote_addr;
+    d.atomic_rkey = w.rkey;
+    const bool cas = w.opcode == WrOpcode::kAtomicCmpAndSwp;
+    d.atomic_swap_add = cas ? w.swap : w.compare_add;
+    d.atomic_compare = cas ? w.compare_add : 0;
+    d.ack_req = true;
+  } else {
+    d.payload_len = std::min(qp.mtu(), w.length - off);
+    d.pad = wire::pad_for(d.payload_len);
+    if (ud) {
+      d.opcode = op.ud;
+      d.deth_qkey = w.remote_qkey;
+      d.deth_src_qp = qp.qp_num;
+    } else {
+      d.opcode = first ? (last ? op.only : op.first) : (last ? op.last : op.middle);
+      if (qp.qp_type == QpType::kUc) d.opcode |= wire::kOpServiceUc;
+      // C9-?? : AckReq on the last packet of a message, and periodically inside long ones.
+      d.ack_req = qp.qp_type == QpType::kRc &&
+                  (last || (psn_diff(psn, w.first_psn) + 1) % kAckReqEveryPkts == 0);
+    }
+    if ((op.flags & wire::kWrite) && first) {
+      d.reth_va = w.remote_addr;
+      d.reth_rkey = w.rkey;
+      d.reth_len = w.length;
+    }
+    d.imm = w.imm_data;
+    d.ieth_rkey = w.invalidate_rkey;
+    d.se = last && (w.send_flags & kSendSolicited);
+  }
+  rte_mbuf* m = nullptr;
+  uint8_t* payload = begin_frame(r.ctx, d, &m);
+  if (!payload) {
+    r.more = true;
+    return ReqState::kDone;
+  }
+  if (w.num_sge == 0) std::memcpy(payload, qp.inline_of(qp.req.req_idx) + off, d.payload_len);
+  else copy_from_sges(qp.sges_of(qp.req.req_idx), w.num_sge, off, payload, d.payload_len);
+  end_frame(r.ctx, d, m);
+  qp.pacer.on_sent(r.ctx.now_ns, d.payload_len);
+  if (psn_cmp(psn, qp.req.psn_hwm) < 0) r.ctx.inc(Counter::retransmits);
+  // IBA 9.7.6.1.3: the local ACK timer runs while anything is unacknowledged.
+  if (qp.qp_type == QpType::kRc && qp.attr.timeout && !r.ctx.timers.armed(qp.index)) {
+    r.ctx.timers.arm(qp.index, r.ctx.now_ns + local_ack_timeout_ns(qp.attr.timeout));
+  }
+  return ReqState::kNextPacket;
+}
+
+ReqState next_packet(ReqRun& r) {
+  QpImpl& qp = r.qp;
+  SendWqe& w = *r.wqe;
+  // One READ request stands for all its response PSNs.
+  qp.req.req_psn = is_rd_atomic(w) ? wire::psn_add(w.last_psn, 1) : wire::psn_add(qp.req.req_psn, 1);
+  if (psn_cmp(qp.req.req_psn, qp.req.psn_hwm) > 0) qp.req.psn_hwm = qp.req.req_psn;
+  if (psn_cmp(qp.req.req_psn, w.last_psn) > 0) {
+    ++qp.req.req_idx;
+    if (qp.qp_type != QpType::kRc) {  // UC and UD complete when sent
+      complete_wqe(w, WcStatus::kSuccess);
+      retire_done(r.ctx, qp);
+    }
+  }
+  if (--r.budget == 0) {
+    r.more = true;
+    return ReqState::kDone;
+  }
+  return ReqState::kGetWqe;
+}
+
+// A local error ends the WQE; RC goes to ERR, UC/UD to SQE (IBA 10.3.1.10).
+ReqState err_local(ReqRun& r) {
+  complete_wqe(*r.wqe, r.err);
+  if (r.qp.qp_type == QpType::kRc) qp_to_error(r.ctx, r.qp);
+  else qp_to_sqe(r.ctx, r.qp);
+  return ReqState::kDone;
+}
+
+}  // namespace
+
+bool requester_tx(Context& ctx, QpImpl& qp, uint32_t budget) {
+  ReqRun r{ctx, qp, budget};
+  ReqState s = ReqState::kGetWqe;
+  for (;;) {
+    switch (s) {
+      case ReqState::kGetWqe: s = get_wqe(r); break;
+      case ReqState::kChkFence: s = chk_fence(r); break;
+      case ReqState::kChkRdAtomic: s = chk_rd_atomic(r); break;
+      case ReqState::kChkLocal: s = chk_local(r); break;
+      case ReqState::kExecLocal: s = exec_local(r); break;
+      case ReqState::kStartWqe: s = start_wqe(r); break;
+      case ReqState::kChkWindow: s = chk_window(r); break;
+      case ReqState::kChkPacer: s = chk_pacer(r); break;
+      case ReqState::kSendPacket: s = send_packet(r); break;
+      case ReqState::kNextPacket: s = next_packet(r); break;
+      case ReqState::kErrLocal: s = err_local(r); break;
+      case ReqState::kDone: return r.more;
+    }
+  }
+}
+
+void requester_rewind(QpImpl& qp, uint32_t psn) {
+  uint32_t i = qp.sq.tail();
+  for (; i != qp.sq.head(); ++i) {
+    const SendWqe& w = qp.sq.at(i);
+    if (w.state == WqeState::kPosted) break;
+    if (w.state == WqeState::kStarted && psn_cmp(psn, w.first_psn) >= 0 && psn_cmp(psn, w.last_psn) <= 0) {
+      qp.req.req_idx = i;
+      qp.req.req_psn = psn;
+      return;
+    }
+  }
+  qp.req.req_idx = i;
+  qp.req.req_psn = qp.req.sq_psn;
+}
+
+}  // namespace uroce::transport

@@ -1,0 +1,293 @@
+// Requester and completer rules (IBA 9.7.4, 9.7.5.1, 9.7.6): RNR waits and
+// retries, local ACK timeout and retry exhaustion, implied NAKs, fences,
+// max_rd_atomic, signaled/unsignaled completions and inline data.
+#include <cstring>
+#include <string>
+
+#include "tests/unit/transport/fixture.h"
+
+namespace uroce::test {
+namespace {
+
+using wire::PacketDesc;
+using Completer = Pair;
+using Requester = Pair;
+
+bool is_err(Qp* qp) {
+  QpAttr at;
+  EXPECT_TRUE(query_qp(qp, &at, nullptr).ok());
+  return at.qp_state == QpState::kErr;
+}
+
+// Receive: RNR NAK (no receive WQE), then the receiver posts one.
+// Expect: IBA 9.7.5.2.8: the requester waits the RNR timer, resends, succeeds.
+TEST_F(Completer, RnrNakWaitRetrySuccess) {
+  PairOptions o;
+  o.min_rnr_timer = 14;  // 0.96 ms
+  open(o);
+  fill(a->buf, 0, 64, 1);
+  ASSERT_TRUE(post(WrOpcode::kSend, 1, 0, 64).ok());
+  ASSERT_TRUE(run_until([&] { return a->count(Counter::rcvd_rnr_err) == 1; }));
+  EXPECT_EQ(count_sent(b->port.sent, wire::kRcAcknowledge, 0x20 | 14), 1u);
+  const uint64_t nak_at = now;
+  ASSERT_TRUE(b->post_recv(9, 0, 64).ok());
+  EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
+  EXPECT_GE(now - nak_at, wire::rnr_timer_ns(14));  // not resent before the timer ran out
+  EXPECT_EQ(wait_wc(b->rcq).wr_id, 9u);
+  EXPECT_EQ(count_sent(a->port.sent, wire::kRcSendOnly), 2u);
+  EXPECT_EQ(b->count(Counter::send_rnr_err), 1u);
+}
+
+// Receive: RNR NAKs forever with rnr_retry 2. Expect: after 3 NAKs the WQE
+// completes kRnrRetryExcErr, the next one is flushed, the QP is in ERR.
+TEST_F(Completer, RnrRetryExhaustedGoesToErr) {
+  PairOptions o;
+  o.rnr_retry = 2;
+  open(o);
+  ASSERT_TRUE(post(WrOpcode::kSend, 1, 0, 64).ok());
+  ASSERT_TRUE(post(WrOpcode::kSend, 2, 0, 64).ok());
+  const Wc w1 = wait_wc(a->scq);
+  EXPECT_EQ(w1.wr_id, 1u);
+  EXPECT_EQ(w1.status, WcStatus::kRnrRetryExcErr);
+  const Wc w2 = wait_wc(a->scq);
+  EXPECT_EQ(w2.wr_id, 2u);
+  EXPECT_EQ(w2.status, WcStatus::kWrFlushErr);
+  EXPECT_EQ(a->count(Counter::rcvd_rnr_err), 3u);
+  EXPECT_EQ(a->count(Counter::retry_rnr_exceeded_err), 1u);
+  EXPECT_TRUE(is_err(a->qp));
+}
+
+// Receive: RNR NAKs for a long time with rnr_retry 7. Expect: IBA 9.7.5.2.8:
+// 7 means retry forever; the SEND succeeds once a WQE is posted.
+TEST_F(Completer, RnrRetry7IsInfinite) {
+  PairOptions o;
+  o.rnr_retry = 7;
+  open(o);
+  ASSERT_TRUE(post(WrOpcode::kSend, 1, 0, 64).ok());
+  run_for(2'000'000);  // ~100 RNR NAKs at 10 us
+  EXPECT_GT(a->count(Counter::rcvd_rnr_err), 50u);
+  ASSERT_TRUE(b->post_recv(1, 0, 64).ok());
+  EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
+}
+
+// Receive: nothing (every request lost). Expect: IBA 9.7.6.1.3: after
+// retry_cnt + 1 local ACK timeouts the oldest WQE completes kRetryExcErr, all
+// later WQEs (and receive WQEs) are flushed, the QP is in ERR and a WR posted
+// afterwards is flushed at once.
+TEST_F(Completer, RetryExhaustedGoesToErrAndFlushes) {
+  PairOptions o;
+  o.retry_cnt = 2;
+  open(o);
+  a->port.hook = [](const PacketDesc&) { return TestPort::Action::kDrop; };
+  ASSERT_TRUE(a->post_recv(77, 0, 64).ok());
+  for (int i = 1; i <= 3; ++i) ASSERT_TRUE(post(WrOpcode::kSend, i, 0, 64).ok());
+  const Wc w1 = wait_wc(a->scq);
+  EXPECT_EQ(w1.wr_id, 1u);
+  EXPECT_EQ(w1.status, WcStatus::kRetryExcErr);
+  EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kWrFlushErr);
+  EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kWrFlushErr);
+  const Wc r = wait_wc(a->rcq);
+  EXPECT_EQ(r.wr_id, 77u);
+  EXPECT_EQ(r.status, WcStatus::kWrFlushErr);
+  EXPECT_EQ(a->count(Counter::local_ack_timeout_err), 3u);
+  EXPECT_EQ(a->count(Counter::retry_exceeded_err), 1u);
+  EXPECT_TRUE(is_err(a->qp));
+  ASSERT_TRUE(post(WrOpcode::kSend, 4, 0, 64).ok());
+  Wc w4;
+  ASSERT_EQ(poll_cq(a->scq, 1, &w4), 1);
+  EXPECT_EQ(w4.wr_id, 4u);
+  EXPECT_EQ(w4.status, WcStatus::kWrFlushErr);
+}
+
+// Receive: nothing, with retry_cnt 7. Expect: unlike rnr_retry, 7 is not
+// infinite (IBA 9.7.6.1.3; rxe differs): 8 timeouts, then kRetryExcErr.
+TEST_F(Completer, RetryCnt7IsNotInfinite) {
+  PairOptions o;
+  o.retry_cnt = 7;
+  o.timeout = 1;  // 8.192 us
+  open(o);
+  a->port.hook = [](const PacketDesc&) { return TestPort::Action::kDrop; };
+  ASSERT_TRUE(post(WrOpcode::kSend, 1, 0, 64).ok());
+  EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kRetryExcErr);
+  EXPECT_EQ(a->count(Counter::local_ack_timeout_err), 8u);
+  EXPECT_EQ(count_sent(a->port.sent, wire::kRcSendOnly), 8u);
+}
+
+// Receive: nothing, with timeout 0. Expect: the local ACK timer is off (infinite).
+TEST_F(Completer, Timeout0IsInfinite) {
+  PairOptions o;
+  o.timeout = 0;
+  open(o);
+  a->port.hook = [](const PacketDesc&) { return TestPort::Action::kDrop; };
+  ASSERT_TRUE(post(WrOpcode::kSend, 1, 0, 64).ok());
+  run_for(20'000'000);
+  EXPECT_EQ(a->count(Counter::local_ack_timeout_err), 0u);
+  Wc wc;
+  EXPECT_EQ(poll_cq(a->scq, 1, &wc), 0);
+}
+
+// Receive: the ACK of a SEND posted after a READ, while the READ's responses
+// were lost. Expect: C9-?? implied NAK: the READ is requested again, then both complete.
+TEST_F(Completer, ImpliedNakRetriesSkippedRead) {
+  open();
+  fill(b->buf, 4096, 512, 4);
+  bool dropped = false;
+  b->port.hook = [&](const PacketDesc& d) {
+    if (d.opcode != wire::kRcReadResponseOnly || dropped) return TestPort::Action::kPass;
+    dropped = true;
+    return TestPort::Action::kDrop;
+  };
+  ASSERT_TRUE(b->post_recv(1, 0, 64).ok());
+  ASSERT_TRUE(post(WrOpcode::kRdmaRead, 1, 0, 512, 4096).ok());
+  ASSERT_TRUE(post(WrOpcode::kSend, 2, 8192, 64).ok());
+  EXPECT_EQ(wait_wc(a->scq).wr_id, 1u);
+  EXPECT_EQ(wait_wc(a->scq).wr_id, 2u);
+  EXPECT_EQ(a->count(Counter::implied_nak_seq_err), 1u);
+  EXPECT_EQ(a->count(Counter::local_ack_timeout_err), 0u);
+  EXPECT_EQ(std::memcmp(a->buf.data(), b->buf.data() + 4096, 512), 0);
+}
+
+// Send: READ, then a SEND with kSendFence. Expect: IBA 10.8.3.3: the SEND
+// leaves only after the READ response came back; without the fence it does not wait.
+TEST_F(Requester, FenceWaitsForOutstandingRead) {
+  for (bool fence : {true, false}) {
+    SCOPED_TRACE(fence ? "fenced" : "not fenced");
+    open();
+    std::string order;
+    b->port.hook = [&](const PacketDesc& d) {
+      if (d.opcode == wire::kRcReadResponseOnly) order += 'R';
+      return TestPort::Action::kPass;
+    };
+    a->port.hook = [&](const PacketDesc& d) {
+      if (d.opcode == wire::kRcSendOnly) order += 'S';
+      return TestPort::Action::kPass;
+    };
+    ASSERT_TRUE(b->post_recv(1, 0, 64).ok());
+    ASSERT_TRUE(post(WrOpcode::kRdmaRead, 1, 0, 512, 4096).ok());
+    ASSERT_TRUE(post(WrOpcode::kSend, 2, 8192, 64, 0, kSendSignaled | (fence ? uint32_t(kSendFence) : 0u)).ok());
+    EXPECT_EQ(drain(a->scq).size(), 2u);
+    EXPECT_EQ(order, fence ? "RS" : "SR");
+  }
+}
+
+// Send: two READs with max_rd_atomic 1. Expect: C9-?? the second READ request
+// leaves only after the first one's response.
+TEST_F(Requester, MaxRdAtomicLimitsOutstandingReads) {
+  PairOptions o;
+  o.max_rd_atomic = 1;
+  open(o);
+  std::string order;
+  b->port.hook = [&](const PacketDesc& d) {
+    if (d.opcode == wire::kRcReadResponseOnly) order += 'R';
+    return TestPort::Action::kPass;
+  };
+  a->port.hook = [&](const PacketDesc& d) {
+    if (d.opcode == wire::kRcReadRequest) order += 'Q';
+    return TestPort::Action::kPass;
+  };
+  ASSERT_TRUE(post(WrOpcode::kRdmaRead, 1, 0, 64, 0).ok());
+  ASSERT_TRUE(post(WrOpcode::kRdmaRead, 2, 64, 64, 64).ok());
+  EXPECT_EQ(drain(a->scq).size(), 2u);
+  EXPECT_EQ(order, "QRQR");
+}
+
+// Send: three SENDs, only the last signaled, sq_sig_all off. Expect: one
+// completion, for the last (IBA 10.8.3.1: unsignaled WQEs retire silently).
+TEST_F(Requester, UnsignaledCompletionsAreSilent) {
+  PairOptions o;
+  o.sq_sig_all = false;
+  open(o);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(b->post_recv(i, size_t(i) * 64, 64).ok());
+  ASSERT_TRUE(post(WrOpcode::kSend, 1, 0, 64, 0, 0).ok());
+  ASSERT_TRUE(post(WrOpcode::kSend, 2, 0, 64, 0, 0).ok());
+  ASSERT_TRUE(post(WrOpcode::kSend, 3, 0, 64, 0, kSendSignaled).ok());
+  const auto wcs = drain(a->scq);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].wr_id, 3u);
+  EXPECT_EQ(drain(b->rcq).size(), 3u);
+}
+
+// Send: SEND with kSendInline; the source buffer changes right after posting.
+// Expect: the bytes as they were at post time arrive (IBA 10.8.3.? inline data).
+TEST_F(Requester, InlineDataIsCopiedAtPost) {
+  open();
+  fill(a->buf, 0, 200, 5);
+  std::vector<uint8_t> expect(a->buf.begin(), a->buf.begin() + 200);
+  ASSERT_TRUE(b->post_recv(1, 0, 256).ok());
+  Sge g = a->sge(0, 200);
+  g.lkey = 0;  // inline data ignores the L_Key
+  SendWr wr;
+  wr.sg_list = &g;
+  wr.num_sge = 1;
+  wr.send_flags = kSendInline | kSendSignaled;
+  ASSERT_TRUE(post_send(a->qp, &wr, nullptr).ok());
+  std::memset(a->buf.data(), 0, 200);
+  EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
+  EXPECT_EQ(wait_wc(b->rcq).byte_len, 200u);
+  EXPECT_EQ(std::memcmp(b->buf.data(), expect.data(), 200), 0);
+  wr.send_flags = kSendInline;
+  g.length = opt.max_inline + 1;
+  EXPECT_EQ(post_send(a->qp, &wr, nullptr).code(), StatusCode::kInvalidArgument);
+}
+
+// Send: a SEND whose SGE has an unregistered L_Key. Expect: WC kLocProtErr, QP to ERR.
+TEST_F(Requester, BadLkeyCompletesLocalProtectionError) {
+  open();
+  Sge g = a->sge(0, 64);
+  g.lkey ^= 0x00100000;
+  SendWr wr;
+  wr.sg_list = &g;
+  wr.num_sge = 1;
+  wr.send_flags = kSendSignaled;
+  ASSERT_TRUE(post_send(a->qp, &wr, nullptr).ok());
+  EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kLocProtErr);
+  EXPECT_TRUE(is_err(a->qp));
+}
+
+// Send: a 64 KiB WRITE at MTU 256 through a port that takes 2 frames per burst.
+// Expect: frames the port refuses are kept and sent later (tx_ring_full), and
+// the AckReq bit appears every 64 packets and on the last.
+TEST_F(Requester, PortBackpressureAndPeriodicAckReq) {
+  PairOptions o;
+  o.mtu = Mtu::k256;
+  open(o);
+  a->port.tx_accept = 2;
+  fill(a->buf, 0, 65536, 6);
+  ASSERT_TRUE(post(WrOpcode::kRdmaWrite, 1, 0, 65536, 0).ok());
+  EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
+  EXPECT_EQ(std::memcmp(a->buf.data(), b->buf.data(), 65536), 0);
+  EXPECT_GT(a->count(Counter::tx_ring_full), 0u);
+  ASSERT_EQ(a->port.sent.size(), 256u);
+  size_t ack_reqs = 0;
+  for (const auto& d : a->port.sent) ack_reqs += d.ack_req;
+  EXPECT_EQ(ack_reqs, 4u);
+  EXPECT_TRUE(a->port.sent.back().ack_req);
+}
+
+// Send: LOCAL_INV of an MR between two SENDs. Expect: it completes in order
+// and the key no longer works locally (IBA 10.6.6.1).
+TEST_F(Requester, LocalInvalidate) {
+  open();
+  std::vector<uint8_t> other(4096);
+  Mr* mr2 = must(reg_mr(a->pd, other.data(), other.size(), kAccessLocalWrite));
+  SendWr inv;
+  inv.wr_id = 5;
+  inv.opcode = WrOpcode::kLocalInv;
+  inv.invalidate_rkey = mr2->lkey;
+  inv.send_flags = kSendSignaled;
+  ASSERT_TRUE(post_send(a->qp, &inv, nullptr).ok());
+  const Wc w = wait_wc(a->scq);
+  EXPECT_EQ(w.wr_id, 5u);
+  EXPECT_EQ(w.status, WcStatus::kSuccess);
+  EXPECT_EQ(w.opcode, WcOpcode::kLocalInv);
+  Sge g{uint64_t(uintptr_t(other.data())), 64, mr2->lkey};
+  SendWr wr;
+  wr.sg_list = &g;
+  wr.num_sge = 1;
+  wr.send_flags = kSendSignaled;
+  ASSERT_TRUE(post_send(a->qp, &wr, nullptr).ok());
+  EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kLocProtErr);
+}
+
+}  // namespace
+}  // namespace uroce::test
