@@ -30,6 +30,13 @@ Result<ContextPtr> open_device(PacketIo& io, const DeviceConfig& cfg) {
   ctx->timers.init(cfg.max_qp, 0);
   ctx->ready.init(cfg.max_qp);
   ctx->ready_flag.assign(cfg.max_qp, 0);
+  auto net = net::NetStack::create(net::NetConfig{});
+  if (!net.ok()) return net.status();
+  ctx->net = std::move(net.value());
+  if (cfg.gid != Gid{}) {
+    const Status st = ctx->net->gids().set(0, net::GidEntry{cfg.gid, net::GidType::kRoceV2, net::kNoVlan, ctx->mac});
+    if (!st.ok()) return st;
+  }
   return ctx;
 }
 

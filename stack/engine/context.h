@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include <uroce/packet_io.h>
@@ -14,6 +15,7 @@
 #include "stack/engine/object_table.h"
 #include "stack/engine/timer_wheel.h"
 #include "stack/mem/mr_table.h"
+#include "stack/net/net_stack.h"
 #include "stack/transport/cq.h"
 #include "stack/transport/qp.h"
 #include "stack/transport/recv_queue.h"
@@ -50,6 +52,8 @@ struct Context {
   engine::ObjectTable<transport::QpImpl> qps;  // slot i holds QPN kFirstQpn + i
 
   engine::TimerWheel timers;  // one timer per QP slot
+  std::unique_ptr<net::NetStack> net;  // GID table, ARP/ND, ICMP echo
+
 
   // QP slots with something to transmit, served round-robin. ready_flag is per
   // slot (not per QP) so a stale entry of a destroyed QP is never doubled.

@@ -56,9 +56,16 @@ void rx_one(Context& ctx, rte_mbuf* m, const wire::ParseOptions& opt) {
   const auto* frame = rte_pktmbuf_mtod(m, const uint8_t*);
   wire::PacketDesc d;
   const wire::ParseError e = wire::parse({frame, rte_pktmbuf_data_len(m)}, d, opt);
-  if (e != wire::ParseError::kOk) return ctx.inc(drop_counter(e));
+  if (e != wire::ParseError::kOk) {
+    // ARP, IPv6 ND and ICMP echo go to the addressing layer; replies join this poll's burst.
+    net::TxBurst tx(ctx.tx_pool, ctx.tx.data(), kTxBurst, ctx.tx_n);
+    if (wire::is_not_roce(e) && ctx.net->handle(m, ctx.now_ns, tx)) return;
+    return ctx.inc(drop_counter(e));
+  }
   if (d.dst_mac != ctx.mac) return ctx.inc(Counter::rx_drop_wrong_mac);
-  if (d.dgid != ctx.cfg.gid) return ctx.inc(Counter::rx_drop_wrong_gid);
+  const auto gid_type = d.l3 == wire::L3Kind::kGrh ? net::GidType::kRoceV1 : net::GidType::kRoceV2;
+  const uint16_t vlan = d.has_vlan ? uint16_t(d.vlan_tci & 0x0fff) : net::kNoVlan;
+  if (!ctx.net->gids().find(d.dgid, vlan, gid_type)) return ctx.inc(Counter::rx_drop_wrong_gid);
   const uint32_t flags = d.op().flags;
   if (flags & wire::kCnpOp) return ctx.inc(Counter::rcvd_cnp);  // seam for congestion control (#8)
   QpImpl* qp = d.dest_qp >= transport::kFirstQpn ? ctx.qps.at(d.dest_qp - transport::kFirstQpn) : nullptr;
@@ -100,6 +107,10 @@ uint32_t poll(Context* ctx, uint64_t now_ns) {
   c.timers.advance(now_ns, [&c](uint32_t index) {
     if (QpImpl* qp = c.qps.at(index)) transport::completer_timer(c, *qp);
   });
+  {
+    net::TxBurst tx(c.tx_pool, c.tx.data(), kTxBurst, c.tx_n);
+    c.net->poll(now_ns, tx);  // ARP / neighbour solicitations due now
+  }
 
   // Each QP ready at the start of this poll gets one turn; those with more to
   // send go to the back of the ring.
