@@ -75,8 +75,8 @@ constexpr std::array<OpcodeInfo, 256> make_table() {
   t[kRcAcknowledge] = op("RC Acknowledge", kRcResp | kOnly, {Hdr::kAeth});
   t[kRcAtomicAcknowledge] =
       op("RC Atomic Acknowledge", kRcResp | kAtomic | kOnly, {Hdr::kAeth, Hdr::kAtomicAckEth});
-  t[kRcCompareSwap] = op("RC CmpSwap", kRcReq | kAtomic | kOnly, {Hdr::kAtomicEth});
-  t[kRcFetchAdd] = op("RC FetchAdd", kRcReq | kAtomic | kOnly, {Hdr::kAtomicEth});
+  t[kRcCompareSwap] = op("RC Compare Swap", kRcReq | kAtomic | kOnly, {Hdr::kAtomicEth});
+  t[kRcFetchAdd] = op("RC Fetch Add", kRcReq | kAtomic | kOnly, {Hdr::kAtomicEth});
   t[kRcSendLastInv] = op("RC Send Last Invalidate", kRcReq | kSend | kPayload | kLast | kInv | kRwr,
                          {Hdr::kIeth});
   t[kRcSendOnlyInv] = op("RC Send Only Invalidate", kRcReq | kSend | kPayload | kOnly | kInv | kRwr,

@@ -54,7 +54,7 @@ void PcapWriter::write(std::span<const uint8_t> frame, uint64_t time_ns) {
   const RecordHeader r{uint32_t(time_ns / 1'000'000'000), uint32_t(time_ns % 1'000'000'000), incl,
                        uint32_t(frame.size())};
   std::fwrite(&r, sizeof(r), 1, f_);
-  std::fwrite(frame.data(), 1, incl, f_);
+  if (incl != 0) std::fwrite(frame.data(), 1, incl, f_);  // an empty span's data() may be null
 }
 
 void PcapWriter::close() {

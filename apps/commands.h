@@ -1,0 +1,10 @@
+// Subcommands of the `uroce` front end. Each takes the arguments after its
+// own name (argv[0] is the subcommand name) and returns the process exit code.
+#pragma once
+
+namespace uroce::apps {
+
+int cmd_dump(int argc, char** argv);
+int cmd_sim(int argc, char** argv);
+
+}  // namespace uroce::apps

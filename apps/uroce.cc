@@ -1,0 +1,47 @@
+// The `uroce` command-line front end: dispatches to a subcommand.
+#include <cstdio>
+#include <cstring>
+#include <string_view>
+
+#include "apps/commands.h"
+
+namespace {
+
+struct Command {
+  std::string_view name;
+  int (*run)(int, char**);
+  std::string_view summary;
+};
+
+constexpr Command kCommands[] = {
+    {"dump", uroce::apps::cmd_dump, "decode RoCE frames in a pcap file, check every ICRC"},
+    {"sim", uroce::apps::cmd_sim, "randomized workloads over the fault-injecting fabric, checked against a model"},
+};
+
+void usage(std::FILE* out) {
+  std::fprintf(out, "usage: uroce <command> [options]   (uroce <command> --help for its options)\n\ncommands:\n");
+  for (const auto& c : kCommands) {
+    std::fprintf(out, "  %-10.*s %.*s\n", int(c.name.size()), c.name.data(), int(c.summary.size()),
+                 c.summary.data());
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  const std::string_view cmd = argv[1];
+  if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+    usage(stdout);
+    return 0;
+  }
+  for (const auto& c : kCommands) {
+    if (c.name == cmd) return c.run(argc - 1, argv + 1);
+  }
+  std::fprintf(stderr, "uroce: unknown command '%s'\n\n", argv[1]);
+  usage(stderr);
+  return 2;
+}
