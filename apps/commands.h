@@ -4,6 +4,7 @@
 
 namespace uroce::apps {
 
+int cmd_demo(int argc, char** argv);
 int cmd_dump(int argc, char** argv);
 int cmd_sim(int argc, char** argv);
 

@@ -14,6 +14,7 @@ struct Command {
 };
 
 constexpr Command kCommands[] = {
+    {"demo", uroce::apps::cmd_demo, "two endpoints in two processes on a DPDK memif link: RC pingpong and streaming, verified"},
     {"dump", uroce::apps::cmd_dump, "decode RoCE frames in a pcap file, check every ICRC"},
     {"sim", uroce::apps::cmd_sim, "randomized workloads over the fault-injecting fabric, checked against a model"},
 };

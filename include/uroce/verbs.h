@@ -322,6 +322,11 @@ uint32_t poll(Context* ctx, uint64_t now_ns);
 
 /// Device and per-reason counters (names modelled on rxe and mlx5 hw_counters).
 const Counters& query_counters(const Context* ctx);
+/// One QP's share of the device counters: what the engine counted while it
+/// served this QP (rcvd_pkts: frames dispatched to it; sent_pkts: frames it
+/// built; drops, NAKs, retransmits, timeouts). Zero for a new QP; valid until
+/// the QP is destroyed.
+const Counters& query_qp_counters(Qp* qp);
 
 Result<Pd*> alloc_pd(Context* ctx);
 Status dealloc_pd(Pd* pd);

@@ -30,6 +30,8 @@ Result<ContextPtr> open_device(PacketIo& io, const DeviceConfig& cfg) {
   ctx->timers.init(cfg.max_qp, 0);
   ctx->ready.init(cfg.max_qp);
   ctx->ready_flag.assign(cfg.max_qp, 0);
+  ctx->qp_counters.assign(cfg.max_qp, Counters{});
+  ctx->qp_counters_gen.assign(cfg.max_qp, 0);
   auto net = net::NetStack::create(net::NetConfig{});
   if (!net.ok()) return net.status();
   ctx->net = std::move(net.value());
@@ -47,6 +49,10 @@ void close_device(Context* ctx) {
 }
 
 const Counters& query_counters(const Context* ctx) { return ctx->counters; }
+
+const Counters& query_qp_counters(Qp* qp) {
+  return qp_counters_of(*qp->context, transport::impl(qp));
+}
 
 Result<Pd*> alloc_pd(Context* ctx) {
   if (!ctx) return Status(StatusCode::kInvalidArgument, "null context");

@@ -63,8 +63,29 @@ struct Context {
   std::array<rte_mbuf*, kTxBurst> tx{};  // frames built, not yet taken by the port
   uint16_t tx_n = 0;
 
-  void inc(Counter c) { counters.inc(c); }
+  // Per-QP counters (query_qp_counters): the same names as the device's,
+  // counted while the engine works for one QP (its received frames, timer,
+  // transmit turn). Slot i belongs to the QP in slot i of generation
+  // qp_counters_gen[i]; a new QP in the slot starts from zero.
+  std::vector<Counters> qp_counters;
+  std::vector<uint32_t> qp_counters_gen;
+  Counters* cur_qp_counters = nullptr;  // the QP being served, or null
+
+  void inc(Counter c) {
+    counters.inc(c);
+    if (cur_qp_counters) cur_qp_counters->inc(c);
+  }
 };
+
+/// The counter block of qp (zeroed first if the slot has a new QP). Data path.
+inline Counters& qp_counters_of(Context& ctx, const transport::QpImpl& qp) {
+  const uint32_t gen = ctx.qps.generation(qp.index);
+  if (ctx.qp_counters_gen[qp.index] != gen) {
+    ctx.qp_counters_gen[qp.index] = gen;
+    ctx.qp_counters[qp.index] = Counters{};
+  }
+  return ctx.qp_counters[qp.index];
+}
 
 /// Puts qp on the transmit schedule (no-op if it is already there).
 inline void mark_ready(Context& ctx, const transport::QpImpl& qp) {

@@ -51,6 +51,21 @@ bool receives(QpState s) {  // IBA 10.3.1: the receive side works from RTR on, a
   return s == QpState::kRtr || s == QpState::kRts || s == QpState::kSqd || s == QpState::kSqe;
 }
 
+// The part of receive that concerns one QP; counted in its block too.
+void rx_qp(Context& ctx, QpImpl& qp, const wire::PacketDesc& d, const uint8_t* frame) {
+  const uint32_t flags = d.op().flags;
+  // C9-?? (IBA 9.2.4): the P_Key must match ours, ignoring the membership bit.
+  if ((d.pkey & 0x7fff) != (transport::kDefaultPkey & 0x7fff)) return ctx.inc(Counter::rx_drop_bad_pkey);
+  if (!(flags & service_flag(qp.qp_type))) return ctx.inc(Counter::rx_drop_opcode_mismatch);
+  if (flags & wire::kReq) {
+    if (!receives(qp.state)) return ctx.inc(Counter::rx_drop_qp_state);
+    transport::responder_rx(ctx, qp, d, frame);
+  } else {
+    if (qp.state != QpState::kRts && qp.state != QpState::kSqd) return ctx.inc(Counter::rx_drop_qp_state);
+    transport::completer_rx(ctx, qp, d, frame);
+  }
+}
+
 void rx_one(Context& ctx, rte_mbuf* m, const wire::ParseOptions& opt) {
   if (m->nb_segs != 1) return ctx.inc(Counter::rx_drop_multiseg);
   const auto* frame = rte_pktmbuf_mtod(m, const uint8_t*);
@@ -70,16 +85,11 @@ void rx_one(Context& ctx, rte_mbuf* m, const wire::ParseOptions& opt) {
   if (flags & wire::kCnpOp) return ctx.inc(Counter::rcvd_cnp);  // seam for congestion control (#8)
   QpImpl* qp = d.dest_qp >= transport::kFirstQpn ? ctx.qps.at(d.dest_qp - transport::kFirstQpn) : nullptr;
   if (!qp) return ctx.inc(Counter::rx_drop_unknown_qp);
-  // C9-?? (IBA 9.2.4): the P_Key must match ours, ignoring the membership bit.
-  if ((d.pkey & 0x7fff) != (transport::kDefaultPkey & 0x7fff)) return ctx.inc(Counter::rx_drop_bad_pkey);
-  if (!(flags & service_flag(qp->qp_type))) return ctx.inc(Counter::rx_drop_opcode_mismatch);
-  if (flags & wire::kReq) {
-    if (!receives(qp->state)) return ctx.inc(Counter::rx_drop_qp_state);
-    transport::responder_rx(ctx, *qp, d, frame);
-  } else {
-    if (qp->state != QpState::kRts && qp->state != QpState::kSqd) return ctx.inc(Counter::rx_drop_qp_state);
-    transport::completer_rx(ctx, *qp, d, frame);
-  }
+  Counters& qc = qp_counters_of(ctx, *qp);
+  qc.inc(Counter::rcvd_pkts);
+  ctx.cur_qp_counters = &qc;
+  rx_qp(ctx, *qp, d, frame);
+  ctx.cur_qp_counters = nullptr;
 }
 
 // One QP's transmit turn: responses first (they are ordered before later
@@ -105,7 +115,11 @@ uint32_t poll(Context* ctx, uint64_t now_ns) {
   }
 
   c.timers.advance(now_ns, [&c](uint32_t index) {
-    if (QpImpl* qp = c.qps.at(index)) transport::completer_timer(c, *qp);
+    if (QpImpl* qp = c.qps.at(index)) {
+      c.cur_qp_counters = &qp_counters_of(c, *qp);
+      transport::completer_timer(c, *qp);
+      c.cur_qp_counters = nullptr;
+    }
   });
   {
     net::TxBurst tx(c.tx_pool, c.tx.data(), kTxBurst, c.tx_n);
@@ -119,7 +133,14 @@ uint32_t poll(Context* ctx, uint64_t now_ns) {
     c.ready.pop();
     c.ready_flag[index] = 0;
     QpImpl* qp = c.qps.at(index);
-    if (qp && tx_turn(c, *qp)) mark_ready(c, *qp);
+    if (!qp) continue;
+    Counters& qc = qp_counters_of(c, *qp);
+    const uint16_t before = c.tx_n;
+    c.cur_qp_counters = &qc;
+    const bool more = tx_turn(c, *qp);
+    c.cur_qp_counters = nullptr;
+    qc.inc(Counter::sent_pkts, uint16_t(c.tx_n - before));  // frames this QP built
+    if (more) mark_ready(c, *qp);
   }
 
   uint16_t sent = 0;

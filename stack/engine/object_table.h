@@ -12,7 +12,10 @@ namespace uroce::engine {
 template <typename T>
 class ObjectTable {
  public:
-  void init(uint32_t max) { slots_.resize(max); }
+  void init(uint32_t max) {
+    slots_.resize(max);
+    generations_.resize(max);
+  }
 
   /// Creates an object in a free slot, searching from after the last one used
   /// so that a freed slot (and its QPN) is not reused at once. nullptr if full.
@@ -21,6 +24,7 @@ class ObjectTable {
       const size_t i = (next_ + n) % slots_.size();
       if (slots_[i]) continue;
       slots_[i] = std::make_unique<T>();
+      ++generations_[i];
       next_ = uint32_t(i + 1);
       if (index) *index = uint32_t(i);
       return slots_[i].get();
@@ -39,9 +43,12 @@ class ObjectTable {
   }
   T* at(uint32_t i) const { return i < slots_.size() ? slots_[i].get() : nullptr; }
   uint32_t capacity() const { return uint32_t(slots_.size()); }
+  /// How many objects slot i has held: tells a new object from an earlier one in the same slot.
+  uint32_t generation(uint32_t i) const { return generations_[i]; }
 
  private:
   std::vector<std::unique_ptr<T>> slots_;
+  std::vector<uint32_t> generations_;
   uint32_t next_ = 0;
 };
 
