@@ -7,6 +7,8 @@ set -euo pipefail
 pkgs=(
   dpdk
   g++
+  iproute2
+  iputils-ping
   libbenchmark-dev
   libboost-dev
   libdpdk-dev
