@@ -52,7 +52,11 @@ struct Resp {
 bool is_rd_atomic(const SendWqe& w) { return wr_op(w.opcode).flags & (wire::kRead | wire::kAtomic); }
 
 // Forward progress: everything before psn is acknowledged. Resets the retry
-// counters and ends a retry in progress.
+// counters and ends a retry in progress. After a go-back-N rewind, ACKs and
+// responses to the original transmissions may overtake the requester's
+// resend point: nothing before comp_psn is sent again, so the requester moves
+// forward to it (otherwise req_idx could name a WQE this packet retires, and
+// its slot is reused by the next post_send).
 void advance_comp(Resp& c, uint32_t psn) {
   CompleterState& s = c.qp.comp;
   if (psn_cmp(psn, s.comp_psn) <= 0) return;
@@ -61,6 +65,7 @@ void advance_comp(Resp& c, uint32_t psn) {
   s.rnr_left = c.qp.attr.rnr_retry;
   s.started_retry = false;
   c.progress = true;
+  if (psn_cmp(c.qp.req.req_psn, psn) < 0) requester_rewind(c.qp, psn);
 }
 
 CompState get_wqe(Resp& c) {

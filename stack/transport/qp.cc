@@ -112,6 +112,10 @@ Result<Qp*> create_qp(Pd* pd, const QpInitAttr& a) {
   qp->index = index;
   qp->init_attr = a;
 
+  // A UD QP has no path: its MTU is the port's active MTU (IBA 11.4.1.1 /
+  // 9.8: a UD message is one packet of at most the PMTU; rxe's get_mtu uses
+  // the port's mtu_cap for UD). RC and UC set path_mtu at RTR.
+  if (a.qp_type == QpType::kUd) qp->attr.path_mtu = ctx.max_mtu;
   QpCap& cap = qp->attr.cap;
   cap = a.cap;
   cap.max_send_sge = cap.max_send_sge ? cap.max_send_sge : 1;
@@ -165,7 +169,7 @@ namespace {
 
 // Checks one send WR against the QP (IBA 11.4.1.1 post send: C11-?? checks
 // that make the post fail rather than complete in error).
-Status check_send_wr(const Context& ctx, const QpImpl& qp, const SendWr& wr, uint32_t* length) {
+Status check_send_wr(const QpImpl& qp, const SendWr& wr, uint32_t* length) {
   if (size_t(wr.opcode) >= transport::kWrOps.size() || !transport::wr_op(wr.opcode).valid) {
     return Status(StatusCode::kInvalidArgument, "bad opcode");
   }
@@ -191,7 +195,7 @@ Status check_send_wr(const Context& ctx, const QpImpl& qp, const SendWr& wr, uin
   if ((wr.send_flags & kSendInline) && len > qp.attr.cap.max_inline_data) {
     return Status(StatusCode::kInvalidArgument, "inline data > max_inline_data");
   }
-  if (qp.qp_type == QpType::kUd && len > mtu_bytes(ctx.max_mtu)) {
+  if (qp.qp_type == QpType::kUd && len > qp.mtu()) {
     return Status(StatusCode::kInvalidArgument, "UD message longer than the MTU");
   }
   if ((kind & wire::kAtomic) && (wr.num_sge != 1 || len != 8)) {
@@ -218,7 +222,7 @@ Status post_send(Qp* q, SendWr* wr, SendWr** bad_wr) {
     } else if (qp.sq.full()) {
       s = Status(StatusCode::kResourceExhausted, "send queue full");
     } else {
-      s = check_send_wr(ctx, qp, *wr, &len);
+      s = check_send_wr(qp, *wr, &len);
     }
     if (!s.ok()) {
       if (bad_wr) *bad_wr = wr;

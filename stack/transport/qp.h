@@ -125,6 +125,7 @@ struct RespRes {
   uint32_t msn = 0;
   uint32_t kind = 0;      // wire::kRead or wire::kAtomic; 0 unused
   bool pending = false;   // responses still to send
+  bool replay = false;    // they answer a duplicate request (the original's went out)
 };
 
 struct ResponderState {
@@ -193,7 +194,9 @@ void completer_timer(Context& ctx, QpImpl& qp);
 void retire_done(Context& ctx, QpImpl& qp);
 /// Requester: sends up to budget packets. Returns true if it has more to send now.
 bool requester_tx(Context& ctx, QpImpl& qp, uint32_t budget);
-/// Go-back-N (IBA 9.7.5.1.1): the requester resends from psn.
+/// Moves the requester's send point to psn: back for go-back-N (IBA
+/// 9.7.5.1.1, resend from psn), or forward when acknowledgements of earlier
+/// transmissions overtake a rewind (nothing acknowledged is sent again).
 void requester_rewind(QpImpl& qp, uint32_t psn);
 
 /// Ends a WQE with status (it is retired in order by retire_done).

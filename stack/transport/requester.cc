@@ -249,6 +249,8 @@ bool requester_tx(Context& ctx, QpImpl& qp, uint32_t budget) {
 }
 
 void requester_rewind(QpImpl& qp, uint32_t psn) {
+  // The resend point is a PSN of a started WQE that is not done yet, or the
+  // first WQE not started: never a WQE already retired or about to be.
   uint32_t i = qp.sq.tail();
   for (; i != qp.sq.head(); ++i) {
     const SendWqe& w = qp.sq.at(i);

@@ -177,8 +177,15 @@ RespState take_rwqe(Req& r) {
 
 RespState chk_resource(Req& r) {
   if (r.flags & (wire::kRead | wire::kAtomic)) {
-    // C9-?? (IBA 9.7.5.1.4): beyond max_dest_rd_atomic outstanding -> NAK invalid request.
-    if (!r.qp.attr.max_dest_rd_atomic || r.s.res[r.s.res_head].pending) return RespState::kErrTooManyRdAtomic;
+    // The oldest resource is recycled (next_res). The requester keeps at most
+    // max_rd_atomic <= max_dest_rd_atomic outstanding (IBA 9.7.5.1.4), so a
+    // new request means the one max_dest_rd_atomic before it has completed
+    // at the requester: a replay of it still pending (for a duplicate that
+    // crossed the original responses) is no longer wanted and is dropped.
+    // Only if its original responses are not all out yet has the requester
+    // exceeded our resources: NAK invalid request.
+    const RespRes& oldest = r.s.res[r.s.res_head];
+    if (!r.qp.attr.max_dest_rd_atomic || (oldest.pending && !oldest.replay)) return RespState::kErrTooManyRdAtomic;
     return RespState::kChkLength;
   }
   // A SEND takes its WQE at First; a WRITE with immediate at its Last.
@@ -190,7 +197,7 @@ RespState chk_resource(Req& r) {
 RespState chk_length(Req& r) {
   const uint32_t len = r.pkt.payload_len;
   const bool ud = r.qp.qp_type == QpType::kUd;
-  const uint32_t mtu = ud ? mtu_bytes(r.ctx.max_mtu) : r.qp.mtu();
+  const uint32_t mtu = r.qp.mtu();  // UD: the port's MTU (set at create_qp)
   // C9-?? (IBA 9.7.5.2.?): First and Middle carry exactly one PMTU, Last/Only at most one.
   if ((r.flags & wire::kPayload) && ((r.flags & wire::kLast) ? len > mtu : len != mtu)) return RespState::kErrLength;
   if ((r.flags & wire::kSend) && r.s.rwqe_off + (ud ? kUdGrhBytes : 0) + len > r.s.rwqe.length) {
@@ -220,6 +227,7 @@ RespState chk_rkey(Req& r) {
   return RespState::kExecute;
 }
 
+// The resource for a new READ or atomic: the oldest, whatever it still holds.
 RespRes& next_res(Req& r) {
   RespRes& res = r.s.res[r.s.res_head];
   r.s.res_head = uint8_t((r.s.res_head + 1) % r.qp.attr.max_dest_rd_atomic);
@@ -349,6 +357,7 @@ RespState duplicate(Req& r) {
     return RespState::kDone;
   }
   res->cur_psn = r.pkt.psn;
+  res->replay = true;
   r.ctx.inc((r.flags & wire::kRead) ? Counter::read_replayed : Counter::atomic_replayed);
   queue_response(r, *res);
   return RespState::kDone;

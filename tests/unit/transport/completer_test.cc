@@ -147,6 +147,51 @@ TEST_F(Completer, ImpliedNakRetriesSkippedRead) {
   EXPECT_EQ(std::memcmp(a->buf.data(), b->buf.data() + 4096, 512), 0);
 }
 
+// Receive: the ACKs of 40 SENDs are held back until the local ACK timeout
+// has rewound the requester (go-back-N) and it has resent the first 16; then
+// they all arrive, acknowledging every PSN, while the requester's resend point
+// is still inside the queue.
+// Expect: C9_GoBackN (IBA 9.7.5.1.1): acknowledged PSNs are not sent again:
+// the requester's send point moves forward to the acknowledged PSN with the
+// completer, never staying on a WQE that the ACK retired (its SQ slot is
+// reused by the next post_send). Each SEND completes once, the responder
+// receives exactly 40 messages, and a SEND posted afterwards works.
+TEST_F(Requester, C9_GoBackN_AckOvertakingRewindMovesSendPointForward) {
+  PairOptions o;
+  o.timeout = 5;  // 131 us
+  open(o);
+  constexpr int kSends = 40;
+  for (int i = 0; i <= kSends; ++i) ASSERT_TRUE(b->post_recv(100 + i, size_t(i) * 64, 64).ok());
+  bool hold_acks = true;
+  b->port.hook = [&](const PacketDesc& d) {
+    return hold_acks && d.opcode == wire::kRcAcknowledge ? TestPort::Action::kHold : TestPort::Action::kPass;
+  };
+  fill(a->buf, 0, kSends * 64 + 64, 7);
+  for (int i = 0; i < kSends; ++i) ASSERT_TRUE(post(WrOpcode::kSend, i, size_t(i) * 64, 64).ok());
+  ASSERT_TRUE(run_until([&] { return a->count(Counter::local_ack_timeout_err) == 1; }));
+  EXPECT_EQ(a->count(Counter::retransmits), 16u);  // one transmit turn of the resend
+  hold_acks = false;
+  b->port.release_held();  // newest first: the first one acknowledges all 40
+  const auto wcs = drain(a->scq);
+  ASSERT_EQ(wcs.size(), size_t(kSends));
+  for (int i = 0; i < kSends; ++i) {
+    EXPECT_EQ(wcs[size_t(i)].wr_id, uint64_t(i));
+    EXPECT_EQ(wcs[size_t(i)].status, WcStatus::kSuccess);
+  }
+  EXPECT_EQ(a->count(Counter::retransmits), 16u);  // nothing acknowledged was resent
+  EXPECT_EQ(drain(b->rcq).size(), size_t(kSends));
+  ASSERT_TRUE(post(WrOpcode::kSend, kSends, size_t(kSends) * 64, 64).ok());
+  const Wc w = wait_wc(a->scq);
+  EXPECT_EQ(w.wr_id, uint64_t(kSends));
+  EXPECT_EQ(w.status, WcStatus::kSuccess);
+  const Wc r = wait_wc(b->rcq);
+  EXPECT_EQ(r.wr_id, uint64_t(100 + kSends));
+  EXPECT_EQ(r.byte_len, 64u);
+  EXPECT_EQ(std::memcmp(a->buf.data(), b->buf.data(), (kSends + 1) * 64), 0);
+  EXPECT_EQ(count_sent(a->port.sent, wire::kRcSendOnly), size_t(kSends + 16 + 1));
+  EXPECT_FALSE(is_err(a->qp));
+}
+
 // Send: READ, then a SEND with kSendFence. Expect: IBA 10.8.3.3: the SEND
 // leaves only after the READ response came back; without the fence it does not wait.
 TEST_F(Requester, FenceWaitsForOutstandingRead) {

@@ -184,6 +184,54 @@ TEST_F(Responder, NakInvalidRequest_TooManyReadAtomic) {
   EXPECT_EQ(count_sent(b->port.sent, wire::kRcAcknowledge, kNakInvReq), 1u);
 }
 
+// Receive (max_dest_rd_atomic 1): a duplicate of a READ that has meanwhile
+// completed at the requester (its last response was late, not lost), and in
+// the same burst the requester's next READ.
+// Expect: C9_ResponderResources (IBA 9.7.5.1.4): the requester keeps at most
+// max_rd_atomic <= max_dest_rd_atomic outstanding, so the new READ means the
+// replayed one is finished: its replay is dropped and the resource recycled,
+// not a NAK invalid request (which would fail a valid workload).
+TEST_F(Responder, C9_ResponderResources_NewReadRecyclesAPendingReplay) {
+  PairOptions o;
+  o.timeout = 5;  // 131 us
+  o.max_rd_atomic = 1;
+  o.max_dest_rd_atomic = 1;
+  open(o);
+  fill(b->buf, 8192, 4000, 5);
+  fill(b->buf, 16384, 64, 6);
+  bool last_held = false;
+  b->port.hook = [&](const PacketDesc& d) {
+    if (d.opcode != wire::kRcReadResponseLast || last_held) return TestPort::Action::kPass;
+    last_held = true;
+    return TestPort::Action::kHold;
+  };
+  int requests = 0;
+  a->port.hook = [&](const PacketDesc& d) {
+    if (d.opcode != wire::kRcReadRequest) return TestPort::Action::kPass;
+    ++requests;
+    if (requests == 2) return TestPort::Action::kHold;  // the retry of READ 1, after the timeout
+    if (requests == 3) a->port.release_held();          // READ 2: the retry goes just ahead of it
+    return TestPort::Action::kPass;
+  };
+  ASSERT_TRUE(post(WrOpcode::kRdmaRead, 1, 0, 4000, 8192).ok());
+  ASSERT_TRUE(post(WrOpcode::kRdmaRead, 2, 4096, 64, 16384).ok());
+  ASSERT_TRUE(run_until([&] { return requests == 2; }));
+  b->port.release_held();  // READ 1 completes; READ 2 leaves, with the retry ahead of it
+  const Wc w1 = wait_wc(a->scq);
+  const Wc w2 = wait_wc(a->scq);
+  EXPECT_EQ(w1.wr_id, 1u);
+  EXPECT_EQ(w1.status, WcStatus::kSuccess);
+  EXPECT_EQ(w2.wr_id, 2u);
+  EXPECT_EQ(w2.status, WcStatus::kSuccess);
+  EXPECT_EQ(requests, 3);
+  EXPECT_EQ(std::memcmp(a->buf.data(), b->buf.data() + 8192, 4000), 0);
+  EXPECT_EQ(std::memcmp(a->buf.data() + 4096, b->buf.data() + 16384, 64), 0);
+  EXPECT_EQ(b->count(Counter::read_replayed), 1u);
+  EXPECT_EQ(count_sent(b->port.sent, wire::kRcReadResponseLast), 1u);  // the stale replay never left
+  EXPECT_EQ(count_sent(b->port.sent, wire::kRcAcknowledge, kNakInvReq), 0u);
+  EXPECT_FALSE(is_err(b->qp));
+}
+
 // Receive: a 200-byte SEND for a 100-byte receive WQE.
 // Expect: NAK invalid request; the receive WQE completes in error; ERR.
 TEST_F(Responder, NakInvalidRequest_SendLongerThanReceiveWqe) {

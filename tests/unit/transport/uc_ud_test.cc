@@ -145,6 +145,29 @@ TEST_F(Ud, MessageLongerThanMtuRefused) {
   EXPECT_EQ(post_send(a->qp, &wr, nullptr).code(), StatusCode::kInvalidArgument);
 }
 
+// Send: a UD datagram of 4096 bytes on a port whose Ethernet MTU carries a
+// 4096-byte PMTU (a UD QP has no path_mtu attribute).
+// Expect: C11_UdMtu (IBA 9.8.4 / 11.4.1.1): the UD MTU is the port's active
+// MTU, as rxe takes it from the netdev: the datagram goes whole in one
+// packet and arrives whole (byte_len 40 + 4096), not cut at a default 1024.
+TEST_F(Ud, C11_UdMtu_IsThePortMtuAndDatagramsArriveWhole) {
+  QpAttr at;
+  ASSERT_TRUE(query_qp(a->qp, &at, nullptr).ok());
+  EXPECT_EQ(at.path_mtu, Mtu::k4096);
+  fill(a->buf, 0, 4096, 9);
+  ASSERT_TRUE(b->post_recv(1, 0, 40 + 4096).ok());
+  Sge g = a->sge(0, 4096);
+  SendWr wr = ud_wr(&g, 0x11111111);
+  ASSERT_TRUE(post_send(a->qp, &wr, nullptr).ok());
+  EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
+  const Wc r = wait_wc(b->rcq);
+  EXPECT_EQ(r.status, WcStatus::kSuccess);
+  EXPECT_EQ(r.byte_len, 40u + 4096u);
+  EXPECT_EQ(std::memcmp(b->buf.data() + 40, a->buf.data(), 4096), 0);
+  ASSERT_EQ(a->port.sent.size(), 1u);
+  EXPECT_EQ(a->port.sent[0].payload_len, 4096u);
+}
+
 // Receive: UD SEND with no receive WQE posted. Expect: dropped (class D), no NAK.
 TEST_F(Ud, NoReceiveWqeDropped) {
   Sge g = a->sge(0, 64);
