@@ -54,7 +54,7 @@ bool receives(QpState s) {  // IBA 10.3.1: the receive side works from RTR on, a
 // The part of receive that concerns one QP; counted in its block too.
 void rx_qp(Context& ctx, QpImpl& qp, const wire::PacketDesc& d, const uint8_t* frame) {
   const uint32_t flags = d.op().flags;
-  // C9-?? (IBA 9.2.4): the P_Key must match ours, ignoring the membership bit.
+  // IBA 9.2.4: the P_Key must match ours, ignoring the membership bit.
   if ((d.pkey & 0x7fff) != (transport::kDefaultPkey & 0x7fff)) return ctx.inc(Counter::rx_drop_bad_pkey);
   if (!(flags & service_flag(qp.qp_type))) return ctx.inc(Counter::rx_drop_opcode_mismatch);
   if (flags & wire::kReq) {

@@ -30,7 +30,7 @@ uint32_t MrTable::next_key_bits() { return uint32_t(splitmix64(rng_)) & ~index_m
 
 Result<Mr*> MrTable::reg(Context* ctx, Pd* pd, void* addr, size_t length, uint32_t access) {
   if (!pd || (access & ~kAllAccess)) return Status(StatusCode::kInvalidArgument, "bad pd or access flags");
-  // C10-?? (IBA 10.6.3.1): Remote Write or Remote Atomic requires Local Write.
+  // IBA 10.6.3.1: Remote Write or Remote Atomic requires Local Write.
   if ((access & (kAccessRemoteWrite | kAccessRemoteAtomic)) && !(access & kAccessLocalWrite)) {
     return Status(StatusCode::kInvalidArgument, "remote write/atomic access needs local write");
   }
@@ -62,7 +62,7 @@ const MrEntry* MrTable::check(uint32_t key, const Pd* pd, uint64_t va, uint64_t 
   if (!e.valid || e.pub.lkey != key || e.pub.pd != pd) return nullptr;
   if ((e.pub.access & access) != access) return nullptr;
   const auto base = reinterpret_cast<uint64_t>(e.pub.addr);
-  if (va + len < va || va < base || va + len > base + e.pub.length) return nullptr;  // C9-?? bounds, wrap
+  if (va + len < va || va < base || va + len > base + e.pub.length) return nullptr;  // bounds, and no va + len wrap
   return &e;
 }
 

@@ -1,7 +1,7 @@
-// Completer (IBA 9.7.5.1, 9.9.2; C9-?? numbers inline): matches each ACK, NAK,
+// Completer (IBA 9.7.5.1, 9.9.2): matches each ACK, NAK,
 // READ response and atomic ACK to the oldest outstanding send WQE, places READ
 // data and atomic results, completes WQEs in order (implicitly on a later
-// response, C9-??), and drives retries: go-back-N on a PSN-sequence NAK, an
+// response), and drives retries: go-back-N on a PSN-sequence NAK, an
 // implied NAK or a READ response gap; the local ACK timeout; the RNR wait.
 // retry_cnt and rnr_retry bound them (rnr_retry 7 is infinite, retry_cnt 7 is not).
 #include <cstring>
@@ -85,7 +85,7 @@ CompState chk_psn(Resp& c) {
   const SendWqe& w = *c.wqe;
   if (psn_cmp(c.pkt.psn, c.qp.comp.comp_psn) < 0) return CompState::kDrop;  // stale or duplicate
   if (psn_cmp(c.pkt.psn, w.last_psn) > 0) {
-    // C9-?? (IBA 9.7.5.1.5): a response to a later request acknowledges an
+    // IBA 9.7.5.1.5: a response to a later request acknowledges an
     // earlier SEND/WRITE, but an unanswered READ/atomic before it was lost.
     if (is_rd_atomic(w)) {
       c.ctx.inc(Counter::implied_nak_seq_err);
@@ -100,7 +100,7 @@ CompState chk_psn(Resp& c) {
 CompState chk_ack(Resp& c) {
   const SendWqe& w = *c.wqe;
   if (c.flags & wire::kRead) {
-    // The opcode must sit where this PSN sits in the READ (IBA 9.7.5.1.?).
+    // The opcode must sit where this PSN sits in the READ (IBA 9.7.5.1).
     uint32_t want = (c.pkt.psn == w.first_psn ? uint32_t(wire::kFirst) : 0u) | (c.pkt.psn == w.last_psn ? uint32_t(wire::kLast) : 0u);
     if (!want) want = wire::kMiddle;
     if (w.opcode != WrOpcode::kRdmaRead || (c.flags & (wire::kFirst | wire::kMiddle | wire::kLast)) != want) {
@@ -125,7 +125,7 @@ CompState chk_ack(Resp& c) {
   }
   if (value > uint8_t(NakCode::kInvalidRdRequest)) return CompState::kBadResp;
   switch (NakCode(value)) {
-    case NakCode::kPsnSequenceError:  // C9-?? : everything before the NAK's PSN is acknowledged
+    case NakCode::kPsnSequenceError:  // everything before the NAK's PSN is acknowledged
       c.ctx.inc(Counter::rcvd_seq_err);
       advance_comp(c, c.pkt.psn);
       return CompState::kRetry;

@@ -45,7 +45,7 @@ void flush_recv(Context& ctx, QpImpl& qp, uint64_t wr_id) {
 void flush_rq(Context& ctx, QpImpl& qp) {
   if (qp.resp.has_rwqe) flush_recv(ctx, qp, qp.resp.rwqe.wr_id);
   qp.resp.has_rwqe = false;
-  if (qp.srq) return;  // C11-?? (IBA 10.2.9.5): WQEs still on an SRQ stay there
+  if (qp.srq) return;  // IBA 10.2.9.5: WQEs still on an SRQ stay there
   for (; !qp.rq.ring.empty(); qp.rq.ring.pop()) flush_recv(ctx, qp, qp.rq.ring.front().wr_id);
 }
 
@@ -167,7 +167,7 @@ Status query_qp(Qp* q, QpAttr* attr, QpInitAttr* init_attr) {
 
 namespace {
 
-// Checks one send WR against the QP (IBA 11.4.1.1 post send: C11-?? checks
+// Checks one send WR against the QP (IBA 11.4.1.1 post send: the checks
 // that make the post fail rather than complete in error).
 Status check_send_wr(const QpImpl& qp, const SendWr& wr, uint32_t* length) {
   if (size_t(wr.opcode) >= transport::kWrOps.size() || !transport::wr_op(wr.opcode).valid) {

@@ -111,12 +111,12 @@ struct CompleterState {
   bool started_retry = false;  // a go-back-N retry is under way: later gaps are not retried again
 };
 
-/// Responder resource for one RDMA READ or atomic (IBA 9.7.5.1.? responder
+/// Responder resource for one RDMA READ or atomic (IBA 9.7.5.1 responder
 /// resources, max_dest_rd_atomic of them): enough to regenerate the response
 /// of a duplicate request without executing it again.
 struct RespRes {
   uint64_t va = 0;
-  uint64_t atomic_orig = 0;  // the value an atomic returned (C9-?? atomics execute once)
+  uint64_t atomic_orig = 0;  // the value an atomic returned (an atomic executes once; duplicates get this value)
   uint32_t rkey = 0;
   uint32_t length = 0;
   uint32_t first_psn = 0;

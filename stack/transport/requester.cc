@@ -1,4 +1,4 @@
-// Requester (IBA 9.7.4 and 9.7.5.1; C9-?? numbers cited inline): turns send
+// Requester (IBA 9.7.4 and 9.7.5.1): turns send
 // WQEs into request packets. Segments SEND/WRITE by path MTU with
 // First/Middle/Last opcodes, assigns PSNs (a READ takes as many PSNs as
 // response packets), sets AckReq on the last packet of every message and
@@ -64,7 +64,7 @@ ReqState chk_fence(ReqRun& r) {
   return ReqState::kChkRdAtomic;
 }
 
-// C9-?? (IBA 9.7.5.1.4): at most max_rd_atomic READ/atomic requests outstanding.
+// IBA 9.7.5.1.4: at most max_rd_atomic READ/atomic requests outstanding.
 ReqState chk_rd_atomic(ReqRun& r) {
   if (is_rd_atomic(*r.wqe) && r.qp.req.rd_atomic_inflight >= r.qp.attr.max_rd_atomic) return ReqState::kDone;
   return ReqState::kChkLocal;
@@ -166,7 +166,7 @@ ReqState send_packet(ReqRun& r) {
     } else {
       d.opcode = first ? (last ? op.only : op.first) : (last ? op.last : op.middle);
       if (qp.qp_type == QpType::kUc) d.opcode |= wire::kOpServiceUc;
-      // C9-?? : AckReq on the last packet of a message, and periodically inside long ones.
+      // AckReq on the last packet of a message, and periodically inside long ones.
       d.ack_req = qp.qp_type == QpType::kRc &&
                   (last || (psn_diff(psn, w.first_psn) + 1) % kAckReqEveryPkts == 0);
     }

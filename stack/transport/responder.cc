@@ -1,4 +1,4 @@
-// Responder (IBA 9.7.5.2, 9.9.3; C9-?? numbers inline): checks each inbound
+// Responder (IBA 9.7.5.2, 9.9.3): checks each inbound
 // request in the order rxe and the spec do (PSN, opcode sequence, opcode
 // validity, resources, length, R_Key), places data, completes receive WQEs,
 // executes atomics exactly once, keeps responder resources to replay READ and
@@ -123,7 +123,7 @@ RespState chk_psn(Req& r) {
   return RespState::kDone;
 }
 
-// C9-?? (IBA 9.8.2.2): inside a message only Middle/Last of the same kind may follow.
+// IBA 9.8.2.2: inside a message only Middle/Last of the same kind may follow.
 RespState chk_op_seq(Req& r) {
   const bool ok = r.s.msg_kind ? (r.flags & r.s.msg_kind) && (r.flags & (wire::kMiddle | wire::kLast)) &&
                                      !(r.flags & wire::kFirst)
@@ -198,7 +198,7 @@ RespState chk_length(Req& r) {
   const uint32_t len = r.pkt.payload_len;
   const bool ud = r.qp.qp_type == QpType::kUd;
   const uint32_t mtu = r.qp.mtu();  // UD: the port's MTU (set at create_qp)
-  // C9-?? (IBA 9.7.5.2.?): First and Middle carry exactly one PMTU, Last/Only at most one.
+  // IBA 9.7.5.2: First and Middle carry exactly one PMTU, Last/Only at most one.
   if ((r.flags & wire::kPayload) && ((r.flags & wire::kLast) ? len > mtu : len != mtu)) return RespState::kErrLength;
   if ((r.flags & wire::kSend) && r.s.rwqe_off + (ud ? kUdGrhBytes : 0) + len > r.s.rwqe.length) {
     return RespState::kErrLength;
@@ -211,7 +211,7 @@ RespState chk_length(Req& r) {
   return RespState::kChkRkey;
 }
 
-// C9-?? (IBA 9.7.5.2.?): R_Key valid, same PD as the QP, access allowed, range
+// IBA 9.7.5.2: R_Key valid, same PD as the QP, access allowed, range
 // inside the region without wrapping; atomics 8-byte aligned.
 RespState chk_rkey(Req& r) {
   const wire::PacketDesc& p = r.pkt;
@@ -278,10 +278,10 @@ RespState execute(Req& r) {
     RespRes& res = next_res(r);
     res = RespRes{p.reth_va, 0, p.reth_rkey, p.reth_len, p.psn,
                   wire::psn_add(p.psn, pkts_for(p.reth_len, r.qp.mtu()) - 1), p.psn, s.msn, wire::kRead, false};
-    s.epsn = wire::psn_add(res.last_psn, 1);  // C9-?? a READ consumes one PSN per response packet
+    s.epsn = wire::psn_add(res.last_psn, 1);  // a READ consumes one PSN per response packet
     queue_response(r, res);
     return RespState::kDone;
-  } else {  // atomic: C9-?? executed exactly once; the original value is kept for duplicates
+  } else {  // atomic: executed exactly once; the original value is kept for duplicates
     auto* target = reinterpret_cast<uint64_t*>(p.atomic_va);
     const uint64_t orig = *target;
     if (p.opcode == wire::kRcCompareSwap) {
@@ -440,7 +440,7 @@ RespState do_error(Req& r, RespState err) {
   return RespState::kDone;
 }
 
-// One READ response or atomic ACK packet from res (IBA 9.7.5.2.?: READ
+// One READ response or atomic ACK packet from res (IBA 9.7.5.2: READ
 // responses are regenerated from memory, checked again, on each send).
 bool send_response(Context& ctx, QpImpl& qp, RespRes& res) {
   wire::PacketDesc d;
