@@ -63,8 +63,10 @@
 #include <uroce/eal.h>
 #include <uroce/verbs.h>
 
+#include "apps/addr_text.h"
 #include "apps/args.h"
 #include "apps/commands.h"
+#include "apps/oob.h"
 #include "drivers/dpdk/dpdk_io.h"
 #include "drivers/dpdk/eal_args.h"
 #include "drivers/dpdk/fault_io.h"
@@ -272,114 +274,8 @@ struct Msg {
   char text[160] = {};
 };
 
-class Oob {
- public:
-  ~Oob() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  /// Server: listens on host:port and accepts one client (polling `idle` meanwhile).
-  template <typename F>
-  bool accept_one(const std::string& host, uint16_t port, uint32_t timeout_s, F&& idle, std::string& err) {
-    const int ls = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (ls < 0) return fail(err, "socket");
-    const int one = 1;
-    setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    sockaddr_in a{};
-    if (!addr(host, port, a, err)) return close_fail(ls);
-    if (::bind(ls, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || ::listen(ls, 1) != 0) {
-      err = fmt("bind/listen %s:%u: %s", host.c_str(), port, std::strerror(errno));
-      return close_fail(ls);
-    }
-    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
-    while (!g_stop && std::chrono::steady_clock::now() < end) {
-      pollfd p{ls, POLLIN, 0};
-      if (::poll(&p, 1, 1) == 1) {
-        fd_ = ::accept4(ls, nullptr, nullptr, SOCK_CLOEXEC);
-        break;
-      }
-      idle();
-    }
-    ::close(ls);
-    if (fd_ < 0) {
-      err = g_stop ? "interrupted" : fmt("no client on %s:%u within %u s", host.c_str(), port, timeout_s);
-      return false;
-    }
-    return nodelay();
-  }
-  /// Client: connects to host:port, retrying until timeout_s.
-  bool connect_to(const std::string& host, uint16_t port, uint32_t timeout_s, std::string& err) {
-    sockaddr_in a{};
-    if (!addr(host, port, a, err)) return false;
-    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
-    while (!g_stop && std::chrono::steady_clock::now() < end) {
-      fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      if (fd_ < 0) return fail(err, "socket");
-      if (::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) return nodelay();
-      ::close(fd_);
-      fd_ = -1;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    err = g_stop ? "interrupted" : fmt("no server on %s:%u within %u s", host.c_str(), port, timeout_s);
-    return false;
-  }
-
-  bool send_bytes(const void* p, size_t n) {
-    const auto* b = static_cast<const uint8_t*>(p);
-    while (n) {
-      const ssize_t w = ::send(fd_, b, n, MSG_NOSIGNAL);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) return false;
-      b += w;
-      n -= size_t(w);
-    }
-    return true;
-  }
-  /// Non-blocking: true once n bytes have arrived (into out). Sets eof() on a closed peer.
-  bool try_recv(void* out, size_t n) {
-    while (buf_.size() < n) {
-      uint8_t tmp[512];
-      const ssize_t r = ::recv(fd_, tmp, std::min(sizeof(tmp), n - buf_.size()), MSG_DONTWAIT);
-      if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-        eof_ = true;
-        return false;
-      }
-      if (r < 0) return false;
-      buf_.insert(buf_.end(), tmp, tmp + r);
-    }
-    std::memcpy(out, buf_.data(), n);
-    buf_.erase(buf_.begin(), buf_.begin() + ptrdiff_t(n));
-    return true;
-  }
-  bool eof() const { return eof_; }
-
- private:
-  static bool fail(std::string& err, const char* what) {
-    err = fmt("%s: %s", what, std::strerror(errno));
-    return false;
-  }
-  static bool close_fail(int fd) {
-    ::close(fd);
-    return false;
-  }
-  static bool addr(const std::string& host, uint16_t port, sockaddr_in& a, std::string& err) {
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    if (inet_pton(AF_INET, host.c_str(), &a.sin_addr) != 1) {
-      err = fmt("--oob-host '%s' is not an IPv4 address", host.c_str());
-      return false;
-    }
-    return true;
-  }
-  bool nodelay() {
-    const int one = 1;
-    setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    return true;
-  }
-
-  int fd_ = -1;
-  bool eof_ = false;
-  std::vector<uint8_t> buf_;
-};
+// The TCP channel itself is shared with `uroce pingpong` (apps/oob.h).
+using Oob = TcpChannel;
 
 // ---------------------------------------------------------------- the endpoint
 
@@ -1178,10 +1074,6 @@ void Driver::matrix_case(QpType t, WrOpcode op, uint32_t size, std::vector<Row>&
 
 // ---------------------------------------------------------------- output
 
-std::string mac_str(const MacAddr& m) {
-  return fmt("%02x:%02x:%02x:%02x:%02x:%02x", m.b[0], m.b[1], m.b[2], m.b[3], m.b[4], m.b[5]);
-}
-
 std::string json_str(std::string_view s) {
   std::string o = "\"";
   for (const char c : s) {
@@ -1296,7 +1188,7 @@ int run_endpoint(const Config& cfg, const Args& args, const dpdk::SplitArgs& spl
                pi.driver.c_str(), pi.mtu, mac_str(pi.mac).c_str(), gid, rte_lcore_id(), double(ep.clock_->hz()) / 1e9,
                cfg.pcap.empty() ? "" : " capture ", cfg.pcap.c_str());
   {
-    Oob oob;
+    Oob oob(&g_stop);
     const bool up = cfg.server ? oob.accept_one(cfg.oob_host, cfg.oob_port, cfg.timeout_s, [&ep] { ep.pump(); }, err)
                                : oob.connect_to(cfg.oob_host, cfg.oob_port, cfg.timeout_s, err);
     if (up && ep.connect(oob, err)) {
@@ -1575,13 +1467,8 @@ int cmd_demo(int argc, char** argv) {
   if (inet_pton(AF_INET, ip.c_str(), v4) != 1) return usage("--ip '" + ip + "' is not an IPv4 address");
   cfg.gid = Gid::from_ipv4(v4);
   if (args.given("mac")) {
-    MacAddr m;
-    unsigned b[6];
-    if (std::sscanf(std::string(args.get_str("mac")).c_str(), "%x:%x:%x:%x:%x:%x", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5]) != 6) {
-      return usage("--mac is not aa:bb:cc:dd:ee:ff");
-    }
-    for (int i = 0; i < 6; ++i) m.b[i] = uint8_t(b[i]);
-    cfg.mac = m;
+    cfg.mac = parse_mac(args.get_str("mac"));
+    if (!cfg.mac) return usage("--mac is not aa:bb:cc:dd:ee:ff");
   }
   cfg.ack_timeout = uint8_t(args.get_uint("ack-timeout"));
   cfg.drop_every = uint32_t(args.get_uint("drop-every"));

@@ -49,7 +49,13 @@ struct Context {
   engine::ObjectTable<transport::CqImpl> cqs;
   engine::ObjectTable<transport::SrqImpl> srqs;
   engine::ObjectTable<Ah> ahs;
-  engine::ObjectTable<transport::QpImpl> qps;  // slot i holds QPN kFirstQpn + i
+  engine::ObjectTable<transport::QpImpl> qps;  // slot i holds QPN qpn_of_slot(*this, i)
+
+  // Place in an engine group (include/uroce/engine_group.h): QPNs interleave
+  // across the group's engines, QPN = kFirstQpn + slot * n_engines + engine_id,
+  // so the owner of any QPN is one modulo away. A lone context is engine 0 of 1.
+  uint32_t engine_id = 0;
+  uint32_t n_engines = 1;
 
   engine::TimerWheel timers;  // one timer per QP slot
   std::unique_ptr<net::NetStack> net;  // GID table, ARP/ND, ICMP echo
@@ -85,6 +91,21 @@ inline Counters& qp_counters_of(Context& ctx, const transport::QpImpl& qp) {
     ctx.qp_counters[qp.index] = Counters{};
   }
   return ctx.qp_counters[qp.index];
+}
+
+/// The device-wide QPN of QP slot `slot` of this engine.
+inline uint32_t qpn_of_slot(const Context& ctx, uint32_t slot) {
+  return transport::kFirstQpn + slot * ctx.n_engines + ctx.engine_id;
+}
+
+/// The QP a BTH DestQP names on this engine, or nullptr (another engine's
+/// QPN, a special QPN below kFirstQpn, or an empty slot). Data path.
+inline transport::QpImpl* qp_of_qpn(const Context& ctx, uint32_t qpn) {
+  if (qpn < transport::kFirstQpn) return nullptr;
+  const uint32_t q = qpn - transport::kFirstQpn;
+  if (ctx.n_engines == 1) return ctx.qps.at(q);
+  if (q % ctx.n_engines != ctx.engine_id) return nullptr;
+  return ctx.qps.at(q / ctx.n_engines);
 }
 
 /// Puts qp on the transmit schedule (no-op if it is already there).

@@ -83,7 +83,7 @@ void rx_one(Context& ctx, rte_mbuf* m, const wire::ParseOptions& opt) {
   if (!ctx.net->gids().find(d.dgid, vlan, gid_type)) return ctx.inc(Counter::rx_drop_wrong_gid);
   const uint32_t flags = d.op().flags;
   if (flags & wire::kCnpOp) return ctx.inc(Counter::rcvd_cnp);  // seam for congestion control (#8)
-  QpImpl* qp = d.dest_qp >= transport::kFirstQpn ? ctx.qps.at(d.dest_qp - transport::kFirstQpn) : nullptr;
+  QpImpl* qp = qp_of_qpn(ctx, d.dest_qp);
   if (!qp) return ctx.inc(Counter::rx_drop_unknown_qp);
   Counters& qc = qp_counters_of(ctx, *qp);
   qc.inc(Counter::rcvd_pkts);

@@ -106,7 +106,7 @@ Result<Qp*> create_qp(Pd* pd, const QpInitAttr& a) {
   qp->send_cq = a.send_cq;
   qp->recv_cq = a.recv_cq;
   qp->srq = a.srq;
-  qp->qp_num = transport::kFirstQpn + index;
+  qp->qp_num = qpn_of_slot(ctx, index);  // unique across the engines of a device
   qp->state = QpState::kReset;
   qp->qp_type = a.qp_type;
   qp->index = index;

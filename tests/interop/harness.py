@@ -712,6 +712,147 @@ def smoke(out: str, only: list[str] | None = None) -> int:
     return 0
 
 
+# ------------------------------------------------------------- uroce pingpong interop matrix
+PP_TOOLS = ("rc", "uc", "ud", "srq")
+# Per tool: the stock tool's and our flags (both sides get the same ones, as rdma-core wants).
+# rc/uc/srq keep rdma-core's default size, 4096 (4 packets per message at path MTU 1024: FIRST/
+# MIDDLE/LAST); UD's message must fit the 1024-byte path MTU of a 1500-byte link; -c validates.
+PP_FLAGS = {"rc": "-n 50 -c", "uc": "-n 50 -c", "ud": "-s 1024 -n 50 -c",
+            "srq": "-n 64 -q 4 -c", "rc6": "-s 1024 -n 50 -c"}
+PP_STEP_TIMEOUT = 150      # one stock tool run in the guest (rxe retries forever: bound it)
+PP_HOST_TIMEOUT = 150      # --timeout of one `uroce pingpong`
+
+
+def _pp_tool(cell: str) -> str:
+    return "rc" if cell == "rc6" else cell
+
+
+def pp_guest_script(role: str, cells: list[str]) -> str:
+    """The guest's batch: one uroce-step per cell. role = OUR role: 'server' (the stock tool is
+    the client and retries until our server listens on 10.70.0.2) or 'client' (the stock tool
+    is the server). Fails a step on "invalid data in page" (rdma-core -c prints it and still
+    exits 0)."""
+    lines = []
+    for c in cells:
+        gid = "$GID6" if c == "rc6" else "$GID4"
+        cmd = f"ibv_{_pp_tool(c)}_pingpong -g {gid} {PP_FLAGS[c]}"
+        if role == "server":
+            body = (f'for i in $(seq 90); do timeout {PP_STEP_TIMEOUT} {cmd} {KERNEL_IP4} >/tmp/o 2>&1; '
+                    f'rc=$?; grep -q "Couldn.t connect" /tmp/o || break; sleep 1; done; ')
+        else:
+            body = f"timeout {PP_STEP_TIMEOUT} {cmd} >/tmp/o 2>&1; rc=$?; "
+        body += 'cat /tmp/o; [ $rc = 0 ] || exit $rc; ! grep -q "invalid data" /tmp/o'
+        lines.append(f"uroce-step {c} sh -c '{body}'")
+    lines.append("exit 0")
+    return "\n".join(lines)
+
+
+def pp_host_script(uroce: str, role: str, cells: list[str], out: str) -> str:
+    """Our side: `uroce pingpong` once per cell, in the guest's order, each with its own EAL
+    (--no-shconf) and its own capture; markers UROCE-HOST-STEP-END NAME rc= ms=."""
+    lines = ["set -u"]
+    for c in cells:
+        pcap = os.path.join(out, f"{role}-{c}.pcap")
+        ours = (f"--ip {STACK_IP4} --mac {STACK_MAC} --timeout {PP_HOST_TIMEOUT} --pcap {pcap} "
+                f"--transport {_pp_tool(c)} {PP_FLAGS[c]}")
+        if c == "rc6":
+            ours += f" --ip6 {STACK_IP6} -g 1"
+        ours += f" --listen {KERNEL_IP4}" if role == "server" else f" {GUEST_IP4}"
+        eal = ("--no-huge --no-pci --no-shconf -m 256 -l 0 --log-level=lib.*:error "
+               "--vdev=net_af_packet0,iface=$UROCE_TAP")
+        lines += [f"echo UROCE-HOST-STEP-BEGIN {c}; t=$(date +%s%N)",
+                  f"{shlex.quote(uroce)} pingpong {eal} -- {ours} --counters; rc=$?",
+                  f'echo "UROCE-HOST-STEP-END {c} rc=$rc ms=$(( ($(date +%s%N) - t) / 1000000 ))"']
+    return "\n".join(lines)
+
+
+def pp_dump_verify(uroce: str, pcap: str) -> dict:
+    if not os.path.exists(pcap):
+        return {"rc": None, "out": "no capture"}
+    r = sh([uroce, "dump", "--verify", pcap], check=False)
+    return {"rc": r.returncode, "out": r.stdout[-3000:]}
+
+
+def run_pingpong_matrix(out: str, uroce: str, roles: list[str], cells: list[str],
+                        timeout: float = 900, cache: str | None = None) -> dict:
+    """Per role one guest boot (IPv6 on when an rc6 cell is asked for) that runs every cell in
+    turn; per cell: guest step rc, host step rc, `uroce dump --verify` of our capture, and the
+    harness's own ICRC check of it."""
+    res: dict = {"cells": {}, "boots": {}}
+    ipv6 = "rc6" in cells
+    for role in roles:
+        rdir = os.path.join(out, f"our-{role}")
+        os.makedirs(rdir, exist_ok=True)
+        r = run_single(rdir, pp_guest_script(role, cells),
+                       pp_host_script(uroce, role, cells, rdir), ipv6=ipv6, timeout=timeout,
+                       cache=cache)
+        host_text = open(r["host"]["log"]).read() if "host" in r else ""
+        host_steps = {m.group(1): {"rc": int(m.group(2)), "ms": int(m.group(3))} for m in
+                      re.finditer(r"UROCE-HOST-STEP-END (\S+) rc=(\d+) ms=(\d+)", host_text)}
+        res["boots"][role] = {"boot_s": r.get("boot_s"), "total_s": r.get("total_s"),
+                              "guest_rc": r["guest"]["rc"], "host_rc": r.get("host", {}).get("rc"),
+                              "guest_log": r["guest"]["log"], "host_log": r.get("host", {}).get("log"),
+                              "guest_pcap": r["pcap"], "guest_pcap_summary": r["pcap_summary"]}
+        for c in cells:
+            pcap = os.path.join(rdir, f"{role}-{c}.pcap")
+            g = r["guest"]["steps"].get(c, {})
+            h = host_steps.get(c, {})
+            d = pp_dump_verify(uroce, pcap)
+            ps = pcap_summary(pcap)
+            ok = (g.get("rc") == 0 and h.get("rc") == 0 and d["rc"] == 0 and ps["roce"] > 0
+                  and ps["icrc_bad"] == 0)
+            res["cells"][f"{role}/{c}"] = {
+                "tool": f"ibv_{_pp_tool(c)}_pingpong" + (" (IPv6 GID)" if c == "rc6" else ""),
+                "ours": role, "guest_step": g, "host_step": h, "dump_verify_rc": d["rc"],
+                "roce_frames": ps["roce"], "icrc_bad": ps["icrc_bad"], "opcodes": ps["opcodes"],
+                "pcap": pcap, "ok": ok}
+            if d["rc"] != 0:
+                res["cells"][f"{role}/{c}"]["dump_tail"] = d["out"][-800:]
+    res["ok"] = bool(res["cells"]) and all(c["ok"] for c in res["cells"].values())
+    return res
+
+
+def pp_table(res: dict) -> str:
+    rows = [("tool", "uroce", "stock tool", "guest rc", "uroce rc", "ms (uroce)", "RoCE frames",
+             "ICRC bad", "dump --verify", "result")]
+    for cell in res["cells"].values():
+        rows.append((cell["tool"], cell["ours"], "client" if cell["ours"] == "server" else "server",
+                     str(cell["guest_step"].get("rc", "-")), str(cell["host_step"].get("rc", "-")),
+                     str(cell["host_step"].get("ms", "-")), str(cell["roce_frames"]),
+                     str(cell["icrc_bad"]), "ok" if cell["dump_verify_rc"] == 0 else
+                     f"rc={cell['dump_verify_rc']}", "PASS" if cell["ok"] else "FAIL"))
+    w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    out = ["| " + " | ".join(r[i].ljust(w[i]) for i in range(len(r))) + " |" for r in rows]
+    out.insert(1, "|" + "|".join("-" * (x + 2) for x in w) + "|")
+    return "\n".join(out)
+
+
+def pingpong_main(a) -> int:
+    if os.geteuid() != 0:
+        print("SKIP: interop tests need root (network namespaces, tap, QEMU)", flush=True)
+        return 77
+    if not os.path.exists("/dev/net/tun"):
+        print("SKIP: /dev/net/tun is missing (no tap devices)", flush=True)
+        return 77
+    if not os.access(a.uroce, os.X_OK):
+        print(f"uroce binary {a.uroce!r} is not executable", file=sys.stderr)
+        return 1
+    t0 = time.monotonic()
+    os.makedirs(a.out, exist_ok=True)
+    res = run_pingpong_matrix(a.out, os.path.abspath(a.uroce), a.roles, a.cells,
+                              timeout=a.timeout)
+    res["total_s"] = round(time.monotonic() - t0, 2)
+    with open(os.path.join(a.out, "pingpong.json"), "w") as f:
+        json.dump(res, f, indent=1, default=list)
+    print(pp_table(res))
+    for role, b in res["boots"].items():
+        log(f"our {role}: boot {b['boot_s']} s, boot+cells {b['total_s']} s, logs "
+            f"{b['guest_log']} {b['host_log']}")
+    log(f"results: {os.path.join(a.out, 'pingpong.json')}; total {res['total_s']} s; "
+        f"{'all cells passed' if res['ok'] else 'FAILED'}")
+    return 0 if res["ok"] else 1
+
+
 # ------------------------------------------------------------------------------------- CLI
 def _script_arg(v: str | None) -> str | None:
     if v and v.startswith("@"):
@@ -753,6 +894,17 @@ def main(argv: list[str] | None = None) -> int:
     o.add_argument("--gid-ip", default=STACK_IP4)
     o.add_argument("--count", type=int, default=1)
     o.add_argument("--timeout", type=float, default=120)
+    pp = sub.add_parser("pingpong", help="interop matrix: uroce pingpong <-> stock "
+                        "ibv_{rc,uc,ud,srq}_pingpong, both roles (meson suite 'interop')")
+    pp.add_argument("--uroce", default=os.environ.get("UROCE_BIN", "build/apps/uroce"),
+                    help="the uroce binary (default $UROCE_BIN or build/apps/uroce)")
+    pp.add_argument("--out", default=os.environ.get("UROCE_INTEROP_OUT") or
+                    f"/tmp/uroce-interop-pingpong-{os.getpid()}")
+    pp.add_argument("--roles", nargs="+", default=["server", "client"], choices=("server", "client"),
+                    help="our roles; one guest boot each")
+    pp.add_argument("--cells", nargs="+", default=list(PP_TOOLS) + ["rc6"],
+                    choices=list(PP_TOOLS) + ["rc6"], help="rc6 = rc over IPv6 GIDs")
+    pp.add_argument("--timeout", type=float, default=900, help="per boot")
     pc = sub.add_parser("pcap", help="summarize a pcap: RoCEv2 opcodes, ICRC check")
     pc.add_argument("--oob", action="store_true", help="also print the TCP/18515 payloads")
     pc.add_argument("files", nargs="+")
@@ -778,6 +930,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if bad else 0
     if a.cmd == "smoke":
         return smoke(a.out, a.only)
+    if a.cmd == "pingpong":
+        return pingpong_main(a)
     if os.geteuid() != 0:
         print("interop harness needs root", file=sys.stderr)
         return 2

@@ -1,0 +1,47 @@
+// Text forms of MACs and GIDs (addr_text.h). Control path.
+#include "apps/addr_text.h"
+
+#include <cstdio>
+#include <cstring>
+
+#include <arpa/inet.h>
+
+namespace uroce::apps {
+
+std::optional<MacAddr> parse_mac(std::string_view text) {
+  const std::string s(text);
+  unsigned b[6];
+  char tail = 0;
+  if (std::sscanf(s.c_str(), "%2x:%2x:%2x:%2x:%2x:%2x%c", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5], &tail) != 6) {
+    return std::nullopt;
+  }
+  MacAddr m;
+  for (int i = 0; i < 6; ++i) m.b[i] = uint8_t(b[i]);
+  return m;
+}
+
+std::string mac_str(const MacAddr& m) {
+  char buf[18];
+  std::snprintf(buf, sizeof(buf), "%02x:%02x:%02x:%02x:%02x:%02x", m.b[0], m.b[1], m.b[2], m.b[3], m.b[4], m.b[5]);
+  return buf;
+}
+
+std::optional<Gid> parse_ip_gid(std::string_view text, bool want_v6) {
+  const std::string s(text);
+  if (want_v6) {
+    Gid g;
+    if (inet_pton(AF_INET6, s.c_str(), g.raw) != 1 || g.is_ipv4_mapped()) return std::nullopt;
+    return g;
+  }
+  uint8_t v4[4];
+  if (inet_pton(AF_INET, s.c_str(), v4) != 1) return std::nullopt;
+  return Gid::from_ipv4(v4);
+}
+
+std::string gid_str(const Gid& g) {
+  char buf[INET6_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET6, g.raw, buf, sizeof(buf));
+  return buf;
+}
+
+}  // namespace uroce::apps

@@ -1,0 +1,882 @@
+// `uroce bench-mc`: the multi-core engine (include/uroce/engine_group.h) end
+// to end, two processes on a net_memif link with --engines queue pairs, one
+// engine lcore per queue on each side (EngineLauncher), --qps RC QPs spread
+// over the engines.
+//
+// By default the command is a launcher: it makes a temp dir, starts itself
+// twice (--role server, then --role client once the memif socket exists), each
+// with its own EAL: lcores 0..N, lcore 0 the main lcore (control, reports),
+// 1..N the engines; pinned to distinct CPUs when the machine has 2N of them,
+// else all floating over every CPU (correct, but the rate then measures the
+// scheduler). The endpoints swap QPNs, PSNs, keys and addresses through
+// files in the temp dir (written whole, then renamed).
+//
+//   workload rate    the client's engines keep --depth 64 B (--size) RDMA
+//                    WRITEs in flight on each of their QPs, run-to-completion
+//                    on the engine lcores; after --warmup s the aggregate
+//                    completion rate over --seconds s is the message rate.
+//   workload verify  each client QP runs --rounds rounds of WRITE, READ back,
+//                    SEND with imm, WRITE with imm, FAA and CAS (--size bytes,
+//                    multi-packet above the path MTU); the client checks READ
+//                    data and atomic results, the server each received SEND and
+//                    WRITE-imm payload and immediate. Exit 0 only if all verify.
+// --placement aligned puts QP j on engine j % N at both ends (memif queue i
+// meets the peer's queue i: no frame changes engine); cross puts the client's
+// QP j on engine (j + j / N) % N, so frames of half the QPs arrive on another
+// engine's queue at both ends and go through dispatch-by-QPN.
+//
+// Output: the config echo, one line per engine per side ("engine side=S e=E
+// polls= rx_pkts= sent_pkts= fwd_out= fwd_in= fwd_drop= msgs="), then the
+// perftest-style result row. Exit: 0 pass, 1 failure, 2 usage.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdarg>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <rte_lcore.h>
+
+#include <uroce/eal.h>
+#include <uroce/engine_group.h>
+#include <uroce/verbs.h>
+
+#include "apps/args.h"
+#include "apps/commands.h"
+#include "drivers/dpdk/dpdk_io.h"
+#include "drivers/dpdk/eal_args.h"
+#include "drivers/dpdk/engine_launcher.h"
+
+namespace uroce::apps {
+namespace {
+
+constexpr OptSpec kOptions[] = {
+    {.name = "role", .kind = OptKind::kChoice, .def = "launch", .help = "launch: start a server and a client on a memif link; or be one endpoint", .choices = "launch|server|client"},
+    {.name = "dir", .kind = OptKind::kString, .def = "", .help = "with --role: the directory of the memif socket and the exchange files", .meta = "DIR"},
+    {.name = "engines", .short_name = 'n', .kind = OptKind::kUint, .def = "1", .help = "engine lcores (= memif queue pairs) per side", .min = 1, .max = 64},
+    {.name = "qps", .short_name = 'q', .kind = OptKind::kUint, .def = "8", .help = "RC QPs per side", .min = 1, .max = 1024},
+    {.name = "workload", .kind = OptKind::kChoice, .def = "rate", .help = "rate: 64 B WRITE message rate; verify: every RC op, checked", .choices = "rate|verify"},
+    {.name = "placement", .kind = OptKind::kChoice, .def = "aligned", .help = "aligned: QP j on engine j%N both sides; cross: client QPs shifted (dispatch by QPN)", .choices = "aligned|cross"},
+    {.name = "size", .short_name = 's', .kind = OptKind::kUint, .def = "64", .help = "message bytes (rate: WRITE size; verify: every op's size)", .min = 1, .max = 1u << 20},
+    {.name = "depth", .short_name = 'd', .kind = OptKind::kUint, .def = "32", .help = "rate: WRITEs in flight per QP", .min = 1, .max = 512},
+    {.name = "seconds", .kind = OptKind::kDouble, .def = "3", .help = "rate: measured interval, s", .min = 0, .max = 3600},
+    {.name = "warmup", .kind = OptKind::kDouble, .def = "1", .help = "rate: unmeasured start, s", .min = 0, .max = 3600},
+    {.name = "rounds", .kind = OptKind::kUint, .def = "50", .help = "verify: rounds of the six ops per QP", .min = 1, .max = 1u << 20},
+    {.name = "timeout", .kind = OptKind::kUint, .def = "60", .help = "give up after this many seconds of no progress", .min = 1, .max = 3600},
+    {.name = "lcore-map", .kind = OptKind::kChoice, .def = "auto", .help = "launch: pin engine lcores to CPUs, float them over all CPUs, or auto (pin if 2N CPUs)", .choices = "auto|pin|float"},
+};
+
+constexpr CommandSpec kCommand = {
+    .name = "bench-mc",
+    .positional = "",
+    .summary = "multi-core engines: N engine lcores per side on memif, message rate or verified RC ops",
+    .options = kOptions,
+    .max_positional = 0,
+    .details = "EAL arguments may precede '--'; the launcher then passes them to both endpoints\n"
+               "instead of its defaults (--no-huge --no-pci --no-shconf -m 1024, lcores 0..N).\n",
+};
+
+volatile std::sig_atomic_t g_stop = 0;
+void on_stop_signal(int) { g_stop = 1; }
+
+[[gnu::format(printf, 1, 2)]] std::string fmt(const char* f, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, f);
+  std::vsnprintf(buf, sizeof(buf), f, ap);
+  va_end(ap);
+  return buf;
+}
+
+// ---------------------------------------------------------------- config, patterns
+
+struct Config {
+  bool server = false;
+  std::string dir;
+  uint32_t engines = 1;
+  uint32_t qps = 8;
+  bool verify = false;
+  bool cross = false;
+  uint32_t size = 64;
+  uint32_t depth = 32;
+  double seconds = 3;
+  double warmup = 1;
+  uint32_t rounds = 50;
+  uint32_t timeout_s = 60;
+};
+
+uint64_t splitmix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+enum Kind : uint64_t { kWriteData = 1, kSendData = 2, kWriteImmData = 3, kFaa = 4, kCas = 5 };
+uint64_t key_of(uint32_t qp, uint64_t round, Kind k) { return splitmix((uint64_t(qp) << 40) ^ (round << 4) ^ k); }
+void fill(uint8_t* p, uint32_t len, uint64_t key) {
+  for (uint32_t i = 0; i < len; ++i) p[i] = uint8_t(splitmix(key + i / 8) >> (8 * (i % 8)));
+}
+bool same(const uint8_t* p, uint32_t len, uint64_t key) {
+  for (uint32_t i = 0; i < len; ++i) {
+    if (p[i] != uint8_t(splitmix(key + i / 8) >> (8 * (i % 8)))) return false;
+  }
+  return true;
+}
+/// Immediate of a SEND (bit 31 clear) or WRITE with imm (bit 31 set) of round r on QP j.
+uint32_t imm_of(uint32_t j, uint64_t r, bool write) { return (write ? 0x80000000u : 0) | (j << 20) | uint32_t(r & 0xfffff); }
+
+// ---------------------------------------------------------------- exchange files
+
+constexpr uint32_t kMagic = 0x55524d43;  // "URMC"
+constexpr uint32_t kMaxQps = 1024;
+struct Info {
+  uint32_t magic = kMagic;
+  uint32_t engines = 0;
+  uint32_t qps = 0;
+  uint32_t rkey = 0;
+  uint64_t area_addr = 0;  // per QP j: a 2*size slot at area_addr + j * slot_bytes
+  uint64_t slot_bytes = 0;
+  uint64_t atomic_addr = 0;  // per QP j: a word at atomic_addr + 8 j
+  uint8_t mac[6] = {};
+  uint8_t gid[16] = {};
+  uint32_t qpn[kMaxQps] = {};
+  uint32_t psn[kMaxQps] = {};
+};
+
+bool write_file(const std::string& path, const void* p, size_t n) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary);
+    f.write(static_cast<const char*>(p), std::streamsize(n));
+    if (!f) return false;
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  return !ec;
+}
+bool read_file(const std::string& path, void* p, size_t n) {
+  std::ifstream f(path, std::ios::binary);
+  f.read(static_cast<char*>(p), std::streamsize(n));
+  return bool(f);
+}
+
+// ---------------------------------------------------------------- one endpoint
+
+constexpr uint32_t kRecvPerQp = 16;
+
+struct QpSlot {
+  Qp* qp = nullptr;
+  uint32_t engine = 0;
+  uint32_t index = 0;    // j
+  // client verify state
+  uint64_t round = 0;
+  uint32_t outstanding = 0;
+  uint64_t faa_expect = 0;  // value the next FAA returns
+  uint64_t cas_expect = 0;
+  bool done = false;
+};
+
+struct alignas(64) EngineRun {
+  std::atomic<uint64_t> msgs{0};   // completions (rate) or verified round ops
+  std::atomic<uint64_t> bad{0};
+  std::atomic<bool> finished{false};
+  std::string error;              // written by the engine lcore before finished
+};
+
+class Endpoint {
+ public:
+  explicit Endpoint(const Config& c) : cfg_(c) {}
+  bool open(std::string& err);
+  bool connect(std::string& err);
+  int run();
+
+ private:
+  int engine_body(uint32_t e, const dpdk::TscClock& clock, const std::atomic<bool>& stop);
+  void server_loop(uint32_t e, const dpdk::TscClock& clock, const std::atomic<bool>& stop);
+  void rate_loop(uint32_t e, const dpdk::TscClock& clock, const std::atomic<bool>& stop);
+  void verify_loop(uint32_t e, const dpdk::TscClock& clock, const std::atomic<bool>& stop);
+  void post_round(QpSlot& s);
+  bool check_round(QpSlot& s, std::string& why);
+  uint8_t* slot_area(uint32_t j) { return area_ + uint64_t(j) * slot_bytes_; }
+  uint8_t* local(uint32_t j) { return local_ + uint64_t(j) * slot_bytes_; }
+  uint64_t* atomic_word(uint32_t j) { return reinterpret_cast<uint64_t*>(atomics_) + j; }
+  uint64_t* atomic_result(uint32_t j) { return reinterpret_cast<uint64_t*>(atomics_) + kMaxQps + 2 * j; }
+  std::string path(const char* name) const { return cfg_.dir + "/" + name; }
+  void report(const char* side);
+
+  const Config& cfg_;
+  std::unique_ptr<dpdk::DpdkPort> port_;
+  std::unique_ptr<EngineGroup> group_;
+  std::vector<Pd*> pds_;
+  std::vector<Cq*> scqs_, rcqs_;
+  std::vector<Mr*> mrs_;
+  uint32_t key_ = 0;
+  std::unique_ptr<uint8_t[]> mem_;
+  uint8_t* atomics_ = nullptr;
+  uint8_t* area_ = nullptr;
+  uint8_t* local_ = nullptr;
+  uint8_t* recv_bufs_ = nullptr;
+  uint64_t slot_bytes_ = 0;
+  std::vector<QpSlot> slots_;
+  std::unique_ptr<EngineRun[]> runs_;
+  Info me_, peer_;
+  Mtu mtu_ = Mtu::k1024;
+};
+
+bool Endpoint::open(std::string& err) {
+  dpdk::DpdkPortConfig pc;
+  pc.device = fmt("net_memif0,role=%s,socket=%s/memif.sock,socket-abstract=no,mac=02:00:00:00:01:0%d",
+                  cfg_.server ? "server" : "client", cfg_.dir.c_str(), cfg_.server ? 1 : 2);
+  pc.n_queues = uint16_t(cfg_.engines);
+  pc.link_timeout_ms = cfg_.timeout_s * 1000;
+  auto port = dpdk::DpdkPort::open(pc);
+  if (!port.ok()) {
+    err = fmt("port: %s", port.status().message());
+    return false;
+  }
+  port_ = std::move(port).value();
+  std::vector<PacketIo*> queues;
+  for (uint16_t q = 0; q < port_->n_queues(); ++q) queues.push_back(&port_->queue(q));
+  DeviceConfig dc;
+  dc.mac = port_->info().mac;
+  const uint8_t ip[4] = {10, 0, 1, uint8_t(cfg_.server ? 1 : 2)};
+  dc.gid = Gid::from_ipv4(ip);
+  dc.max_qp = std::max<uint32_t>(16, cfg_.qps);
+  dc.key_seed = cfg_.server ? 0x5e5e : 0xc1c1;
+  auto g = EngineGroup::open(queues, dc);
+  if (!g.ok()) {
+    err = fmt("engine group: %s", g.status().message());
+    return false;
+  }
+  group_ = std::move(g).value();
+  runs_ = std::make_unique<EngineRun[]>(cfg_.engines);
+
+  // Memory: [atomic words | atomic results][area the peer targets][local sources/READ results][receive buffers].
+  slot_bytes_ = (2 * uint64_t(cfg_.size) + 63) & ~uint64_t(63);
+  const uint64_t atomics = 3 * 8 * uint64_t(kMaxQps);
+  const uint64_t recv = uint64_t(cfg_.qps) * kRecvPerQp * slot_bytes_;
+  const uint64_t total = atomics + 2 * slot_bytes_ * cfg_.qps + recv;
+  mem_.reset(new (std::align_val_t(4096)) uint8_t[total]);
+  std::memset(mem_.get(), 0, total);
+  atomics_ = mem_.get();
+  area_ = atomics_ + atomics;
+  local_ = area_ + slot_bytes_ * cfg_.qps;
+  recv_bufs_ = local_ + slot_bytes_ * cfg_.qps;
+
+  for (uint32_t e = 0; e < cfg_.engines; ++e) {
+    auto pd = alloc_pd(group_->engine(e));
+    auto scq = create_cq(group_->engine(e), 8192);
+    auto rcq = create_cq(group_->engine(e), 8192);
+    if (!pd.ok() || !scq.ok() || !rcq.ok()) {
+      err = "alloc_pd/create_cq failed";
+      return false;
+    }
+    pds_.push_back(*pd);
+    scqs_.push_back(*scq);
+    rcqs_.push_back(*rcq);
+  }
+  mrs_.resize(cfg_.engines);
+  auto key = group_->reg_mr_all(pds_, mem_.get(), total,
+                                kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic, mrs_);
+  if (!key.ok()) {
+    err = fmt("reg_mr_all: %s", key.status().message());
+    return false;
+  }
+  key_ = *key;
+  for (uint32_t j = 0; j < cfg_.qps; ++j) {
+    QpSlot s;
+    s.index = j;
+    s.engine = cfg_.server || !cfg_.cross ? j % cfg_.engines : (j + j / cfg_.engines) % cfg_.engines;
+    QpInitAttr ia;
+    ia.send_cq = scqs_[s.engine];
+    ia.recv_cq = rcqs_[s.engine];
+    ia.cap.max_send_wr = 1024;
+    ia.cap.max_recv_wr = kRecvPerQp;
+    auto q = group_->create_qp(pds_[s.engine], ia);
+    if (!q.ok()) {
+      err = fmt("create_qp: %s", q.status().message());
+      return false;
+    }
+    s.qp = *q;
+    slots_.push_back(s);
+    me_.qpn[j] = s.qp->qp_num;
+    me_.psn[j] = uint32_t(splitmix(j * 2 + (cfg_.server ? 1 : 0))) & 0xffffff;
+  }
+  me_.engines = cfg_.engines;
+  me_.qps = cfg_.qps;
+  me_.rkey = key_;
+  me_.area_addr = uint64_t(uintptr_t(area_));
+  me_.slot_bytes = slot_bytes_;
+  me_.atomic_addr = uint64_t(uintptr_t(atomics_));
+  std::memcpy(me_.mac, dc.mac.b, 6);
+  std::memcpy(me_.gid, dc.gid.raw, 16);
+  return true;
+}
+
+bool Endpoint::connect(std::string& err) {
+  if (!write_file(path(cfg_.server ? "server.info" : "client.info"), &me_, sizeof(me_))) {
+    err = "cannot write the info file";
+    return false;
+  }
+  const std::string peer_path = path(cfg_.server ? "client.info" : "server.info");
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(cfg_.timeout_s);
+  while (!std::filesystem::exists(peer_path)) {
+    if (g_stop || std::chrono::steady_clock::now() > end) {
+      err = g_stop ? "interrupted" : "no info file from the peer";
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (!read_file(peer_path, &peer_, sizeof(peer_)) || peer_.magic != kMagic || peer_.qps != cfg_.qps) {
+    err = "the peer's info file does not match (--qps must agree)";
+    return false;
+  }
+  // Path MTU: memif's 1500 B carries 1024.
+  mtu_ = Mtu::k1024;
+  AhAttr ah;
+  std::memcpy(ah.dgid.raw, peer_.gid, 16);
+  std::memcpy(ah.dmac.b, peer_.mac, 6);
+  for (auto& s : slots_) {
+    QpAttr a;
+    a.qp_state = QpState::kInit;
+    a.qp_access_flags = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
+    Status st = modify_qp(s.qp, a, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags);
+    if (st.ok()) {
+      a = {};
+      a.qp_state = QpState::kRtr;
+      a.path_mtu = mtu_;
+      a.dest_qp_num = peer_.qpn[s.index];
+      a.rq_psn = peer_.psn[s.index];
+      a.ah_attr = ah;
+      a.max_dest_rd_atomic = 16;
+      a.min_rnr_timer = 1;
+      st = modify_qp(s.qp, a, kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn | kQpMaxDestRdAtomic | kQpMinRnrTimer);
+    }
+    if (st.ok()) {
+      a = {};
+      a.qp_state = QpState::kRts;
+      a.sq_psn = me_.psn[s.index];
+      a.timeout = 14;  // 67 ms: oversubscribed CPUs stall engines for whole scheduler slices
+      a.retry_cnt = 7;
+      a.rnr_retry = 7;
+      a.max_rd_atomic = 16;
+      st = modify_qp(s.qp, a, kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic);
+    }
+    if (!st.ok()) {
+      err = fmt("modify_qp: %s", st.message());
+      return false;
+    }
+    if (cfg_.server) {
+      for (uint32_t r = 0; r < kRecvPerQp; ++r) {
+        Sge sge{uint64_t(uintptr_t(recv_bufs_ + (uint64_t(s.index) * kRecvPerQp + r) * slot_bytes_)), cfg_.size, key_};
+        RecvWr wr;
+        wr.wr_id = uint64_t(s.index) * kRecvPerQp + r;
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        RecvWr* bad = nullptr;
+        if (Status rs = post_recv(s.qp, &wr, &bad); !rs.ok()) {
+          err = fmt("post_recv: %s", rs.message());
+          return false;
+        }
+      }
+    }
+  }
+  return true;
+}
+
+// The server's engines: poll, check each SEND / WRITE-imm as it lands, repost the buffer.
+void Endpoint::server_loop(uint32_t e, const dpdk::TscClock& clock, const std::atomic<bool>& stop) {
+  EngineRun& run = runs_[e];
+  std::vector<uint64_t> next_send(cfg_.qps, 0), next_wimm(cfg_.qps, 0);
+  Wc wc[32];
+  while (!stop.load(std::memory_order_relaxed)) {
+    group_->poll(e, clock.now_ns());
+    const int n = poll_cq(rcqs_[e], 32, wc);
+    for (int i = 0; i < n; ++i) {
+      const Wc& w = wc[i];
+      const uint32_t j = uint32_t(w.wr_id / kRecvPerQp);
+      const bool write = w.imm_data & 0x80000000u;
+      const uint64_t round = w.imm_data & 0xfffff;
+      bool ok = w.status == WcStatus::kSuccess && (w.wc_flags & kWcWithImm) && j < cfg_.qps &&
+                ((w.imm_data >> 20) & 0x7ff) == j && w.qp_num == slots_[j].qp->qp_num;
+      if (ok) {
+        uint64_t& expect = write ? next_wimm[j] : next_send[j];
+        ok = (round == (expect & 0xfffff));
+        ++expect;
+        if (ok && write) ok = w.byte_len == cfg_.size && same(slot_area(j) + cfg_.size, cfg_.size, key_of(j, round, kWriteImmData));
+        if (ok && !write) ok = w.byte_len == cfg_.size && same(recv_bufs_ + w.wr_id * slot_bytes_, cfg_.size, key_of(j, round, kSendData));
+      }
+      (ok ? run.msgs : run.bad).fetch_add(1, std::memory_order_relaxed);
+      if (!ok && run.error.empty()) {
+        run.error = fmt("QP %u: bad receive (status %s, imm 0x%x, len %u)", j, wc_status_str(w.status), w.imm_data, w.byte_len);
+      }
+      if (j < cfg_.qps) {
+        Sge sge{uint64_t(uintptr_t(recv_bufs_ + w.wr_id * slot_bytes_)), cfg_.size, key_};
+        RecvWr wr;
+        wr.wr_id = w.wr_id;
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        RecvWr* bad = nullptr;
+        (void)post_recv(slots_[j].qp, &wr, &bad);
+      }
+    }
+  }
+}
+
+// The client's engines, rate: keep `depth` WRITEs in flight on each of this engine's QPs.
+void Endpoint::rate_loop(uint32_t e, const dpdk::TscClock& clock, const std::atomic<bool>& stop) {
+  EngineRun& run = runs_[e];
+  std::vector<QpSlot*> mine;
+  for (auto& s : slots_) {
+    if (s.engine == e) mine.push_back(&s);
+  }
+  std::vector<uint32_t> inflight(mine.size(), 0);
+  Wc wc[64];
+  uint64_t done = 0;
+  while (!stop.load(std::memory_order_relaxed)) {
+    for (size_t i = 0; i < mine.size(); ++i) {
+      const uint32_t j = mine[i]->index;
+      SendWr wrs[16];
+      Sge sges[16];
+      uint32_t n = 0;
+      while (n < 16 && inflight[i] + n < cfg_.depth) {
+        sges[n] = Sge{uint64_t(uintptr_t(local(j))), cfg_.size, key_};
+        wrs[n].wr_id = i;
+        wrs[n].sg_list = &sges[n];
+        wrs[n].num_sge = 1;
+        wrs[n].opcode = WrOpcode::kRdmaWrite;
+        wrs[n].send_flags = kSendSignaled;
+        wrs[n].rdma.remote_addr = peer_.area_addr + uint64_t(j) * peer_.slot_bytes;
+        wrs[n].rdma.rkey = peer_.rkey;
+        if (n) wrs[n - 1].next = &wrs[n];
+        ++n;
+      }
+      if (n == 0) continue;
+      SendWr* bad = nullptr;
+      const Status st = post_send(mine[i]->qp, wrs, &bad);
+      inflight[i] += st.ok() ? n : uint32_t(bad - wrs);
+    }
+    group_->poll(e, clock.now_ns());
+    const int got = poll_cq(scqs_[e], 64, wc);
+    for (int k = 0; k < got; ++k) {
+      if (wc[k].status != WcStatus::kSuccess) {
+        run.bad.fetch_add(1, std::memory_order_relaxed);
+        if (run.error.empty()) run.error = fmt("WRITE on QP 0x%x: %s", wc[k].qp_num, wc_status_str(wc[k].status));
+      }
+      if (wc[k].wr_id < inflight.size()) --inflight[wc[k].wr_id];
+    }
+    done += uint64_t(got);
+    run.msgs.store(done, std::memory_order_relaxed);
+  }
+}
+
+// The six ops of one verify round, posted as one chain (RC executes them in order).
+void Endpoint::post_round(QpSlot& s) {
+  const uint32_t j = s.index, len = cfg_.size;
+  const uint64_t r = s.round;
+  uint8_t* src = local(j);
+  fill(src, len, key_of(j, r, kWriteData));  // [0, len): WRITE data; READ lands in [len, 2 len)
+  std::memset(src + len, 0, len);
+  uint8_t* sbuf = recv_bufs_ + (uint64_t(j) * kRecvPerQp) * slot_bytes_;  // the client posts no receives: free scratch
+  uint8_t* wbuf = sbuf + slot_bytes_;
+  fill(sbuf, len, key_of(j, r, kSendData));
+  fill(wbuf, len, key_of(j, r, kWriteImmData));
+  const uint64_t remote = peer_.area_addr + uint64_t(j) * peer_.slot_bytes;
+  const uint64_t word = peer_.atomic_addr + 8ull * j;
+  Sge sg[6] = {{uint64_t(uintptr_t(src)), len, key_},
+               {uint64_t(uintptr_t(src + len)), len, key_},
+               {uint64_t(uintptr_t(sbuf)), len, key_},
+               {uint64_t(uintptr_t(wbuf)), len, key_},
+               {uint64_t(uintptr_t(atomic_result(j))), 8, key_},
+               {uint64_t(uintptr_t(atomic_result(j) + 1)), 8, key_}};
+  SendWr w[6];
+  for (int i = 0; i < 6; ++i) {
+    w[i].wr_id = (uint64_t(j) << 8) | uint64_t(i);
+    w[i].sg_list = &sg[i];
+    w[i].num_sge = 1;
+    w[i].send_flags = kSendSignaled;
+    if (i) w[i - 1].next = &w[i];
+  }
+  w[0].opcode = WrOpcode::kRdmaWrite;
+  w[0].rdma = {remote, peer_.rkey};
+  w[1].opcode = WrOpcode::kRdmaRead;
+  w[1].rdma = {remote, peer_.rkey};
+  w[2].opcode = WrOpcode::kSendWithImm;
+  w[2].imm_data = imm_of(j, r, false);
+  w[3].opcode = WrOpcode::kRdmaWriteWithImm;
+  w[3].imm_data = imm_of(j, r, true);
+  w[3].rdma = {remote + len, peer_.rkey};
+  w[4].opcode = WrOpcode::kAtomicFetchAndAdd;
+  w[4].atomic.remote_addr = word;
+  w[4].atomic.rkey = peer_.rkey;
+  w[4].atomic.compare_add = key_of(j, r, kFaa) & 0xffff;
+  w[5].opcode = WrOpcode::kAtomicCmpAndSwp;
+  w[5].atomic.remote_addr = word;
+  w[5].atomic.rkey = peer_.rkey;
+  s.cas_expect = s.faa_expect + (key_of(j, r, kFaa) & 0xffff);  // the word after this round's FAA
+  w[5].atomic.compare_add = s.cas_expect;
+  w[5].atomic.swap = key_of(j, r, kCas);
+  atomic_result(j)[0] = atomic_result(j)[1] = ~0ull;
+  SendWr* bad = nullptr;
+  if (post_send(s.qp, w, &bad).ok()) s.outstanding = 6;
+}
+
+bool Endpoint::check_round(QpSlot& s, std::string& why) {
+  const uint32_t j = s.index, len = cfg_.size;
+  const uint64_t r = s.round;
+  if (!same(local(j) + len, len, key_of(j, r, kWriteData))) {
+    why = fmt("QP %u round %llu: READ data differs from what was written", j, (unsigned long long)r);
+    return false;
+  }
+  if (atomic_result(j)[0] != s.faa_expect) {
+    why = fmt("QP %u round %llu: FAA returned 0x%llx, want 0x%llx", j, (unsigned long long)r,
+              (unsigned long long)atomic_result(j)[0], (unsigned long long)s.faa_expect);
+    return false;
+  }
+  if (atomic_result(j)[1] != s.cas_expect) {
+    why = fmt("QP %u round %llu: CAS returned 0x%llx, want 0x%llx", j, (unsigned long long)r,
+              (unsigned long long)atomic_result(j)[1], (unsigned long long)s.cas_expect);
+    return false;
+  }
+  s.faa_expect = key_of(j, r, kCas);  // CAS swapped this in
+  return true;
+}
+
+// The client's engines, verify: every QP of this engine runs its rounds, overlapped.
+void Endpoint::verify_loop(uint32_t e, const dpdk::TscClock& clock, const std::atomic<bool>& stop) {
+  EngineRun& run = runs_[e];
+  std::vector<QpSlot*> mine;
+  for (auto& s : slots_) {
+    if (s.engine == e) mine.push_back(&s);
+  }
+  Wc wc[64];
+  size_t left = mine.size();
+  while (!stop.load(std::memory_order_relaxed) && left && run.error.empty()) {
+    for (QpSlot* s : mine) {
+      if (!s->done && s->outstanding == 0) post_round(*s);
+    }
+    group_->poll(e, clock.now_ns());
+    const int got = poll_cq(scqs_[e], 64, wc);
+    for (int k = 0; k < got; ++k) {
+      const uint32_t j = uint32_t(wc[k].wr_id >> 8);
+      QpSlot& s = slots_[j];
+      if (wc[k].status != WcStatus::kSuccess) {
+        run.bad.fetch_add(1, std::memory_order_relaxed);
+        run.error = fmt("QP %u op %llu: %s", j, (unsigned long long)(wc[k].wr_id & 0xff), wc_status_str(wc[k].status));
+        break;
+      }
+      if (--s.outstanding) continue;
+      std::string why;
+      if (!check_round(s, why)) {
+        run.bad.fetch_add(1, std::memory_order_relaxed);
+        run.error = why;
+        break;
+      }
+      run.msgs.fetch_add(6, std::memory_order_relaxed);
+      if (++s.round == cfg_.rounds) {
+        s.done = true;
+        --left;
+      }
+    }
+  }
+  // Keep serving (ACKs, retransmits) until main stops us.
+  run.finished.store(true, std::memory_order_release);
+  while (!stop.load(std::memory_order_relaxed)) group_->poll(e, clock.now_ns());
+}
+
+int Endpoint::engine_body(uint32_t e, const dpdk::TscClock& clock, const std::atomic<bool>& stop) {
+  if (cfg_.server) server_loop(e, clock, stop);
+  else if (cfg_.verify) verify_loop(e, clock, stop);
+  else rate_loop(e, clock, stop);
+  return 0;
+}
+
+void Endpoint::report(const char* side) {
+  for (uint32_t e = 0; e < cfg_.engines; ++e) {
+    const EngineStats& st = group_->stats(e);
+    const Counters& c = query_counters(group_->engine(e));
+    std::printf("engine side=%s e=%u polls=%llu rx_pkts=%llu sent_pkts=%llu fwd_out=%llu fwd_in=%llu fwd_drop=%llu "
+                "retransmits=%llu msgs=%llu bad=%llu\n",
+                side, e, (unsigned long long)st.polls, (unsigned long long)c.get(Counter::rcvd_pkts),
+                (unsigned long long)c.get(Counter::sent_pkts), (unsigned long long)st.fwd_out,
+                (unsigned long long)st.fwd_in, (unsigned long long)st.fwd_drop,
+                (unsigned long long)c.get(Counter::retransmits), (unsigned long long)runs_[e].msgs.load(),
+                (unsigned long long)runs_[e].bad.load());
+  }
+}
+
+int Endpoint::run() {
+  const char* side = cfg_.server ? "server" : "client";
+  dpdk::EngineLauncher launcher(*group_);
+  const auto lcores = dpdk::EngineLauncher::worker_lcores(cfg_.engines);
+  if (lcores.size() != cfg_.engines) {
+    std::fprintf(stderr, "uroce bench-mc (%s): %u engines need %u EAL worker lcores, have %zu\n", side, cfg_.engines,
+                 cfg_.engines, lcores.size());
+    return kExitFailure;
+  }
+  Status st = launcher.start(lcores, [this](uint32_t e, const dpdk::TscClock& c, const std::atomic<bool>& stop) {
+    return engine_body(e, c, stop);
+  });
+  if (!st.ok()) {
+    std::fprintf(stderr, "uroce bench-mc (%s): %s\n", side, st.message());
+    return kExitFailure;
+  }
+  bool ok = true;
+  std::string err;
+  const auto now = [] { return std::chrono::steady_clock::now(); };
+  const std::string done_path = path("client.done");
+  if (cfg_.server) {
+    while (!g_stop && !std::filesystem::exists(done_path)) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    (void)launcher.stop();
+    uint64_t good = 0, bad = 0;
+    for (uint32_t e = 0; e < cfg_.engines; ++e) {
+      good += runs_[e].msgs.load();
+      bad += runs_[e].bad.load();
+      if (err.empty()) err = runs_[e].error;
+    }
+    uint64_t want = 0;
+    ok = !g_stop;
+    if (cfg_.verify && ok) {
+      read_file(done_path, &want, sizeof(want));
+      ok = bad == 0 && good == want;
+    }
+    report(side);
+    std::printf("# server: %llu receives verified, %llu bad%s%s%s\n", (unsigned long long)good, (unsigned long long)bad,
+                cfg_.verify ? fmt(" (want %llu)", (unsigned long long)want).c_str() : "", err.empty() ? "" : "; ", err.c_str());
+  } else if (cfg_.verify) {
+    auto last_progress = now();
+    uint64_t last = 0;
+    for (;;) {
+      uint32_t finished = 0;
+      uint64_t total = 0;
+      for (uint32_t e = 0; e < cfg_.engines; ++e) {
+        finished += runs_[e].finished.load(std::memory_order_acquire);
+        total += runs_[e].msgs.load(std::memory_order_relaxed);
+      }
+      if (finished == cfg_.engines) break;
+      if (total != last) last = total, last_progress = now();
+      if (g_stop || now() - last_progress > std::chrono::seconds(cfg_.timeout_s)) {
+        err = g_stop ? "interrupted" : "no progress";
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    // Let the last ACKs reach the server before it is told to stop.
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    (void)launcher.stop();
+    uint64_t good = 0, bad = 0;
+    for (uint32_t e = 0; e < cfg_.engines; ++e) {
+      good += runs_[e].msgs.load();
+      bad += runs_[e].bad.load();
+      if (err.empty()) err = runs_[e].error;
+    }
+    const uint64_t want_ops = uint64_t(cfg_.qps) * cfg_.rounds * 6;
+    ok = err.empty() && bad == 0 && good == want_ops;
+    const uint64_t want_recv = uint64_t(cfg_.qps) * cfg_.rounds * 2;  // SEND imm + WRITE imm per round
+    write_file(done_path, &want_recv, sizeof(want_recv));
+    report(side);
+    std::printf("#%-9s %-6s %-8s %-6s %-10s %-10s %s\n", "engines", "qps", "bytes", "rounds", "ops", "verified", "placement");
+    std::printf(" %-9u %-6u %-8u %-6u %-10llu %-10s %s\n", cfg_.engines, cfg_.qps, cfg_.size, cfg_.rounds,
+                (unsigned long long)good, ok ? "yes" : "NO", cfg_.cross ? "cross" : "aligned");
+    if (!err.empty()) std::printf("# client: %s\n", err.c_str());
+  } else {
+    auto sum = [this] {
+      uint64_t t = 0;
+      for (uint32_t e = 0; e < cfg_.engines; ++e) t += runs_[e].msgs.load(std::memory_order_relaxed);
+      return t;
+    };
+    std::this_thread::sleep_for(std::chrono::duration<double>(cfg_.warmup));
+    const uint64_t m0 = sum();
+    const auto t0 = now();
+    std::this_thread::sleep_for(std::chrono::duration<double>(cfg_.seconds));
+    const uint64_t m1 = sum();
+    const double s = std::chrono::duration<double>(now() - t0).count();
+    (void)launcher.stop();
+    uint64_t bad = 0;
+    for (uint32_t e = 0; e < cfg_.engines; ++e) {
+      bad += runs_[e].bad.load();
+      if (err.empty()) err = runs_[e].error;
+    }
+    ok = bad == 0 && m1 > m0 && !g_stop;
+    const uint64_t zero = 0;
+    write_file(done_path, &zero, sizeof(zero));
+    report(side);
+    const double rate = double(m1 - m0) / s;
+    std::printf("#%-9s %-6s %-8s %-6s %-12s %-10s %s\n", "engines", "qps", "bytes", "depth", "msgs", "Mmsg/s", "Gb/s");
+    std::printf(" %-9u %-6u %-8u %-6u %-12llu %-10.3f %.3f\n", cfg_.engines, cfg_.qps, cfg_.size, cfg_.depth,
+                (unsigned long long)(m1 - m0), rate / 1e6, rate * cfg_.size * 8 / 1e9);
+    if (!err.empty()) std::printf("# client: %s\n", err.c_str());
+  }
+  return ok ? kExitOk : kExitFailure;
+}
+
+int run_endpoint(const Config& cfg, const Args& args, const dpdk::SplitArgs& split) {
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  const char* side = cfg.server ? "server" : "client";
+  if (Status s = dpdk::init_eal_from_args(split); !s.ok()) {
+    std::fprintf(stderr, "uroce bench-mc (%s): %s\n", side, s.message());
+    return kExitFailure;
+  }
+  std::printf("# uroce bench-mc %s (%s, %u lcores)\n", args.config_line().c_str(), side, rte_lcore_count());
+  int rc = kExitFailure;
+  {
+    Endpoint ep(cfg);
+    std::string err;
+    if (ep.open(err) && ep.connect(err)) {
+      rc = ep.run();
+    } else {
+      std::fprintf(stderr, "uroce bench-mc (%s): %s\n", side, err.c_str());
+    }
+  }
+  return rc;
+}
+
+// ---------------------------------------------------------------- the launcher
+
+std::string lcore_map(uint32_t n, bool server, const std::string& mode) {
+  const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+  // Pinned: engine lcore i (1..N) on CPU i-1 (server) or N+i-1 (client); the
+  // main lcores, which sleep between 10 ms checks, share CPU 0.
+  const bool pin = mode == "pin" || (mode == "auto" && cpus >= 2 * n);
+  if (!pin) return fmt("--lcores=(0-%u)@(0-%u)", n, cpus - 1);
+  std::string m = "--lcores=0@0";
+  for (uint32_t i = 1; i <= n; ++i) m += fmt(",%u@%u", i, ((server ? 0 : n) + i - 1) % cpus);
+  return m;
+}
+
+int launch(const Args& args, const dpdk::SplitArgs& split, const Config& cfg) {
+  char tmpl[] = "/tmp/uroce-bench-mc-XXXXXX";
+  if (!mkdtemp(tmpl)) {
+    std::fprintf(stderr, "uroce bench-mc: mkdtemp: %s\n", std::strerror(errno));
+    return kExitFailure;
+  }
+  const std::string dir = tmpl;
+  std::printf("# uroce bench-mc %s\n", args.config_line().c_str());
+  std::fflush(stdout);
+  std::vector<std::string> common;
+  for (const OptSpec& o : kOptions) {
+    if (o.name == "role" || o.name == "dir" || o.name == "lcore-map" || !args.given(o.name)) continue;
+    if (o.kind == OptKind::kUint) common.push_back(fmt("--%s=%llu", o.name.data(), (unsigned long long)args.get_uint(o.name)));
+    else if (o.kind == OptKind::kDouble) common.push_back(fmt("--%s=%.17g", o.name.data(), args.get_double(o.name)));
+    else common.push_back(fmt("--%s=", o.name.data()) + std::string(args.get_str(o.name)));
+  }
+  pid_t pids[2] = {-1, -1};
+  for (int i = 0; i < 2; ++i) {
+    const bool server = i == 0;
+    std::vector<std::string> av = {"/proc/self/exe", "bench-mc"};
+    std::vector<std::string> eal = split.eal;
+    if (eal.empty()) {
+      eal = {"--no-huge", "--no-pci", "--no-shconf", "-m", "1024", "--log-level=lib.*:error",
+             "--log-level=pmd.net.memif:critical"};
+      eal.push_back(lcore_map(cfg.engines, server, std::string(args.get_str("lcore-map"))));
+    }
+    av.insert(av.end(), eal.begin(), eal.end());
+    av.push_back("--");
+    av.push_back(server ? "--role=server" : "--role=client");
+    av.push_back("--dir=" + dir);
+    av.insert(av.end(), common.begin(), common.end());
+    std::vector<char*> argv;
+    for (auto& a : av) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    std::fflush(nullptr);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      execv("/proc/self/exe", argv.data());
+      _exit(127);
+    }
+    if (pid < 0) break;
+    pids[i] = pid;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(cfg.timeout_s);
+    while (server && !std::filesystem::exists(dir + "/memif.sock") && std::chrono::steady_clock::now() < until &&
+           waitpid(pid, nullptr, WNOHANG) == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+  int status[2] = {-1, -1};
+  bool forwarded = false;
+  std::optional<std::chrono::steady_clock::time_point> grace;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(4 * cfg.timeout_s) +
+                        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::duration<double>(cfg.warmup + cfg.seconds));
+  for (int live = (pids[0] > 0) + (pids[1] > 0); live > 0;) {
+    int st = 0;
+    const pid_t p = waitpid(-1, &st, WNOHANG);
+    if (p > 0) {
+      for (int i = 0; i < 2; ++i) {
+        if (p == pids[i]) {
+          status[i] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+          pids[i] = -1;
+          --live;
+        }
+      }
+      // The client is gone: the server finishes on its own (client.done) or is stopped after a grace period.
+      if (status[1] >= 0 && !grace) grace = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      continue;
+    }
+    const auto t = std::chrono::steady_clock::now();
+    if ((g_stop || t > deadline || (grace && t > *grace)) && !forwarded) {
+      for (pid_t c : pids) {
+        if (c > 0) kill(c, SIGTERM);
+      }
+      forwarded = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  if (status[0] != 0 || status[1] != 0) {
+    std::fprintf(stderr, "uroce bench-mc: server exit %d, client exit %d\n", status[0], status[1]);
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+int cmd_bench_mc(int argc, char** argv) {
+  const dpdk::SplitArgs split = dpdk::split_eal_args(argc, argv, 1);
+  std::vector<const char*> av = {"bench-mc"};
+  for (const auto& a : split.app) av.push_back(a.c_str());
+  Args args;
+  if (auto rc = parse_command_line(kCommand, int(av.size()), av.data(), args)) return *rc;
+  Config cfg;
+  const std::string_view role = args.get_str("role");
+  cfg.server = role == "server";
+  cfg.dir = std::string(args.get_str("dir"));
+  cfg.engines = uint32_t(args.get_uint("engines"));
+  cfg.qps = uint32_t(args.get_uint("qps"));
+  cfg.verify = args.get_str("workload") == "verify";
+  cfg.cross = args.get_str("placement") == "cross";
+  cfg.size = uint32_t(args.get_uint("size"));
+  cfg.depth = uint32_t(args.get_uint("depth"));
+  cfg.seconds = args.get_double("seconds");
+  cfg.warmup = args.get_double("warmup");
+  cfg.rounds = uint32_t(args.get_uint("rounds"));
+  cfg.timeout_s = uint32_t(args.get_uint("timeout"));
+  if (cfg.qps < cfg.engines) {
+    std::fprintf(stderr, "uroce bench-mc: --qps must be at least --engines (see uroce bench-mc --help)\n");
+    return kExitUsage;
+  }
+  if (role == "launch") return launch(args, split, cfg);
+  if (cfg.dir.empty()) {
+    std::fprintf(stderr, "uroce bench-mc: --role %s needs --dir (see uroce bench-mc --help)\n", std::string(role).c_str());
+    return kExitUsage;
+  }
+  return run_endpoint(cfg, args, split);
+}
+
+}  // namespace uroce::apps
