@@ -54,6 +54,7 @@
 
 #include "apps/args.h"
 #include "apps/commands.h"
+#include "apps/launch.h"
 #include "drivers/dpdk/dpdk_io.h"
 #include "drivers/dpdk/eal_args.h"
 #include "drivers/dpdk/engine_launcher.h"
@@ -87,17 +88,6 @@ constexpr CommandSpec kCommand = {
                "instead of its defaults (--no-huge --no-pci --no-shconf -m 1024, lcores 0..N).\n",
 };
 
-volatile std::sig_atomic_t g_stop = 0;
-void on_stop_signal(int) { g_stop = 1; }
-
-[[gnu::format(printf, 1, 2)]] std::string fmt(const char* f, ...) {
-  char buf[512];
-  va_list ap;
-  va_start(ap, f);
-  std::vsnprintf(buf, sizeof(buf), f, ap);
-  va_end(ap);
-  return buf;
-}
 
 // ---------------------------------------------------------------- config, patterns
 
@@ -236,13 +226,13 @@ class Endpoint {
 
 bool Endpoint::open(std::string& err) {
   dpdk::DpdkPortConfig pc;
-  pc.device = fmt("net_memif0,role=%s,socket=%s/memif.sock,socket-abstract=no,mac=02:00:00:00:01:0%d",
+  pc.device = strf("net_memif0,role=%s,socket=%s/memif.sock,socket-abstract=no,mac=02:00:00:00:01:0%d",
                   cfg_.server ? "server" : "client", cfg_.dir.c_str(), cfg_.server ? 1 : 2);
   pc.n_queues = uint16_t(cfg_.engines);
   pc.link_timeout_ms = cfg_.timeout_s * 1000;
   auto port = dpdk::DpdkPort::open(pc);
   if (!port.ok()) {
-    err = fmt("port: %s", port.status().message());
+    err = strf("port: %s", port.status().message());
     return false;
   }
   port_ = std::move(port).value();
@@ -256,7 +246,7 @@ bool Endpoint::open(std::string& err) {
   dc.key_seed = cfg_.server ? 0x5e5e : 0xc1c1;
   auto g = EngineGroup::open(queues, dc);
   if (!g.ok()) {
-    err = fmt("engine group: %s", g.status().message());
+    err = strf("engine group: %s", g.status().message());
     return false;
   }
   group_ = std::move(g).value();
@@ -290,7 +280,7 @@ bool Endpoint::open(std::string& err) {
   auto key = group_->reg_mr_all(pds_, mem_.get(), total,
                                 kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic, mrs_);
   if (!key.ok()) {
-    err = fmt("reg_mr_all: %s", key.status().message());
+    err = strf("reg_mr_all: %s", key.status().message());
     return false;
   }
   key_ = *key;
@@ -305,7 +295,7 @@ bool Endpoint::open(std::string& err) {
     ia.cap.max_recv_wr = kRecvPerQp;
     auto q = group_->create_qp(pds_[s.engine], ia);
     if (!q.ok()) {
-      err = fmt("create_qp: %s", q.status().message());
+      err = strf("create_qp: %s", q.status().message());
       return false;
     }
     s.qp = *q;
@@ -374,7 +364,7 @@ bool Endpoint::connect(std::string& err) {
       st = modify_qp(s.qp, a, kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic);
     }
     if (!st.ok()) {
-      err = fmt("modify_qp: %s", st.message());
+      err = strf("modify_qp: %s", st.message());
       return false;
     }
     if (cfg_.server) {
@@ -386,7 +376,7 @@ bool Endpoint::connect(std::string& err) {
         wr.num_sge = 1;
         RecvWr* bad = nullptr;
         if (Status rs = post_recv(s.qp, &wr, &bad); !rs.ok()) {
-          err = fmt("post_recv: %s", rs.message());
+          err = strf("post_recv: %s", rs.message());
           return false;
         }
       }
@@ -419,7 +409,7 @@ void Endpoint::server_loop(uint32_t e, const dpdk::TscClock& clock, const std::a
       }
       (ok ? run.msgs : run.bad).fetch_add(1, std::memory_order_relaxed);
       if (!ok && run.error.empty()) {
-        run.error = fmt("QP %u: bad receive (status %s, imm 0x%x, len %u)", j, wc_status_str(w.status), w.imm_data, w.byte_len);
+        run.error = strf("QP %u: bad receive (status %s, imm 0x%x, len %u)", j, wc_status_str(w.status), w.imm_data, w.byte_len);
       }
       if (j < cfg_.qps) {
         Sge sge{uint64_t(uintptr_t(recv_bufs_ + w.wr_id * slot_bytes_)), cfg_.size, key_};
@@ -472,7 +462,7 @@ void Endpoint::rate_loop(uint32_t e, const dpdk::TscClock& clock, const std::ato
     for (int k = 0; k < got; ++k) {
       if (wc[k].status != WcStatus::kSuccess) {
         run.bad.fetch_add(1, std::memory_order_relaxed);
-        if (run.error.empty()) run.error = fmt("WRITE on QP 0x%x: %s", wc[k].qp_num, wc_status_str(wc[k].status));
+        if (run.error.empty()) run.error = strf("WRITE on QP 0x%x: %s", wc[k].qp_num, wc_status_str(wc[k].status));
       }
       if (wc[k].wr_id < inflight.size()) --inflight[wc[k].wr_id];
     }
@@ -536,16 +526,16 @@ bool Endpoint::check_round(QpSlot& s, std::string& why) {
   const uint32_t j = s.index, len = cfg_.size;
   const uint64_t r = s.round;
   if (!same(local(j) + len, len, key_of(j, r, kWriteData))) {
-    why = fmt("QP %u round %llu: READ data differs from what was written", j, (unsigned long long)r);
+    why = strf("QP %u round %llu: READ data differs from what was written", j, (unsigned long long)r);
     return false;
   }
   if (atomic_result(j)[0] != s.faa_expect) {
-    why = fmt("QP %u round %llu: FAA returned 0x%llx, want 0x%llx", j, (unsigned long long)r,
+    why = strf("QP %u round %llu: FAA returned 0x%llx, want 0x%llx", j, (unsigned long long)r,
               (unsigned long long)atomic_result(j)[0], (unsigned long long)s.faa_expect);
     return false;
   }
   if (atomic_result(j)[1] != s.cas_expect) {
-    why = fmt("QP %u round %llu: CAS returned 0x%llx, want 0x%llx", j, (unsigned long long)r,
+    why = strf("QP %u round %llu: CAS returned 0x%llx, want 0x%llx", j, (unsigned long long)r,
               (unsigned long long)atomic_result(j)[1], (unsigned long long)s.cas_expect);
     return false;
   }
@@ -573,7 +563,7 @@ void Endpoint::verify_loop(uint32_t e, const dpdk::TscClock& clock, const std::a
       QpSlot& s = slots_[j];
       if (wc[k].status != WcStatus::kSuccess) {
         run.bad.fetch_add(1, std::memory_order_relaxed);
-        run.error = fmt("QP %u op %llu: %s", j, (unsigned long long)(wc[k].wr_id & 0xff), wc_status_str(wc[k].status));
+        run.error = strf("QP %u op %llu: %s", j, (unsigned long long)(wc[k].wr_id & 0xff), wc_status_str(wc[k].status));
         break;
       }
       if (--s.outstanding) continue;
@@ -653,7 +643,7 @@ int Endpoint::run() {
     }
     report(side);
     std::printf("# server: %llu receives verified, %llu bad%s%s%s\n", (unsigned long long)good, (unsigned long long)bad,
-                cfg_.verify ? fmt(" (want %llu)", (unsigned long long)want).c_str() : "", err.empty() ? "" : "; ", err.c_str());
+                cfg_.verify ? strf(" (want %llu)", (unsigned long long)want).c_str() : "", err.empty() ? "" : "; ", err.c_str());
   } else if (cfg_.verify) {
     auto last_progress = now();
     uint64_t last = 0;
@@ -722,8 +712,7 @@ int Endpoint::run() {
 }
 
 int run_endpoint(const Config& cfg, const Args& args, const dpdk::SplitArgs& split) {
-  std::signal(SIGINT, on_stop_signal);
-  std::signal(SIGTERM, on_stop_signal);
+  install_stop_handlers();
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   const char* side = cfg.server ? "server" : "client";
   if (Status s = dpdk::init_eal_from_args(split); !s.ok()) {
@@ -751,9 +740,9 @@ std::string lcore_map(uint32_t n, bool server, const std::string& mode) {
   // Pinned: engine lcore i (1..N) on CPU i-1 (server) or N+i-1 (client); the
   // main lcores, which sleep between 10 ms checks, share CPU 0.
   const bool pin = mode == "pin" || (mode == "auto" && cpus >= 2 * n);
-  if (!pin) return fmt("--lcores=(0-%u)@(0-%u)", n, cpus - 1);
+  if (!pin) return strf("--lcores=(0-%u)@(0-%u)", n, cpus - 1);
   std::string m = "--lcores=0@0";
-  for (uint32_t i = 1; i <= n; ++i) m += fmt(",%u@%u", i, ((server ? 0 : n) + i - 1) % cpus);
+  for (uint32_t i = 1; i <= n; ++i) m += strf(",%u@%u", i, ((server ? 0 : n) + i - 1) % cpus);
   return m;
 }
 
@@ -766,17 +755,16 @@ int launch(const Args& args, const dpdk::SplitArgs& split, const Config& cfg) {
   const std::string dir = tmpl;
   std::printf("# uroce bench-mc %s\n", args.config_line().c_str());
   std::fflush(stdout);
-  std::vector<std::string> common;
-  for (const OptSpec& o : kOptions) {
-    if (o.name == "role" || o.name == "dir" || o.name == "lcore-map" || !args.given(o.name)) continue;
-    if (o.kind == OptKind::kUint) common.push_back(fmt("--%s=%llu", o.name.data(), (unsigned long long)args.get_uint(o.name)));
-    else if (o.kind == OptKind::kDouble) common.push_back(fmt("--%s=%.17g", o.name.data(), args.get_double(o.name)));
-    else common.push_back(fmt("--%s=", o.name.data()) + std::string(args.get_str(o.name)));
-  }
-  pid_t pids[2] = {-1, -1};
+  const std::vector<std::string> common = given_options(args, kOptions, {"role", "dir", "lcore-map"});
+  // The client finishes on its own; the server then has 10 s (client.done).
+  PairLaunch pair{.tool = "bench-mc",
+                  .sock = dir + "/memif.sock",
+                  .grace_s = 10,
+                  .deadline_s = int(4 * cfg.timeout_s + cfg.warmup + cfg.seconds)};
   for (int i = 0; i < 2; ++i) {
     const bool server = i == 0;
-    std::vector<std::string> av = {"/proc/self/exe", "bench-mc"};
+    std::vector<std::string>& av = pair.argv[i];
+    av = {"bench-mc"};
     std::vector<std::string> eal = split.eal;
     if (eal.empty()) {
       eal = {"--no-huge", "--no-pci", "--no-shconf", "-m", "1024", "--log-level=lib.*:error",
@@ -788,61 +776,12 @@ int launch(const Args& args, const dpdk::SplitArgs& split, const Config& cfg) {
     av.push_back(server ? "--role=server" : "--role=client");
     av.push_back("--dir=" + dir);
     av.insert(av.end(), common.begin(), common.end());
-    std::vector<char*> argv;
-    for (auto& a : av) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    std::fflush(nullptr);
-    const pid_t pid = fork();
-    if (pid == 0) {
-      execv("/proc/self/exe", argv.data());
-      _exit(127);
-    }
-    if (pid < 0) break;
-    pids[i] = pid;
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(cfg.timeout_s);
-    while (server && !std::filesystem::exists(dir + "/memif.sock") && std::chrono::steady_clock::now() < until &&
-           waitpid(pid, nullptr, WNOHANG) == 0) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
   }
-  std::signal(SIGINT, on_stop_signal);
-  std::signal(SIGTERM, on_stop_signal);
-  int status[2] = {-1, -1};
-  bool forwarded = false;
-  std::optional<std::chrono::steady_clock::time_point> grace;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(4 * cfg.timeout_s) +
-                        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::duration<double>(cfg.warmup + cfg.seconds));
-  for (int live = (pids[0] > 0) + (pids[1] > 0); live > 0;) {
-    int st = 0;
-    const pid_t p = waitpid(-1, &st, WNOHANG);
-    if (p > 0) {
-      for (int i = 0; i < 2; ++i) {
-        if (p == pids[i]) {
-          status[i] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-          pids[i] = -1;
-          --live;
-        }
-      }
-      // The client is gone: the server finishes on its own (client.done) or is stopped after a grace period.
-      if (status[1] >= 0 && !grace) grace = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-      continue;
-    }
-    const auto t = std::chrono::steady_clock::now();
-    if ((g_stop || t > deadline || (grace && t > *grace)) && !forwarded) {
-      for (pid_t c : pids) {
-        if (c > 0) kill(c, SIGTERM);
-      }
-      forwarded = true;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  install_stop_handlers();
+  const int rc = run_pair(pair);
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
-  if (status[0] != 0 || status[1] != 0) {
-    std::fprintf(stderr, "uroce bench-mc: server exit %d, client exit %d\n", status[0], status[1]);
-    return kExitFailure;
-  }
-  return kExitOk;
+  return rc;
 }
 
 }  // namespace

@@ -66,6 +66,7 @@
 #include "apps/addr_text.h"
 #include "apps/args.h"
 #include "apps/commands.h"
+#include "apps/launch.h"
 #include "apps/oob.h"
 #include "drivers/dpdk/dpdk_io.h"
 #include "drivers/dpdk/eal_args.h"
@@ -131,17 +132,6 @@ constexpr CommandSpec kDemoCommand = {
     .details = kDemoDetails,
 };
 
-volatile std::sig_atomic_t g_stop = 0;
-void on_stop_signal(int) { g_stop = 1; }
-
-[[gnu::format(printf, 1, 2)]] std::string fmt(const char* f, ...) {
-  char buf[512];
-  va_list ap;
-  va_start(ap, f);
-  std::vsnprintf(buf, sizeof(buf), f, ap);
-  va_end(ap);
-  return buf;
-}
 
 // ---------------------------------------------------------------- data patterns
 
@@ -380,7 +370,7 @@ bool Endpoint::open(std::string& err) {
   pc.pcap_path = cfg_.pcap;
   auto port = DpdkPort::open(pc);
   if (!port.ok()) {
-    err = fmt("port '%s': %s", cfg_.dev.c_str(), port.status().message());
+    err = strf("port '%s': %s", cfg_.dev.c_str(), port.status().message());
     return false;
   }
   port_ = std::move(port).value();
@@ -397,7 +387,7 @@ bool Endpoint::open(std::string& err) {
   dc.key_seed = splitmix(cfg_.seed + (cfg_.server ? 1 : 2)) | 1;
   auto ctx = open_device(*io, dc);
   if (!ctx.ok()) {
-    err = fmt("open_device: %s", ctx.status().message());
+    err = strf("open_device: %s", ctx.status().message());
     return false;
   }
   ctx_ = std::move(ctx).value();
@@ -424,7 +414,7 @@ bool Endpoint::open(std::string& err) {
   auto mr = reg_mr(pd_, mem_.get(), total,
                    kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic);
   if (!mr.ok()) {
-    err = fmt("reg_mr: %s", mr.status().message());
+    err = strf("reg_mr: %s", mr.status().message());
     return false;
   }
   mr_ = *mr;
@@ -437,7 +427,7 @@ bool Endpoint::open(std::string& err) {
     ia.qp_type = t;
     auto q = create_qp(pd_, ia);
     if (!q.ok()) {
-      err = fmt("create_qp %s: %s", type_name(t).data(), q.status().message());
+      err = strf("create_qp %s: %s", type_name(t).data(), q.status().message());
       return false;
     }
     (t == QpType::kRc ? rc_ : t == QpType::kUc ? uc_ : ud_) = *q;
@@ -529,13 +519,13 @@ bool Endpoint::connect(Oob& oob, std::string& err) {
       s = modify_qp(q, a, mask);
     }
     if (!s.ok()) {
-      err = fmt("modify_qp %s: %s", type_name(t).data(), s.message());
+      err = strf("modify_qp %s: %s", type_name(t).data(), s.message());
       return false;
     }
   }
   auto r = create_ah(pd_, ah);
   if (!r.ok()) {
-    err = fmt("create_ah: %s", r.status().message());
+    err = strf("create_ah: %s", r.status().message());
     return false;
   }
   ah_ = *r;
@@ -586,7 +576,7 @@ void Target::post_recvs() {
     wr.num_sge = cur_.op == WrOpcode::kRdmaWriteWithImm ? 0 : 1;
     RecvWr* bad = nullptr;
     if (Status s = post_recv(ep_.qp(cur_.qp_type), &wr, &bad); !s.ok()) {
-      fail(fmt("post_recv: %s", s.message()));
+      fail(strf("post_recv: %s", s.message()));
       return;
     }
     ++recvs_posted_;
@@ -613,9 +603,9 @@ void Target::prepare() {
 
 void Target::on_recv(const Wc& wc) {
   const uint64_t k = recvs_done_++;
-  if (!active_ || k >= expected_recvs_) return fail(fmt("unexpected receive completion %llu", (unsigned long long)k));
-  if (wc.status != WcStatus::kSuccess) return fail(fmt("receive %llu: %s", (unsigned long long)k, wc_status_str(wc.status)));
-  if (wc.wr_id != k) return fail(fmt("receive %llu completed as WR %llu (out of order)", (unsigned long long)k, (unsigned long long)wc.wr_id));
+  if (!active_ || k >= expected_recvs_) return fail(strf("unexpected receive completion %llu", (unsigned long long)k));
+  if (wc.status != WcStatus::kSuccess) return fail(strf("receive %llu: %s", (unsigned long long)k, wc_status_str(wc.status)));
+  if (wc.wr_id != k) return fail(strf("receive %llu completed as WR %llu (out of order)", (unsigned long long)k, (unsigned long long)wc.wr_id));
   const bool ud = cur_.qp_type == QpType::kUd;
   uint8_t* data = slot(k) + (ud ? 40 : 0);
   if (cur_.mode == Mode::kPingpong && cur_.op == WrOpcode::kSend) {
@@ -628,22 +618,22 @@ void Target::on_recv(const Wc& wc) {
     wr.opcode = WrOpcode::kSend;
     wr.send_flags = kSendSignaled;
     SendWr* bad = nullptr;
-    if (Status s = post_send(ep_.rc_, &wr, &bad); !s.ok()) fail(fmt("echo post_send: %s", s.message()));
+    if (Status s = post_send(ep_.rc_, &wr, &bad); !s.ok()) fail(strf("echo post_send: %s", s.message()));
   }
   const bool write_imm = cur_.op == WrOpcode::kRdmaWriteWithImm;
   const WcOpcode want_op = write_imm ? WcOpcode::kRecvRdmaWithImm : WcOpcode::kRecv;
   const uint32_t want_len = cur_.size + (ud ? 40 : 0);
   if (wc.opcode != want_op || wc.byte_len != want_len) {
-    return fail(fmt("receive %llu: opcode %u byte_len %u, want %u and %u", (unsigned long long)k, unsigned(wc.opcode),
+    return fail(strf("receive %llu: opcode %u byte_len %u, want %u and %u", (unsigned long long)k, unsigned(wc.opcode),
                     wc.byte_len, unsigned(want_op), want_len));
   }
   if (has_imm(cur_.op) && (!(wc.wc_flags & kWcWithImm) || wc.imm_data != msg_imm(cur_.seed, k))) {
-    return fail(fmt("receive %llu: immediate %s0x%x, want 0x%x", (unsigned long long)k,
+    return fail(strf("receive %llu: immediate %s0x%x, want 0x%x", (unsigned long long)k,
                     (wc.wc_flags & kWcWithImm) ? "" : "missing, ", wc.imm_data, msg_imm(cur_.seed, k)));
   }
-  if (ud && wc.src_qp != ep_.peer_.qpn[2]) return fail(fmt("UD receive %llu from QP 0x%x", (unsigned long long)k, wc.src_qp));
+  if (ud && wc.src_qp != ep_.peer_.qpn[2]) return fail(strf("UD receive %llu from QP 0x%x", (unsigned long long)k, wc.src_qp));
   if (int64_t off = check(data, cur_.size, msg_key(cur_.seed, k), msg_tag(k)); off >= 0) {
-    return fail(fmt("message %llu: byte %lld of %u differs", (unsigned long long)k, (long long)off, cur_.size));
+    return fail(strf("message %llu: byte %lld of %u differs", (unsigned long long)k, (long long)off, cur_.size));
   }
   post_recvs();
 }
@@ -653,7 +643,7 @@ void Target::step() {
   Wc wc[32];
   for (int n = poll_cq(ep_.rcq_, 32, wc), i = 0; i < n; ++i) on_recv(wc[i]);
   for (int n = poll_cq(ep_.scq_, 32, wc), i = 0; i < n; ++i) {
-    if (wc[i].status != WcStatus::kSuccess) fail(fmt("echo %llu: %s", (unsigned long long)wc[i].wr_id, wc_status_str(wc[i].status)));
+    if (wc[i].status != WcStatus::kSuccess) fail(strf("echo %llu: %s", (unsigned long long)wc[i].wr_id, wc_status_str(wc[i].status)));
   }
   // WRITE pingpong: the last byte of slot 0 turns to message k's tag when
   // message k has been placed (RC places in PSN order): echo it, then check it.
@@ -670,10 +660,10 @@ void Target::step() {
     wr.rdma.remote_addr = ep_.peer_.area_addr;
     wr.rdma.rkey = ep_.peer_.rkey;
     SendWr* bad = nullptr;
-    if (Status s = post_send(ep_.rc_, &wr, &bad); !s.ok()) fail(fmt("echo post_send: %s", s.message()));
+    if (Status s = post_send(ep_.rc_, &wr, &bad); !s.ok()) fail(strf("echo post_send: %s", s.message()));
     ep_.pump();
     if (int64_t off = check(ep_.area(), cur_.size, msg_key(cur_.seed, k), msg_tag(k)); off >= 0) {
-      fail(fmt("message %llu: byte %lld of %u differs", (unsigned long long)k, (long long)off, cur_.size));
+      fail(strf("message %llu: byte %lld of %u differs", (unsigned long long)k, (long long)off, cur_.size));
     }
   }
 }
@@ -686,19 +676,19 @@ void Target::finish(Msg& reply) {
     step();
   }
   if (recvs_done_ < expected_recvs_) {
-    fail(fmt("%llu of %llu messages received", (unsigned long long)recvs_done_, (unsigned long long)expected_recvs_));
+    fail(strf("%llu of %llu messages received", (unsigned long long)recvs_done_, (unsigned long long)expected_recvs_));
   }
   if (cur_.op == WrOpcode::kRdmaWrite && cur_.mode == Mode::kStream) {
     for (uint64_t k = 0; k < cur_.count && error_.empty(); ++k) {
       if (int64_t off = check(slot(k), cur_.size, msg_key(cur_.seed, k), msg_tag(k)); off >= 0) {
-        fail(fmt("written message %llu: byte %lld of %u differs", (unsigned long long)k, (long long)off, cur_.size));
+        fail(strf("written message %llu: byte %lld of %u differs", (unsigned long long)k, (long long)off, cur_.size));
       }
     }
   }
   if (is_atomic(cur_.op)) {
     const uint64_t want = atomic_final(cur_.seed, cur_.op, cur_.count);
     if (*ep_.atomic_word() != want) {
-      fail(fmt("atomic word 0x%llx after %u %s, want 0x%llx", (unsigned long long)*ep_.atomic_word(), cur_.count,
+      fail(strf("atomic word 0x%llx after %u %s, want 0x%llx", (unsigned long long)*ep_.atomic_word(), cur_.count,
                op_name(cur_.op).data(), (unsigned long long)want));
     }
   }
@@ -796,7 +786,7 @@ bool Driver::exchange(Msg m, std::string& err) {
     return false;
   }
   if (!last_.ok) {
-    err = fmt("server: %s", last_.text);
+    err = strf("server: %s", last_.text);
     return false;
   }
   return true;
@@ -866,7 +856,7 @@ bool Driver::pingpong(Row& row, uint64_t seed, std::string& err) {
       rw.num_sge = 1;
       RecvWr* bad_r = nullptr;
       if (Status st = post_recv(qp, &rw, &bad_r); !st.ok()) {
-        err = fmt("post_recv: %s", st.message());
+        err = strf("post_recv: %s", st.message());
         break;
       }
     }
@@ -877,7 +867,7 @@ bool Driver::pingpong(Row& row, uint64_t seed, std::string& err) {
     arm();
     const uint64_t t0 = rte_rdtsc();
     if (Status st = post_send(qp, &wr, &bad); !st.ok()) {
-      err = fmt("post_send: %s", st.message());
+      err = strf("post_send: %s", st.message());
       break;
     }
     ++wrs_posted;
@@ -888,7 +878,7 @@ bool Driver::pingpong(Row& row, uint64_t seed, std::string& err) {
       for (int c = poll_cq(ep_.scq_, 32, wc), j = 0; j < c; ++j) {
         ++wrs_reaped;
         if (wc[j].status != WcStatus::kSuccess) {
-          err = fmt("message %llu: %s", (unsigned long long)wc[j].wr_id, wc_status_str(wc[j].status));
+          err = strf("message %llu: %s", (unsigned long long)wc[j].wr_id, wc_status_str(wc[j].status));
           broken_ = true;
         } else if (row.op == WrOpcode::kRdmaRead || is_atomic(row.op)) {
           t1 = rte_rdtsc();
@@ -900,7 +890,7 @@ bool Driver::pingpong(Row& row, uint64_t seed, std::string& err) {
           t1 = rte_rdtsc();
           done = true;
           if (wc[0].status != WcStatus::kSuccess || wc[0].byte_len != row.size) {
-            err = fmt("echo %llu: %s, %u bytes", (unsigned long long)i, wc_status_str(wc[0].status), wc[0].byte_len);
+            err = strf("echo %llu: %s, %u bytes", (unsigned long long)i, wc_status_str(wc[0].status), wc[0].byte_len);
           }
         }
       } else if (row.op == WrOpcode::kRdmaWrite && echo[row.size - 1] == msg_tag(i)) {
@@ -909,7 +899,7 @@ bool Driver::pingpong(Row& row, uint64_t seed, std::string& err) {
       }
       if (!err.empty()) break;
       if (!done && expired()) {
-        err = g_stop ? "interrupted" : fmt("message %llu: no completion within %u s", (unsigned long long)i, ep_.cfg_.timeout_s);
+        err = g_stop ? "interrupted" : strf("message %llu: no completion within %u s", (unsigned long long)i, ep_.cfg_.timeout_s);
         broken_ = !g_stop;
         break;
       }
@@ -927,10 +917,10 @@ bool Driver::pingpong(Row& row, uint64_t seed, std::string& err) {
       std::memcpy(&got, ep_.local() + (i % (ep_.area_bytes_ / 8)) * 8, 8);
       const uint64_t want = row.op == WrOpcode::kAtomicCmpAndSwp ? cas_value(seed, i) : faa_sum;
       faa_sum += faa_add(seed, i);
-      if (got != want) err = fmt("%s %llu returned 0x%llx, want 0x%llx", op_name(row.op).data(), (unsigned long long)i,
+      if (got != want) err = strf("%s %llu returned 0x%llx, want 0x%llx", op_name(row.op).data(), (unsigned long long)i,
                                  (unsigned long long)got, (unsigned long long)want);
     }
-    if (off >= 0) err = fmt("message %llu: byte %lld of %u differs", (unsigned long long)i, (long long)off, row.size);
+    if (off >= 0) err = strf("message %llu: byte %lld of %u differs", (unsigned long long)i, (long long)off, row.size);
   }
   // The last SENDs' and WRITEs' own completions may still be due: drain them.
   while (err.empty() && wrs_reaped < wrs_posted) {
@@ -938,7 +928,7 @@ bool Driver::pingpong(Row& row, uint64_t seed, std::string& err) {
     for (int c = poll_cq(ep_.scq_, 32, wc), j = 0; j < c; ++j) {
       ++wrs_reaped;
       if (wc[j].status != WcStatus::kSuccess) {
-        err = fmt("message %llu: %s", (unsigned long long)wc[j].wr_id, wc_status_str(wc[j].status));
+        err = strf("message %llu: %s", (unsigned long long)wc[j].wr_id, wc_status_str(wc[j].status));
         broken_ = true;
       }
     }
@@ -999,26 +989,26 @@ bool Driver::stream(Row& row, uint64_t count, uint32_t depth, uint64_t seed, boo
       SendWr* bad = nullptr;
       const Status st = post_send(qp, wrs, &bad);
       posted += st.ok() ? n : uint64_t(bad - wrs);
-      if (!st.ok() && st.code() != StatusCode::kResourceExhausted) err = fmt("post_send: %s", st.message());
+      if (!st.ok() && st.code() != StatusCode::kResourceExhausted) err = strf("post_send: %s", st.message());
     }
     for (int c = poll_cq(ep_.scq_, 32, wc), j = 0; j < c && err.empty(); ++j) {
       const uint64_t k = done++;
       if (wc[j].status != WcStatus::kSuccess) {
-        err = fmt("message %llu: %s", (unsigned long long)wc[j].wr_id, wc_status_str(wc[j].status));
+        err = strf("message %llu: %s", (unsigned long long)wc[j].wr_id, wc_status_str(wc[j].status));
         broken_ = true;
       } else if (wc[j].wr_id != k) {
-        err = fmt("message %llu completed as %llu (out of order)", (unsigned long long)k, (unsigned long long)wc[j].wr_id);
+        err = strf("message %llu completed as %llu (out of order)", (unsigned long long)k, (unsigned long long)wc[j].wr_id);
       } else if (is_atomic(row.op)) {
         uint64_t got;
         std::memcpy(&got, ep_.local() + (k % (ep_.area_bytes_ / 8)) * 8, 8);
         const uint64_t want = row.op == WrOpcode::kAtomicCmpAndSwp ? cas_value(seed, k) : faa_sum;
         faa_sum += faa_add(seed, k);
-        if (got != want) err = fmt("%s %llu returned 0x%llx, want 0x%llx", op_name(row.op).data(), (unsigned long long)k,
+        if (got != want) err = strf("%s %llu returned 0x%llx, want 0x%llx", op_name(row.op).data(), (unsigned long long)k,
                                    (unsigned long long)got, (unsigned long long)want);
       }
     }
     if (err.empty() && expired()) {
-      err = g_stop ? "interrupted" : fmt("%llu of %llu completions within %u s", (unsigned long long)done,
+      err = g_stop ? "interrupted" : strf("%llu of %llu completions within %u s", (unsigned long long)done,
                                          (unsigned long long)count, ep_.cfg_.timeout_s);
       broken_ = !g_stop;
     }
@@ -1033,7 +1023,7 @@ bool Driver::stream(Row& row, uint64_t count, uint32_t depth, uint64_t seed, boo
   if (err.empty() && row.op == WrOpcode::kRdmaRead) {
     for (uint64_t k = 0; k < count && err.empty(); ++k) {
       if (int64_t off = check(ep_.local() + k * stride, row.size, msg_key(seed, k), msg_tag(k)); off >= 0) {
-        err = fmt("read message %llu: byte %lld of %u differs", (unsigned long long)k, (long long)off, row.size);
+        err = strf("read message %llu: byte %lld of %u differs", (unsigned long long)k, (long long)off, row.size);
       }
     }
   }
@@ -1079,7 +1069,7 @@ std::string json_str(std::string_view s) {
   for (const char c : s) {
     if (c == '"' || c == '\\') o += '\\';
     if (uint8_t(c) < 0x20) {
-      o += fmt("\\u%04x", c);
+      o += strf("\\u%04x", c);
       continue;
     }
     o += c;
@@ -1110,7 +1100,7 @@ void print_row(const Row& r, bool matrix) {
 }
 
 std::string row_json(const Row& r) {
-  return fmt("{\"type\":\"%s\",\"op\":\"%s\",\"bytes\":%u,\"iters\":%llu,\"lat_median_us\":%.3f,\"lat_p99_us\":%.3f,"
+  return strf("{\"type\":\"%s\",\"op\":\"%s\",\"bytes\":%u,\"iters\":%llu,\"lat_median_us\":%.3f,\"lat_p99_us\":%.3f,"
              "\"stream_msgs\":%llu,\"bw_gbps\":%.4f,\"mmsg_per_s\":%.4f,\"verified\":%s,\"error\":",
              type_name(r.type).data(), op_name(r.op).data(), r.size, (unsigned long long)r.iters, r.lat_med_us,
              r.lat_p99_us, (unsigned long long)r.msgs, r.bw_gbps, r.mmsg, r.verified ? "true" : "false") +
@@ -1121,8 +1111,8 @@ std::string row_json(const Row& r) {
 std::string counters_report(Endpoint& ep, const char* role, bool json) {
   std::string port, dev, qps;
   auto add = [json](std::string& out, std::string_view k, uint64_t v) {
-    if (json) out += fmt("%s\"%.*s\":%llu", out.empty() ? "" : ",", int(k.size()), k.data(), (unsigned long long)v);
-    else out += fmt(" %.*s=%llu", int(k.size()), k.data(), (unsigned long long)v);
+    if (json) out += strf("%s\"%.*s\":%llu", out.empty() ? "" : ",", int(k.size()), k.data(), (unsigned long long)v);
+    else out += strf(" %.*s=%llu", int(k.size()), k.data(), (unsigned long long)v);
   };
   if (ep.port_) {
     if (auto st = ep.port_->stats(); st.ok()) {
@@ -1149,14 +1139,14 @@ std::string counters_report(Endpoint& ep, const char* role, bool json) {
     std::string one;
     counters(one, query_qp_counters(q));
     if (json) {
-      qps += fmt("%s{\"type\":\"%s\",\"qpn\":%u,\"counters\":{%s}}", qps.empty() ? "" : ",", type_name(q->qp_type).data(),
+      qps += strf("%s{\"type\":\"%s\",\"qpn\":%u,\"counters\":{%s}}", qps.empty() ? "" : ",", type_name(q->qp_type).data(),
                  q->qp_num, one.c_str());
     } else {
-      qps += fmt("qp role=%s type=%s qpn=0x%x%s\n", role, type_name(q->qp_type).data(), q->qp_num, one.c_str());
+      qps += strf("qp role=%s type=%s qpn=0x%x%s\n", role, type_name(q->qp_type).data(), q->qp_num, one.c_str());
     }
   }
-  if (json) return fmt("{\"port\":{%s},\"device\":{%s},\"qps\":[%s]}", port.c_str(), dev.c_str(), qps.c_str());
-  return fmt("port role=%s%s\n", role, port.c_str()) + fmt("device role=%s%s\n", role, dev.c_str()) + qps;
+  if (json) return strf("{\"port\":{%s},\"device\":{%s},\"qps\":[%s]}", port.c_str(), dev.c_str(), qps.c_str());
+  return strf("port role=%s%s\n", role, port.c_str()) + strf("device role=%s%s\n", role, dev.c_str()) + qps;
 }
 
 // ---------------------------------------------------------------- one endpoint
@@ -1164,8 +1154,7 @@ std::string counters_report(Endpoint& ep, const char* role, bool json) {
 int run_endpoint(const Config& cfg, const Args& args, const dpdk::SplitArgs& split) {
   const char* role = cfg.server ? "server" : "client";
   std::FILE* info = cfg.json ? stderr : stdout;
-  std::signal(SIGINT, on_stop_signal);
-  std::signal(SIGTERM, on_stop_signal);
+  install_stop_handlers();
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   if (Status s = dpdk::init_eal_from_args(split); !s.ok()) {
     std::fprintf(stderr, "uroce demo (%s): %s\n", role, s.message());
@@ -1246,10 +1235,10 @@ int run_endpoint(const Config& cfg, const Args& args, const dpdk::SplitArgs& spl
   interrupted = g_stop != 0;
   const bool all = rc == kExitOk;
   if (!cfg.server && cfg.json) {
-    std::string out = fmt("{\"command\":\"demo\",\"workload\":\"%s\",\"path_mtu\":%u,\"rows\":[", cfg.matrix ? "matrix" : "perf",
+    std::string out = strf("{\"command\":\"demo\",\"workload\":\"%s\",\"path_mtu\":%u,\"rows\":[", cfg.matrix ? "matrix" : "perf",
                           ep.path_mtu_);
     for (size_t i = 0; i < rows.size(); ++i) out += (i ? "," : "") + row_json(rows[i]);
-    out += fmt("],\"verified\":%s,\"interrupted\":%s", all ? "true" : "false", interrupted ? "true" : "false");
+    out += strf("],\"verified\":%s,\"interrupted\":%s", all ? "true" : "false", interrupted ? "true" : "false");
     if (cfg.counters) out += ",\"counters\":" + counters_report(ep, role, true);
     std::printf("%s}\n", out.c_str());
   } else if (!cfg.server) {
@@ -1305,20 +1294,13 @@ int launch(const Args& args, const dpdk::SplitArgs& split, const Config& cfg) {
   std::fflush(info);
 
   // Options both endpoints get as given; role, dev, oob-port, lcores and pcap are per endpoint.
-  std::vector<std::string> common;
-  for (const OptSpec& o : kDemoOptions) {
-    if (o.name == "role" || o.name == "dev" || o.name == "oob-port" || o.name == "lcores" || o.name == "pcap" ||
-        !args.given(o.name)) {
-      continue;
-    }
-    if (o.kind == OptKind::kFlag) common.push_back(fmt("--%s", o.name.data()));
-    else if (o.kind == OptKind::kUint) common.push_back(fmt("--%s=%llu", o.name.data(), (unsigned long long)args.get_uint(o.name)));
-    else common.push_back(fmt("--%s=", o.name.data()) + std::string(args.get_str(o.name)));
-  }
-  pid_t pids[2] = {-1, -1};
+  const std::vector<std::string> common =
+      given_options(args, kDemoOptions, {"role", "dev", "oob-port", "lcores", "pcap"});
+  PairLaunch pair{.tool = "demo", .sock = sock, .grace_s = int(cfg.timeout_s)};
   for (int i = 0; i < 2; ++i) {
     const bool server = i == 0;
-    std::vector<std::string> av = {"/proc/self/exe", "demo"};
+    std::vector<std::string>& av = pair.argv[i];
+    av = {"demo"};
     std::vector<std::string> eal = split.eal;
     if (eal.empty()) {
       eal = default_eal_args();
@@ -1332,85 +1314,22 @@ int launch(const Args& args, const dpdk::SplitArgs& split, const Config& cfg) {
       eal.push_back(lcores[i]);
     }
     if (!has_arg(eal, {"--file-prefix", "--no-shconf"})) {
-      eal.push_back(fmt("--file-prefix=uroce-demo-%d-%s", int(getpid()), server ? "server" : "client"));
+      eal.push_back(strf("--file-prefix=uroce-demo-%d-%s", int(getpid()), server ? "server" : "client"));
     }
     av.insert(av.end(), eal.begin(), eal.end());
     av.push_back("--");
     av.push_back(server ? "--role=server" : "--role=client");
-    av.push_back(fmt("--dev=net_memif0,role=%s,socket=%s,socket-abstract=no,mac=02:00:00:00:00:0%d",
-                     server ? "server" : "client", sock.c_str(), i + 1));
-    av.push_back(fmt("--oob-port=%u", port));
+    av.push_back(strf("--dev=net_memif0,role=%s,socket=%s,socket-abstract=no,mac=02:00:00:00:00:0%d",
+                      server ? "server" : "client", sock.c_str(), i + 1));
+    av.push_back(strf("--oob-port=%u", port));
     if (!server && args.given("pcap")) av.push_back("--pcap=" + std::string(args.get_str("pcap")));
     av.insert(av.end(), common.begin(), common.end());
-    std::vector<char*> argv;
-    for (auto& a : av) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    std::fflush(nullptr);
-    const pid_t pid = fork();
-    if (pid == 0) {
-      execv("/proc/self/exe", argv.data());
-      std::fprintf(stderr, "uroce demo: exec: %s\n", std::strerror(errno));
-      _exit(127);
-    }
-    if (pid < 0) {
-      std::fprintf(stderr, "uroce demo: fork: %s\n", std::strerror(errno));
-      break;
-    }
-    pids[i] = pid;
-    // A memif client only connects to a socket that exists: start it once the server has made it.
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(cfg.timeout_s);
-    while (server && !std::filesystem::exists(sock) && !g_stop && std::chrono::steady_clock::now() < until &&
-           waitpid(pid, nullptr, WNOHANG) == 0) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
   }
-
-  // Wait for both. Ctrl-C reaches both children too (one process group);
-  // SIGINT/SIGTERM sent to this process alone is passed on by PID. If one
-  // endpoint fails, the other gets --timeout seconds, then SIGTERM, then SIGKILL.
-  std::signal(SIGINT, on_stop_signal);
-  std::signal(SIGTERM, on_stop_signal);
-  int status[2] = {-1, -1};
-  bool forwarded = false;
-  std::optional<std::chrono::steady_clock::time_point> grace;
-  int kills = 0;
-  for (int live = (pids[0] > 0) + (pids[1] > 0); live > 0;) {
-    int st = 0;
-    const pid_t p = waitpid(-1, &st, WNOHANG);
-    if (p > 0) {
-      for (int i = 0; i < 2; ++i) {
-        if (p == pids[i]) {
-          status[i] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-          pids[i] = -1;
-          --live;
-          if (status[i] != 0 && !grace) grace = std::chrono::steady_clock::now() + std::chrono::seconds(cfg.timeout_s);
-        }
-      }
-      continue;
-    }
-    if (g_stop && !forwarded) {
-      for (pid_t c : pids) {
-        if (c > 0) kill(c, SIGINT);
-      }
-      forwarded = true;
-      grace = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    }
-    if (grace && std::chrono::steady_clock::now() > *grace) {
-      for (pid_t c : pids) {
-        if (c > 0) kill(c, kills == 0 ? SIGTERM : SIGKILL);
-      }
-      ++kills;
-      grace = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  install_stop_handlers();
+  const int rc = run_pair(pair);
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
-  if (status[0] != 0 || status[1] != 0) {
-    std::fprintf(stderr, "uroce demo: server exit %d, client exit %d\n", status[0], status[1]);
-    return kExitFailure;
-  }
-  return kExitOk;
+  return rc;
 }
 
 }  // namespace

@@ -1,0 +1,129 @@
+#include "apps/launch.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <algorithm>
+#include <chrono>
+#include <cstdarg>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <thread>
+
+namespace uroce::apps {
+
+volatile std::sig_atomic_t g_stop = 0;
+
+namespace {
+void on_stop_signal(int) { g_stop = 1; }
+}  // namespace
+
+void install_stop_handlers() {
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+}
+
+std::string strf(const char* f, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, f);
+  std::vsnprintf(buf, sizeof(buf), f, ap);
+  va_end(ap);
+  return buf;
+}
+
+std::vector<std::string> given_options(const Args& args, std::span<const OptSpec> options,
+                                       std::initializer_list<std::string_view> skip) {
+  std::vector<std::string> out;
+  for (const OptSpec& o : options) {
+    if (!args.given(o.name) || std::find(skip.begin(), skip.end(), o.name) != skip.end()) continue;
+    const std::string name(o.name);
+    switch (o.kind) {
+      case OptKind::kFlag: out.push_back("--" + name); break;
+      case OptKind::kUint: out.push_back(strf("--%s=%llu", name.c_str(), (unsigned long long)args.get_uint(o.name))); break;
+      case OptKind::kDouble: out.push_back(strf("--%s=%.17g", name.c_str(), args.get_double(o.name))); break;
+      case OptKind::kString:
+      case OptKind::kChoice: out.push_back("--" + name + "=" + std::string(args.get_str(o.name))); break;
+    }
+  }
+  return out;
+}
+
+int run_pair(const PairLaunch& p) {
+  using Clock = std::chrono::steady_clock;
+  const auto tool = std::string(p.tool);
+  pid_t pids[2] = {-1, -1};
+  for (int i = 0; i < 2; ++i) {
+    std::vector<std::string> av = {"/proc/self/exe"};
+    av.insert(av.end(), p.argv[i].begin(), p.argv[i].end());
+    std::vector<char*> argv;
+    for (auto& a : av) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    std::fflush(nullptr);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      execv("/proc/self/exe", argv.data());
+      std::fprintf(stderr, "uroce %s: exec: %s\n", tool.c_str(), std::strerror(errno));
+      _exit(127);
+    }
+    if (pid < 0) {
+      std::fprintf(stderr, "uroce %s: fork: %s\n", tool.c_str(), std::strerror(errno));
+      break;
+    }
+    pids[i] = pid;
+    // A memif client only connects to a socket that exists: start it once the server has made it.
+    const auto until = Clock::now() + std::chrono::seconds(p.grace_s);
+    while (i == 0 && !std::filesystem::exists(p.sock) && !g_stop && Clock::now() < until &&
+           waitpid(pid, nullptr, WNOHANG) == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+
+  // Ctrl-C reaches both children too (one process group); a signal sent to
+  // this process alone is passed on by PID. Once a child has exited, or the
+  // deadline passes, the other gets the grace period, then SIGTERM, then SIGKILL.
+  int status[2] = {-1, -1};
+  bool forwarded = false;
+  int kills = 0;
+  std::optional<Clock::time_point> grace;
+  if (p.deadline_s) grace = Clock::now() + std::chrono::seconds(p.deadline_s);
+  for (int live = (pids[0] > 0) + (pids[1] > 0); live > 0;) {
+    int st = 0;
+    const pid_t pid = waitpid(-1, &st, WNOHANG);
+    if (pid > 0) {
+      for (int i = 0; i < 2; ++i) {
+        if (pid != pids[i]) continue;
+        status[i] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        pids[i] = -1;
+        --live;
+        const auto g = Clock::now() + std::chrono::seconds(p.grace_s);
+        if (!grace || g < *grace) grace = g;
+      }
+      continue;
+    }
+    if (g_stop && !forwarded) {
+      for (pid_t c : pids) {
+        if (c > 0) kill(c, SIGINT);
+      }
+      forwarded = true;
+      grace = Clock::now() + std::chrono::seconds(10);
+    }
+    if (grace && Clock::now() > *grace) {
+      for (pid_t c : pids) {
+        if (c > 0) kill(c, kills == 0 ? SIGTERM : SIGKILL);
+      }
+      ++kills;
+      grace = Clock::now() + std::chrono::seconds(5);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (status[0] != 0 || status[1] != 0) {
+    std::fprintf(stderr, "uroce %s: server exit %d, client exit %d\n", tool.c_str(), status[0], status[1]);
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+
+}  // namespace uroce::apps

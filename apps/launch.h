@@ -1,0 +1,44 @@
+// Shared pieces of the `uroce` commands that run as two cooperating processes
+// (demo, bench-mc): the stop flag that SIGINT/SIGTERM set, printf into a
+// std::string, re-passing the options a user gave, and the launcher that runs
+// a server and a client child on a memif socket and reaps both. Control path.
+#pragma once
+
+#include <csignal>
+#include <initializer_list>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "apps/args.h"
+
+namespace uroce::apps {
+
+/// Set by SIGINT/SIGTERM once install_stop_handlers() has run; loops poll it.
+extern volatile std::sig_atomic_t g_stop;
+void install_stop_handlers();
+
+/// printf into a std::string (at most 511 characters).
+[[gnu::format(printf, 1, 2)]] std::string strf(const char* f, ...);
+
+/// The options of `options` that the user gave in `args`, as "--name=value"
+/// ("--name" for flags), except those named in `skip`: what a launcher hands
+/// on to both child endpoints.
+std::vector<std::string> given_options(const Args& args, std::span<const OptSpec> options,
+                                       std::initializer_list<std::string_view> skip);
+
+struct PairLaunch {
+  std::string_view tool;              ///< "demo": messages say "uroce demo: ..."
+  std::string sock;                   ///< memif socket the server creates; the client starts once it exists
+  std::vector<std::string> argv[2];   ///< server, client: arguments after the executable path
+  int grace_s = 30;                   ///< once one child has exited, the other gets this long
+  int deadline_s = 0;                 ///< whole run limit (0: none)
+};
+
+/// Runs /proc/self/exe with each argv (server first), waits for both, passes
+/// SIGINT on by PID when g_stop is set, then SIGTERM and SIGKILL once the grace
+/// period or deadline has passed. Returns kExitOk only if both exited 0.
+int run_pair(const PairLaunch& p);
+
+}  // namespace uroce::apps
