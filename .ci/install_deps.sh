@@ -5,12 +5,14 @@
 set -euo pipefail
 
 pkgs=(
+  clang
   dpdk
   g++
   iproute2
   iputils-ping
   libbenchmark-dev
   libboost-dev
+  libclang-rt-14-dev
   libdpdk-dev
   libgmock-dev
   libgtest-dev

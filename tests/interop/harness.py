@@ -853,6 +853,179 @@ def pingpong_main(a) -> int:
     return 0 if res["ok"] else 1
 
 
+# --------------------------------------------------------------- uroce perf interop matrix
+# Per cell: (stock tool, flags both sides get, our test). Small iteration counts: the guest is
+# QEMU/TCG. Sizes keep each run to a few hundred RoCE frames at path MTU 1024.
+PERF_CELLS = {
+    "write_bw":    ("ib_write_bw",  "-s 16384 -n 50",            "write_bw"),
+    "send_lat":    ("ib_send_lat",  "-s 64 -n 100",              "send_lat"),
+    "send_bw":     ("ib_send_bw",   "-s 16384 -n 50",            "send_bw"),
+    "read_bw":     ("ib_read_bw",   "-s 16384 -n 50",            "read_bw"),
+    "atomic_bw_faa": ("ib_atomic_bw", "-A FETCH_AND_ADD -n 100", "atomic_bw"),
+    "atomic_bw_cas": ("ib_atomic_bw", "-A CMP_AND_SWAP -n 100",  "atomic_bw"),
+    "write_lat":   ("ib_write_lat", "-s 64 -n 100",              "write_lat"),
+    "read_lat":    ("ib_read_lat",  "-s 64 -n 100",              "read_lat"),
+    "atomic_lat":  ("ib_atomic_lat", "-n 100",                   "atomic_lat"),
+    "write_bw_q4": ("ib_write_bw",  "-q 4 -s 4096 -n 25",        "write_bw"),
+    "write_bw_b":  ("ib_write_bw",  "-b -s 4096 -n 50",          "write_bw"),
+    "send_bw_b":   ("ib_send_bw",   "-b -s 4096 -n 50",          "send_bw"),
+    "write_bw_a":  ("ib_write_bw",  "-a -n 5",                   "write_bw"),
+    "read_bw_a":   ("ib_read_bw",   "-a -n 5",                   "read_bw"),
+}
+PERF_DEFAULT_CELLS = ["write_bw", "send_lat", "send_bw", "read_bw", "atomic_bw_faa", "atomic_bw_cas",
+                      "write_lat", "read_lat", "atomic_lat", "write_bw_q4", "write_bw_b", "send_bw_b"]
+PERF_STEP_TIMEOUT = 180    # one stock tool run in the guest (rxe retries forever: bound it)
+PERF_HOST_TIMEOUT = 150    # --timeout of one `uroce perf`
+
+
+def perf_guest_script(role: str, cells: list[str]) -> str:
+    """The guest's batch, one uroce-step per cell. role = OUR role: 'server' (the stock tool is
+    the client and retries until our server listens on 10.70.0.2) or 'client'."""
+    lines = []
+    for c in cells:
+        tool, flags, _ = PERF_CELLS[c]
+        cmd = f"{tool} -d rxe0 -x $GID4 -F {flags}"
+        if role == "server":
+            body = (f'for i in $(seq 90); do timeout {PERF_STEP_TIMEOUT} {cmd} {KERNEL_IP4} >/tmp/o 2>&1; '
+                    f'rc=$?; grep -q "Couldn.t connect\\|Unable to init the socket" /tmp/o || break; sleep 1; done; ')
+        else:
+            body = f"timeout {PERF_STEP_TIMEOUT} {cmd} >/tmp/o 2>&1; rc=$?; "
+        body += 'cat /tmp/o; exit $rc'
+        lines.append(f"uroce-step {c} sh -c '{body}'")
+    lines.append("exit 0")
+    return "\n".join(lines)
+
+
+def perf_host_cmd(uroce: str, role: str, cell: str, pcap: str) -> str:
+    _, flags, test = PERF_CELLS[cell]
+    eal = ("--no-huge --no-pci --no-shconf -m 256 -l 0 --log-level=lib.*:error "
+           "--vdev=net_af_packet0,iface=$UROCE_TAP")
+    ours = (f"{test} --ip {STACK_IP4} --mac {STACK_MAC} --timeout {PERF_HOST_TIMEOUT} --pcap {pcap} "
+            f"{flags}")
+    ours += f" --listen {KERNEL_IP4}" if role == "server" else f" {GUEST_IP4}"
+    return f"{shlex.quote(uroce)} perf {eal} -- {ours} --counters"
+
+
+def perf_host_script(uroce: str, role: str, cells: list[str], out: str) -> str:
+    """Our side: one `uroce perf` per cell, in the guest's order, each with its own EAL and its
+    own capture; markers UROCE-HOST-STEP-BEGIN/END NAME rc= ms=."""
+    lines = ["set -u"]
+    for c in cells:
+        pcap = os.path.join(out, f"{role}-{c}.pcap")
+        lines += [f"echo UROCE-HOST-STEP-BEGIN {c}; t=$(date +%s%N)",
+                  perf_host_cmd(uroce, role, c, pcap) + "; rc=$?",
+                  f'echo "UROCE-HOST-STEP-END {c} rc=$rc ms=$(( ($(date +%s%N) - t) / 1000000 ))"']
+    return "\n".join(lines)
+
+
+def _section(text: str, begin: str, end: str) -> str:
+    i = text.find(begin)
+    if i < 0:
+        return ""
+    j = text.find(end, i)
+    return text[i:j if j >= 0 else len(text)]
+
+
+_BW_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$")
+_LAT_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+"
+                      r"([\d.]+)\s+([\d.]+)\s*$")
+
+
+def perf_rows(text: str) -> list[str]:
+    """perftest-format result rows (bw: 5 columns, lat: 9) in a tool's output, compacted."""
+    rows = []
+    for line in text.splitlines():
+        line = re.sub(r"^\s*[\d.]+ ", "", line) if re.match(r"^\s*\d+\.\d{3} ", line) else line
+        m = _LAT_ROW.match(line) or _BW_ROW.match(line)
+        if m:
+            g = m.groups()
+            rows.append(f"{g[0]}B x{g[1]}: " + (f"avg {g[3]} MB/s" if len(g) == 5 else f"typ {g[4]} us"))
+    return rows
+
+
+def run_perf_matrix(out: str, uroce: str, roles: list[str], cells: list[str],
+                    timeout: float = 1500, cache: str | None = None) -> dict:
+    """Per role one guest boot running every cell in turn; per cell: the stock tool's rc, ours,
+    `uroce dump --verify` of our capture and the harness's own ICRC check of it."""
+    res: dict = {"cells": {}, "boots": {}}
+    for role in roles:
+        rdir = os.path.join(out, f"our-{role}")
+        os.makedirs(rdir, exist_ok=True)
+        r = run_single(rdir, perf_guest_script(role, cells),
+                       perf_host_script(uroce, role, cells, rdir), timeout=timeout, cache=cache)
+        host_text = open(r["host"]["log"]).read() if "host" in r else ""
+        guest_text = open(r["guest"]["log"]).read() if r["guest"].get("log") else ""
+        host_steps = {m.group(1): {"rc": int(m.group(2)), "ms": int(m.group(3))} for m in
+                      re.finditer(r"UROCE-HOST-STEP-END (\S+) rc=(\d+) ms=(\d+)", host_text)}
+        res["boots"][role] = {"boot_s": r.get("boot_s"), "total_s": r.get("total_s"),
+                              "guest_rc": r["guest"]["rc"], "host_rc": r.get("host", {}).get("rc"),
+                              "guest_log": r["guest"]["log"], "host_log": r.get("host", {}).get("log"),
+                              "guest_pcap": r["pcap"], "guest_pcap_summary": r["pcap_summary"]}
+        for c in cells:
+            tool, flags, test = PERF_CELLS[c]
+            pcap = os.path.join(rdir, f"{role}-{c}.pcap")
+            g = r["guest"]["steps"].get(c, {})
+            h = host_steps.get(c, {})
+            d = pp_dump_verify(uroce, pcap)
+            ps = pcap_summary(pcap)
+            ok = (g.get("rc") == 0 and h.get("rc") == 0 and d["rc"] == 0 and ps["roce"] > 0
+                  and ps["icrc_bad"] == 0)
+            cell = {"tool": f"{tool} {flags}", "ours": role, "test": test, "guest_step": g,
+                    "host_step": h, "dump_verify_rc": d["rc"], "roce_frames": ps["roce"],
+                    "icrc_bad": ps["icrc_bad"], "opcodes": ps["opcodes"], "pcap": pcap, "ok": ok,
+                    "host_cmd": perf_host_cmd(uroce, role, c, pcap),
+                    "stock_rows": perf_rows(_section(guest_text, f"UROCE-STEP-BEGIN {c}",
+                                                     f"UROCE-STEP-END {c}")),
+                    "our_rows": perf_rows(_section(host_text, f"UROCE-HOST-STEP-BEGIN {c}",
+                                                   f"UROCE-HOST-STEP-END {c}"))}
+            if d["rc"] != 0:
+                cell["dump_tail"] = d["out"][-800:]
+            res["cells"][f"{role}/{c}"] = cell
+    res["ok"] = bool(res["cells"]) and all(c["ok"] for c in res["cells"].values())
+    return res
+
+
+def perf_table(res: dict) -> str:
+    rows = [("cell", "stock tool", "uroce", "guest rc", "uroce rc", "ms (uroce)", "RoCE frames",
+             "ICRC bad", "dump --verify", "stock result", "uroce result", "result")]
+    for name, cell in res["cells"].items():
+        rows.append((name.split("/", 1)[1], cell["tool"], cell["ours"],
+                     str(cell["guest_step"].get("rc", "-")), str(cell["host_step"].get("rc", "-")),
+                     str(cell["host_step"].get("ms", "-")), str(cell["roce_frames"]),
+                     str(cell["icrc_bad"]), "ok" if cell["dump_verify_rc"] == 0 else
+                     f"rc={cell['dump_verify_rc']}", "; ".join(cell["stock_rows"][-1:]) or "-",
+                     "; ".join(cell["our_rows"][-1:]) or "-", "PASS" if cell["ok"] else "FAIL"))
+    w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    out = ["| " + " | ".join(r[i].ljust(w[i]) for i in range(len(r))) + " |" for r in rows]
+    out.insert(1, "|" + "|".join("-" * (x + 2) for x in w) + "|")
+    return "\n".join(out)
+
+
+def perf_main(a) -> int:
+    if os.geteuid() != 0:
+        print("SKIP: interop tests need root (network namespaces, tap, QEMU)", flush=True)
+        return 77
+    if not os.path.exists("/dev/net/tun"):
+        print("SKIP: /dev/net/tun is missing (no tap devices)", flush=True)
+        return 77
+    if not os.access(a.uroce, os.X_OK):
+        print(f"uroce binary {a.uroce!r} is not executable", file=sys.stderr)
+        return 1
+    t0 = time.monotonic()
+    os.makedirs(a.out, exist_ok=True)
+    res = run_perf_matrix(a.out, os.path.abspath(a.uroce), a.roles, a.cells, timeout=a.timeout)
+    res["total_s"] = round(time.monotonic() - t0, 2)
+    with open(os.path.join(a.out, "perf.json"), "w") as f:
+        json.dump(res, f, indent=1, default=list)
+    print(perf_table(res))
+    for role, b in res["boots"].items():
+        log(f"our {role}: boot {b['boot_s']} s, boot+cells {b['total_s']} s, logs "
+            f"{b['guest_log']} {b['host_log']}")
+    log(f"results: {os.path.join(a.out, 'perf.json')}; total {res['total_s']} s; "
+        f"{'all cells passed' if res['ok'] else 'FAILED'}")
+    return 0 if res["ok"] else 1
+
+
 # ------------------------------------------------------------------------------------- CLI
 def _script_arg(v: str | None) -> str | None:
     if v and v.startswith("@"):
@@ -905,6 +1078,17 @@ def main(argv: list[str] | None = None) -> int:
     pp.add_argument("--cells", nargs="+", default=list(PP_TOOLS) + ["rc6"],
                     choices=list(PP_TOOLS) + ["rc6"], help="rc6 = rc over IPv6 GIDs")
     pp.add_argument("--timeout", type=float, default=900, help="per boot")
+    pf = sub.add_parser("perf", help="interop matrix: uroce perf <-> stock perftest ib_*_{bw,lat}, "
+                        "both roles (meson suite 'interop')")
+    pf.add_argument("--uroce", default=os.environ.get("UROCE_BIN", "build/apps/uroce"),
+                    help="the uroce binary (default $UROCE_BIN or build/apps/uroce)")
+    pf.add_argument("--out", default=os.environ.get("UROCE_INTEROP_OUT") or
+                    f"/tmp/uroce-interop-perf-{os.getpid()}")
+    pf.add_argument("--roles", nargs="+", default=["server", "client"], choices=("server", "client"),
+                    help="our roles; one guest boot each")
+    pf.add_argument("--cells", nargs="+", default=PERF_DEFAULT_CELLS, choices=list(PERF_CELLS),
+                    help="default: all but the -a cells")
+    pf.add_argument("--timeout", type=float, default=1500, help="per boot")
     pc = sub.add_parser("pcap", help="summarize a pcap: RoCEv2 opcodes, ICRC check")
     pc.add_argument("--oob", action="store_true", help="also print the TCP/18515 payloads")
     pc.add_argument("files", nargs="+")
@@ -932,6 +1116,8 @@ def main(argv: list[str] | None = None) -> int:
         return smoke(a.out, a.only)
     if a.cmd == "pingpong":
         return pingpong_main(a)
+    if a.cmd == "perf":
+        return perf_main(a)
     if os.geteuid() != 0:
         print("interop harness needs root", file=sys.stderr)
         return 2

@@ -1,0 +1,1485 @@
+// `uroce perf`: perftest's ib_{send,write,read,atomic}_{bw,lat} on the uroce
+// stack, compatible on the wire and out of band with perftest 4.5 (tag
+// v4.5-0.17, read for the facts only; docs/INTEROP.md has the byte-exact
+// exchange and the interop matrix):
+//
+//   uroce perf [EAL args --] TEST [options] [SERVER]
+//   TEST = send_bw | send_lat | write_bw | write_lat | read_bw | read_lat | atomic_bw | atomic_lat
+//
+// Out of band (TCP, port -p 18515, AF_INET, no rdma_cm): every exchange is
+// symmetric, the client (the side given SERVER) writes then reads, the server
+// reads then writes, one write() per message. In order: the 16-byte version
+// string ("6.06", peers older than 5.70 refused), cycle buffer and cache line
+// (4-byte big-endian ints, each side takes the larger), the active MTU as the
+// decimal IBV_MTU code in 2 bytes (each side takes the smaller), then 108-byte
+// QP-info handshakes "%04x:%04x:%06x:%06x:%08x:%016llx:" LID, OUT_READS, QPN,
+// PSN, RKEY, VADDR + 16 x "%02x:" GID + "%08x:" SRQN + NUL, in the per-test
+// order below, bandwidth reports (5 x 8 bytes big-endian: size, iters,
+// BW peak, BW average, message rate) where perftest exchanges them, and
+// "done\0" at the close. Per test (hs = one handshake of QP 0, hs* = one per QP):
+//   write/read/atomic_bw  hs*, connect, hs*, hs, test, hs, reports, hs+done
+//                         (non-duplex server: no test; it prints the client's report;
+//                          -b: hs before the run [and after it with -a], reports per size)
+//   send_bw               hs*, connect, hs, hs*, per size {post recvs, hs, test,
+//                         [-b: reports], [-a: hs]}, hs+done
+//   send_lat              hs*, connect, hs, hs*, per size {post recvs, hs, test}, hs+done
+//   write_lat             hs, hs*, connect, hs*, hs, per size {test}        (no close)
+//   read_lat/atomic_lat   hs, hs*, connect, hs*, hs, [client: tests], hs+done
+//
+// Per-test semantics as perftest's: QP i advertises vaddr = buf + (q + i) *
+// BUFF where BUFF = max(size, cycle buffer); bw requesters walk the remote
+// (and local) address by size rounded up to the cache line, wrapping within the
+// cycle buffer; -t WRs in flight per QP, every -Q'th signaled (and the last);
+// send_bw's server posts -r receives per QP and reposts one per completion until
+// -n are posted (its credits); -b runs both directions (send: the server
+// sends once the first message arrived); write_lat has no completions at the
+// responder: each side polls the last byte of its receive slot for the
+// iteration count the peer wrote (the server writes first), send_lat is a
+// SEND ping-pong (the client first), read/atomic_lat time one operation at a
+// time at the client. -o sets OUT_READS (default: our device maximum, 16):
+// ours becomes the QP's max_dest_rd_atomic, the peer's our max_rd_atomic
+// (clamped to 16). FETCH_AND_ADD adds 1, CMP_AND_SWAP compares 0, swaps 0.
+// Bandwidth in MB/sec = 2^20 bytes/s (Gb/sec = 1e9 bit/s with --report_gbits);
+// peak, average and message rate and the latency statistics (t_min, t_max,
+// median, average, stdev, 99 and 99.9 percentiles of the post-to-post time,
+// halved for ping-pongs, with perftest's two-sample tail cut) as perftest
+// computes them, from the TSC.
+//
+// The port is any rte_ethdev port (EAL args before "--"); our addresses --ip
+// (GID index 0) / --ip6 (GID index 1), MAC --mac; the peer's MAC comes from the
+// engine's ARP / neighbour discovery. Run-to-completion: every wait loop,
+// the out-of-band waits included, calls uroce::poll(ctx, now_ns), so the stack
+// keeps answering READ/atomic requests and ACKing while the app waits on TCP.
+//
+// Output: perftest's banner, address lines and result table (--json: one JSON
+// object on stdout, the rest on stderr). SIGINT/SIGTERM stop the run; what was
+// measured is still printed. Exit: 0 ok, 1 failure or interrupted, 2 usage.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <unistd.h>
+
+#include <rte_cycles.h>
+#include <rte_lcore.h>
+
+#include <uroce/counters.h>
+#include <uroce/eal.h>
+#include <uroce/verbs.h>
+
+#include "apps/addr_text.h"
+#include "apps/args.h"
+#include "apps/commands.h"
+#include "apps/oob.h"
+#include "drivers/dpdk/dpdk_io.h"
+#include "drivers/dpdk/eal_args.h"
+#include "drivers/dpdk/tsc_clock.h"
+#include "stack/engine/context.h"  // the engine's NetStack: neighbour resolution for the AH
+
+namespace uroce::apps {
+namespace {
+
+// ---------------------------------------------------------------- options
+
+constexpr OptSpec kPerfOptions[] = {
+    {.name = "size", .short_name = 's', .kind = OptKind::kUint, .def = "0", .help = "message size in bytes (0: perftest's default: bw 65536, lat 2, atomic 8)", .max = 8388608},
+    {.name = "iters", .short_name = 'n', .kind = OptKind::kUint, .def = "0", .help = "iterations per QP (0: perftest's default: write_bw 5000, others 1000)", .max = 100000000},
+    {.name = "all", .short_name = 'a', .help = "run sizes 2 .. 2^23 (atomic: 8 only)"},
+    {.name = "mtu", .short_name = 'm', .kind = OptKind::kUint, .def = "0", .help = "path MTU 256..4096 (0: the port's active MTU); the smaller side wins", .max = 4096},
+    {.name = "qp", .short_name = 'q', .kind = OptKind::kUint, .def = "1", .help = "number of QPs (bw tests)", .min = 1, .max = 64},
+    {.name = "gid-index", .short_name = 'x', .kind = OptKind::kUint, .def = "0", .help = "our GID index: 0 = --ip (::ffff:a.b.c.d), 1 = --ip6", .max = 1},
+    {.name = "CPU-freq", .short_name = 'F', .help = "perftest: do not fail on CPU frequency warnings; accepted (uroce times with the TSC)"},
+    {.name = "duration", .short_name = 'D', .kind = OptKind::kUint, .def = "0", .help = "bw tests: run for this many seconds instead of -n (0: off)", .max = 3600},
+    {.name = "bidirectional", .short_name = 'b', .help = "bw tests: traffic in both directions"},
+    {.name = "atomic_type", .short_name = 'A', .kind = OptKind::kChoice, .def = "FETCH_AND_ADD", .help = "atomic tests: the operation", .choices = "FETCH_AND_ADD|CMP_AND_SWAP"},
+    {.name = "outs", .short_name = 'o', .kind = OptKind::kUint, .def = "0", .help = "read/atomic: outstanding requests we accept (0: the device maximum, 16)", .max = 65535},
+    {.name = "tx-depth", .short_name = 't', .kind = OptKind::kUint, .def = "0", .help = "WRs in flight per QP (0: perftest's default: bw 128, lat 1)", .max = 15000},
+    {.name = "rx-depth", .short_name = 'r', .kind = OptKind::kUint, .def = "512", .help = "send tests: receives posted per QP (capped at -n)", .min = 1, .max = 16384},
+    {.name = "cq-mod", .short_name = 'Q', .kind = OptKind::kUint, .def = "0", .help = "bw: signal every Nth WR (0: perftest's 100, or 1 above 8 KiB)", .max = 1024},
+    {.name = "port", .short_name = 'p', .kind = OptKind::kUint, .def = "18515", .help = "out-of-band TCP port", .max = 65535},
+    {.name = "ib-dev", .short_name = 'd', .kind = OptKind::kString, .def = "", .help = "perftest's device name: accepted and ignored (the port is --dev)", .meta = "DEV"},
+    {.name = "ib-port", .short_name = 'i', .kind = OptKind::kUint, .def = "1", .help = "port of the device (uroce devices have port 1 only)", .min = 1, .max = 1},
+    {.name = "sl", .short_name = 'S', .kind = OptKind::kUint, .def = "0", .help = "service level (carried in the AH; RoCE sends no SL on the wire)", .max = 15},
+    {.name = "qp-timeout", .short_name = 'u', .kind = OptKind::kUint, .def = "14", .help = "local ACK timeout code: 4.096 us * 2^N", .max = 31},
+    {.name = "inline_size", .short_name = 'I', .kind = OptKind::kUint, .def = "0", .help = "perftest: max inline data; accepted (inline does not change the wire)", .max = 912},
+    {.name = "connection", .short_name = 'c', .kind = OptKind::kChoice, .def = "RC", .help = "transport (perftest also has UC/UD/XRC/DC; uroce perf does RC)", .choices = "RC"},
+    {.name = "events", .short_name = 'e', .help = "perftest: sleep on CQ events; accepted, uroce always polls"},
+    {.name = "perform_warm_up", .help = "perftest: warm-up writes before the run; accepted and ignored"},
+    {.name = "report_gbits", .help = "report bandwidth in Gb/sec instead of MB/sec"},
+    {.name = "dev", .kind = OptKind::kString, .def = "0", .help = "the port: an ethdev probed from the EAL args (name or port id) or a device spec", .meta = "SPEC"},
+    {.name = "ip", .kind = OptKind::kString, .def = "", .help = "our IPv4 address: GID index 0 (::ffff:a.b.c.d)", .meta = "A.B.C.D"},
+    {.name = "ip6", .kind = OptKind::kString, .def = "", .help = "our IPv6 address: GID index 1", .meta = "ADDR"},
+    {.name = "mac", .kind = OptKind::kString, .def = "", .help = "our MAC (the port's if empty); the port itself keeps its own", .meta = "MAC"},
+    {.name = "port-mtu", .kind = OptKind::kUint, .def = "1500", .help = "Ethernet MTU to set on the port (af_packet: the kernel interface's)", .min = 576, .max = 9600},
+    {.name = "listen", .kind = OptKind::kString, .def = "0.0.0.0", .help = "server: out-of-band listen address", .meta = "A.B.C.D"},
+    {.name = "timeout", .kind = OptKind::kUint, .def = "60", .help = "seconds to wait for the peer (TCP, ARP) and for progress of a run", .min = 1, .max = 3600},
+    {.name = "pcap", .kind = OptKind::kString, .def = "", .help = "capture every frame of the port to FILE", .meta = "FILE"},
+    {.name = "counters", .help = "print the device counters that are not zero at the end"},
+    {.name = "json", .help = "write the results as JSON on stdout (everything else goes to stderr)"},
+};
+
+constexpr std::string_view kPerfDetails =
+    "TEST: send_bw send_lat write_bw write_lat read_bw read_lat atomic_bw atomic_lat.\n"
+    "Server: no SERVER argument (listens on --listen:-p). Client: SERVER is the server's IPv4 address.\n"
+    "EAL arguments go before a '--' (uroce perf --no-huge --no-pci --no-shconf\n"
+    "--vdev=net_af_packet0,iface=tap0 -- write_bw --ip 10.70.0.3 10.70.0.1); without one EAL gets\n"
+    "--no-huge --no-pci --no-shconf -m 512 and a port must be given as --dev SPEC.\n"
+    "Run the stock tool with -x GID_INDEX (its RoCE v2 GID of our family). Not supported: -R\n"
+    "(rdma_cm), UC/UD/XRC/DC, post lists, -D on latency and -b send tests with -D.\n"
+    "Output: perftest's table; --json keys: test, role, size, results[] (bw: bytes, iterations,\n"
+    "bw_peak, bw_average, msg_rate, unit; lat: bytes, iterations, t_min, t_max, t_typical,\n"
+    "t_avg, t_stdev, p99, p99_9 in usec), ok, error. Exit: 0 ok, 1 failure or interrupted, 2 usage.\n";
+
+constexpr CommandSpec kPerfCommand = {
+    .name = "perf",
+    .positional = "TEST [SERVER]",
+    .summary = "perftest's ib_{send,write,read,atomic}_{bw,lat} on uroce, compatible on the wire and out of band",
+    .options = kPerfOptions,
+    .min_positional = 1,
+    .max_positional = 2,
+    .details = kPerfDetails,
+};
+
+volatile std::sig_atomic_t g_stop = 0;
+void on_stop_signal(int) { g_stop = 1; }
+
+// ---------------------------------------------------------------- perftest's constants
+
+enum class Verb : uint8_t { kSend, kWrite, kRead, kAtomic };  // perftest's VerbType order
+enum class Tst : uint8_t { kBw, kLat };
+
+inline constexpr char kVersion[16] = "6.06";         // perftest 4.5+0.17 (configure's AC_INIT)
+inline constexpr double kMinPeerVersion = 5.70;       // check_version_compatibility
+inline constexpr size_t kKeyMsgBytes = 108;           // KEY_MSG_SIZE_GID
+inline constexpr char kDone[] = "done";               // written with its NUL
+inline constexpr uint32_t kMaxSize = 8388608;         // MAX_SIZE: -a runs 2 .. 2^23
+inline constexpr int kAllMaxPow = 24;
+inline constexpr uint32_t kMinIters = 5;              // MIN_ITER
+inline constexpr uint32_t kDefCqMod = 100;            // DEF_CQ_MOD
+inline constexpr uint32_t kCqModSizeLimit = 8192;     // MSG_SIZE_CQ_MOD_LIMIT
+inline constexpr uint32_t kLatTail = 2;               // LAT_MEASURE_TAIL
+inline constexpr uint32_t kMinRnrTimer = 12;          // MIN_RNR_TIMER
+inline constexpr uint64_t kAtomicAdd = 1;             // ATOMIC_ADD_VALUE
+inline constexpr uint64_t kAtomicSwap = 0;            // ATOMIC_SWAP_VALUE
+inline constexpr uint32_t kAtomicBytes = 8;
+inline constexpr double kMbFactor = 0x100000;         // MB/sec: 2^20 bytes
+inline constexpr double kGbFactor = 125000000;        // Gb/sec: 1e9 bits
+inline constexpr uint32_t kDefaultPageBytes = 4096;   // cycle buffer when sysconf fails
+inline constexpr uint32_t kCacheLineBytes = 64;       // DEF_CACHE_LINE_SIZE
+
+const char* verb_name(Verb v) {  // testsStr
+  switch (v) {
+    case Verb::kSend: return "Send";
+    case Verb::kWrite: return "RDMA_Write";
+    case Verb::kRead: return "RDMA_Read";
+    case Verb::kAtomic: return "Atomic";
+  }
+  return "?";
+}
+
+struct TestKind {
+  std::string_view name;
+  Verb verb;
+  Tst tst;
+};
+constexpr TestKind kTests[] = {
+    {"send_bw", Verb::kSend, Tst::kBw},     {"send_lat", Verb::kSend, Tst::kLat},
+    {"write_bw", Verb::kWrite, Tst::kBw},   {"write_lat", Verb::kWrite, Tst::kLat},
+    {"read_bw", Verb::kRead, Tst::kBw},     {"read_lat", Verb::kRead, Tst::kLat},
+    {"atomic_bw", Verb::kAtomic, Tst::kBw}, {"atomic_lat", Verb::kAtomic, Tst::kLat},
+};
+
+struct Config {
+  TestKind test{};
+  bool server = true;
+  std::string host;
+  uint16_t port = 0;
+  uint32_t size = 0;
+  uint32_t iters = 0;
+  bool all = false;
+  uint32_t mtu_bytes = 0;
+  uint32_t num_qp = 1;
+  uint8_t gid_idx = 0;
+  uint32_t duration_s = 0;
+  bool duplex = false;
+  bool cas = false;
+  uint32_t outs = 0;
+  uint32_t tx_depth = 0;
+  uint32_t rx_depth = 0;
+  uint32_t cq_mod = 0;
+  bool req_cq_mod = false;
+  uint8_t sl = 0;
+  uint8_t qp_timeout = 14;
+  bool gbits = false;
+  std::string dev;
+  std::optional<Gid> gid4, gid6;
+  std::optional<MacAddr> mac;
+  uint16_t port_mtu = 0;
+  std::string listen;
+  uint32_t timeout_s = 0;
+  std::string pcap;
+  bool counters = false;
+  bool json = false;
+};
+
+/// INC(): an address step, the size rounded up to the cache line.
+uint64_t addr_step(uint64_t size, uint64_t cache_line) {
+  return size > cache_line ? (size + cache_line - 1) / cache_line * cache_line : cache_line;
+}
+/// BUFF_SIZE(): one QP's slot.
+uint64_t slot_bytes(uint64_t size, uint64_t cycle) { return size < cycle ? cycle : size; }
+
+std::string json_escape(std::string_view in) {
+  std::string out;
+  for (char c : in) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (uint8_t(c) >= 0x20) out += c;
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- QP info message
+
+struct Dest {
+  uint32_t lid = 0;
+  uint32_t out_reads = 0;
+  uint32_t qpn = 0;
+  uint32_t psn = 0;
+  uint32_t rkey = 0;
+  uint64_t vaddr = 0;
+  Gid gid;
+  uint32_t srqn = 0;
+};
+
+void format_dest(const Dest& d, char (&msg)[kKeyMsgBytes]) {
+  std::memset(msg, 0, sizeof(msg));
+  int n = std::snprintf(msg, sizeof(msg), "%04x:%04x:%06x:%06x:%08x:%016llx:", d.lid & 0xffff, d.out_reads & 0xffff,
+                        d.qpn & 0xffffff, d.psn & 0xffffff, d.rkey, (unsigned long long)d.vaddr);
+  for (int i = 0; i < 16; ++i) n += std::snprintf(msg + n, sizeof(msg) - size_t(n), "%02x:", d.gid.raw[i]);
+  std::snprintf(msg + n, sizeof(msg) - size_t(n), "%08x:", d.srqn);
+}
+
+/// Splits on ':' as perftest's reader does (23 hex fields); false if malformed.
+bool parse_dest(const char (&msg)[kKeyMsgBytes], Dest& d) {
+  std::string text(msg, strnlen(msg, kKeyMsgBytes));
+  std::vector<uint64_t> f;
+  size_t pos = 0;
+  while (pos < text.size() && f.size() < 23) {
+    const size_t colon = text.find(':', pos);
+    const std::string tok = text.substr(pos, colon == std::string::npos ? std::string::npos : colon - pos);
+    if (tok.empty()) return false;
+    char* end = nullptr;
+    f.push_back(std::strtoull(tok.c_str(), &end, 16));
+    if (*end != '\0') return false;
+    if (colon == std::string::npos) break;
+    pos = colon + 1;
+  }
+  if (f.size() != 23) return false;
+  d.lid = uint32_t(f[0]);
+  d.out_reads = uint32_t(f[1]);
+  d.qpn = uint32_t(f[2]);
+  d.psn = uint32_t(f[3]);
+  d.rkey = uint32_t(f[4]);
+  d.vaddr = f[5];
+  for (int i = 0; i < 16; ++i) d.gid.raw[i] = uint8_t(f[size_t(6 + i)]);
+  d.srqn = uint32_t(f[22]);
+  return true;
+}
+
+// ---------------------------------------------------------------- reports
+
+struct BwReport {
+  uint64_t size = 0;
+  uint64_t iters = 0;
+  double bw_peak = 0;
+  double bw_avg = 0;
+  double msg_rate = 0;
+};
+
+struct LatReport {
+  uint64_t size = 0;
+  uint64_t iters = 0;
+  double t_min = 0, t_max = 0, t_typical = 0, t_avg = 0, t_stdev = 0, p99 = 0, p99_9 = 0;
+};
+
+uint64_t be64_bits(uint64_t v) { return __builtin_bswap64(v); }
+uint64_t double_bits(double d) {
+  uint64_t u;
+  std::memcpy(&u, &d, sizeof(u));
+  return u;
+}
+double bits_double(uint64_t u) {
+  double d;
+  std::memcpy(&d, &u, sizeof(d));
+  return d;
+}
+
+// ---------------------------------------------------------------- the endpoint
+
+class Perf {
+ public:
+  explicit Perf(const Config& cfg) : cfg_(cfg) {}
+  ~Perf();
+
+  bool open(std::string& err);
+  /// Buffers, MR, CQ, QPs (INIT) and our QP-info messages, for the exchanged
+  /// cycle buffer / cache line / MTU.
+  bool setup(std::string& err);
+  bool connect_qps(std::string& err);
+
+  void pump() { uroce::poll(ctx_.get(), clock_->now_ns()); }
+  void drain(uint32_t ms);
+
+  // The runs (perftest's run_iter_*). Each returns false with err set.
+  bool run_bw(uint32_t size, BwReport& rep, std::string& err);          // requesters; -b write/read/atomic too
+  bool post_recvs_all(uint32_t size, std::string& err);                  // ctx_set_recv_wqes
+  bool run_bw_send_server(uint32_t size, BwReport& rep, std::string& err);
+  bool run_bi_send(uint32_t size, BwReport& rep, std::string& err);
+  bool run_lat(uint32_t size, LatReport& rep, std::string& err);
+
+  std::vector<Dest>& me() { return me_; }
+  std::vector<Dest>& rem() { return rem_; }
+  const dpdk::PortInfo& port_info() const { return port_->info(); }
+  const Gid& gid() const { return gid_; }
+  Mtu curr_mtu() const { return curr_mtu_; }
+  void set_curr_mtu(Mtu m) { curr_mtu_ = m; }
+  Mtu port_mtu() const { return ctx_->max_mtu; }
+  uint32_t cycle_buffer = kDefaultPageBytes;
+  uint32_t cache_line = kCacheLineBytes;
+  uint32_t out_reads() const { return out_reads_; }
+  void print_counters(std::FILE* out) const;
+
+ private:
+  bool resolve(const Gid& ip, MacAddr& mac, std::string& err);
+  uint64_t slot() const { return slot_bytes(max_size_, cycle_buffer); }
+  uint8_t* send_area(uint32_t qi) { return buf_ + uint64_t(qi) * slot(); }
+  uint8_t* recv_area(uint32_t qi) { return buf_ + uint64_t(cfg_.num_qp + qi) * slot(); }
+  bool post_one(uint32_t qi, uint32_t size, uint64_t k, bool signaled);
+  bool post_recv_one(uint32_t qi, uint32_t size, uint64_t k);
+  double mhz() const { return double(rte_get_tsc_hz()) / 1e6; }
+  void fill_bw(uint32_t size, uint64_t tot, bool no_peak, uint32_t cq_mod, BwReport& rep) const;
+  bool wc_ok(const Wc& wc, const char* what, std::string& err) const;
+  bool stalled(uint64_t& last_progress_tsc, bool progress, std::string& err) const;
+
+  const Config& cfg_;
+  std::unique_ptr<dpdk::DpdkPort> port_;
+  std::optional<dpdk::TscClock> clock_;
+  ContextPtr ctx_;
+  Gid gid_;
+  Pd* pd_ = nullptr;
+  Mr* mr_ = nullptr;
+  Cq* cq_ = nullptr;   // send completions
+  Cq* rcq_ = nullptr;  // receive completions (perftest's recv_cq; the send CQ unless a send test)
+  std::vector<Qp*> qps_;
+  std::vector<Dest> me_, rem_;
+  std::unique_ptr<uint8_t[]> mem_;
+  uint8_t* buf_ = nullptr;
+  uint64_t buf_bytes_ = 0;
+  uint32_t max_size_ = 0;
+  uint32_t out_reads_ = 1;
+  Mtu curr_mtu_ = Mtu::k1024;
+  // perftest's tposted / tcompleted, in TSC cycles
+  std::vector<uint64_t> tposted_, tcompleted_;
+};
+
+Perf::~Perf() {
+  if (!ctx_) return;
+  for (Qp* q : qps_) (void)destroy_qp(q);
+  if (rcq_ && rcq_ != cq_) (void)destroy_cq(rcq_);
+  if (cq_) (void)destroy_cq(cq_);
+  if (mr_) (void)dereg_mr(mr_);
+  if (pd_) (void)dealloc_pd(pd_);
+  ctx_.reset();
+}
+
+bool Perf::open(std::string& err) {
+  dpdk::DpdkPortConfig pc;
+  pc.device = cfg_.dev;
+  pc.mtu = cfg_.port_mtu;
+  pc.promiscuous = true;  // the stack answers for cfg_.mac in software
+  pc.link_timeout_ms = cfg_.timeout_s * 1000;
+  pc.pcap_path = cfg_.pcap;
+  auto port = dpdk::DpdkPort::open(pc);
+  if (!port.ok()) {
+    err = "port '" + cfg_.dev + "': " + port.status().message();
+    return false;
+  }
+  port_ = std::move(port).value();
+  clock_.emplace();
+  // The stack sends from GID index 0: the GID -x selects goes there.
+  const std::optional<Gid>& chosen = cfg_.gid_idx == 1 ? cfg_.gid6 : cfg_.gid4;
+  const std::optional<Gid>& other = cfg_.gid_idx == 1 ? cfg_.gid4 : cfg_.gid6;
+  gid_ = *chosen;
+  DeviceConfig dc;
+  dc.mac = cfg_.mac ? *cfg_.mac : port_->info().mac;
+  dc.gid = gid_;
+  dc.max_qp = cfg_.num_qp + 4;
+  auto ctx = open_device(port_->queue(0), dc);
+  if (!ctx.ok()) {
+    err = std::string("open_device: ") + ctx.status().message();
+    return false;
+  }
+  ctx_ = std::move(ctx).value();
+  if (other) {
+    auto added = ctx_->net->gids().add(net::GidEntry{*other, net::GidType::kRoceV2, net::kNoVlan, dc.mac});
+    if (!added.ok()) {
+      err = std::string("second GID: ") + added.status().message();
+      return false;
+    }
+  }
+  auto pd = alloc_pd(ctx_.get());
+  if (!pd.ok()) {
+    err = std::string("alloc_pd: ") + pd.status().message();
+    return false;
+  }
+  pd_ = *pd;
+  curr_mtu_ = ctx_->max_mtu;
+  pump();
+  return true;
+}
+
+bool Perf::setup(std::string& err) {
+  const Verb verb = cfg_.test.verb;
+  max_size_ = cfg_.all && verb != Verb::kAtomic ? kMaxSize : cfg_.size;  // -a: slots for 2^23
+  // Buffer: 2 x q slots (send areas, then the areas the peer targets / we receive into).
+  buf_bytes_ = 2 * uint64_t(cfg_.num_qp) * addr_step(slot(), cache_line) + cache_line;
+  mem_.reset(new (std::align_val_t(4096)) uint8_t[buf_bytes_]);
+  buf_ = mem_.get();
+  std::memset(buf_, 0, buf_bytes_);
+  auto mr = reg_mr(pd_, buf_, buf_bytes_,
+                   kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic);
+  if (!mr.ok()) {
+    err = std::string("reg_mr: ") + mr.status().message();
+    return false;
+  }
+  mr_ = *mr;
+  const uint32_t sq = std::max<uint32_t>(cfg_.tx_depth, 1);
+  const uint32_t rq = verb == Verb::kSend ? cfg_.rx_depth : 1;
+  auto cq = create_cq(ctx_.get(), cfg_.num_qp * sq + 16);
+  if (!cq.ok()) {
+    err = std::string("create_cq: ") + cq.status().message();
+    return false;
+  }
+  cq_ = *cq;
+  rcq_ = cq_;
+  if (verb == Verb::kSend) {
+    auto rcq = create_cq(ctx_.get(), cfg_.num_qp * rq + 16);
+    if (!rcq.ok()) {
+      err = std::string("create_cq: ") + rcq.status().message();
+      return false;
+    }
+    rcq_ = *rcq;
+  }
+  out_reads_ = 1;
+  if (verb == Verb::kRead || verb == Verb::kAtomic) {
+    const uint32_t max_reads = 16;  // our device's max_qp_rd_atom
+    out_reads_ = cfg_.outs == 0 ? max_reads : std::min(cfg_.outs, max_reads);
+    if (cfg_.outs > max_reads) {
+      std::fprintf(stderr, " Number of outstanding reads is above max = %u\n Changing to that max value\n", max_reads);
+    }
+  }
+  std::random_device rd;
+  std::mt19937 rng(rd() ^ uint32_t(getpid()));
+  me_.assign(cfg_.num_qp, Dest{});
+  rem_.assign(cfg_.num_qp, Dest{});
+  for (uint32_t i = 0; i < cfg_.num_qp; ++i) {
+    QpInitAttr ia;
+    ia.send_cq = cq_;
+    ia.recv_cq = rcq_;
+    ia.cap.max_send_wr = sq + 1;
+    ia.cap.max_recv_wr = rq;
+    ia.qp_type = QpType::kRc;
+    auto q = create_qp(pd_, ia);
+    if (!q.ok()) {
+      err = "create_qp[" + std::to_string(i) + "]: " + q.status().message();
+      return false;
+    }
+    qps_.push_back(*q);
+    QpAttr a;
+    a.qp_state = QpState::kInit;
+    a.pkey_index = 0;
+    a.port_num = 1;
+    switch (verb) {  // ctx_modify_qp_to_init
+      case Verb::kAtomic: a.qp_access_flags = kAccessRemoteAtomic; break;
+      case Verb::kRead: a.qp_access_flags = kAccessRemoteRead; break;
+      case Verb::kWrite: a.qp_access_flags = kAccessRemoteWrite; break;
+      case Verb::kSend: a.qp_access_flags = kAccessRemoteWrite | kAccessLocalWrite; break;
+    }
+    if (Status s = modify_qp(*q, a, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags); !s.ok()) {
+      err = "Failed to modify QP to INIT: " + std::string(s.message());
+      return false;
+    }
+    Dest& d = me_[i];
+    d.lid = 0;
+    d.out_reads = out_reads_;
+    d.qpn = (*q)->qp_num;
+    d.psn = rng() & 0xffffff;
+    d.rkey = mr_->rkey;
+    d.vaddr = uint64_t(uintptr_t(recv_area(i)));
+    d.gid = gid_;
+  }
+  tposted_.assign(size_t(cfg_.iters) * cfg_.num_qp + 1, 0);
+  tcompleted_.assign(size_t(cfg_.iters) * cfg_.num_qp + 1, 0);
+  return true;
+}
+
+bool Perf::resolve(const Gid& ip, MacAddr& mac, std::string& err) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(cfg_.timeout_s);
+  while (!g_stop && std::chrono::steady_clock::now() < end) {
+    const net::Resolution r = ctx_->net->resolve(ip, 0, clock_->now_ns());
+    if (r.status == net::ResolveStatus::kResolved) {
+      mac = r.mac;
+      return true;
+    }
+    pump();  // sends the ARP request / NS and takes the answer
+  }
+  err = g_stop ? "interrupted" : "no ARP/ND answer from " + gid_str(ip) + " within " + std::to_string(cfg_.timeout_s) + " s";
+  return false;
+}
+
+bool Perf::connect_qps(std::string& err) {  // ctx_connect
+  const Gid& peer = rem_[0].gid;
+  if (peer == Gid{}) {
+    err = "the peer sent no GID: run it with -x (RoCE needs a GID)";
+    return false;
+  }
+  if (peer.is_ipv4_mapped() != gid_.is_ipv4_mapped()) {
+    err = "Found Incompatibility issue with GID types: the peer's GID " + gid_str(peer) + ", ours " + gid_str(gid_);
+    return false;
+  }
+  AhAttr ah;
+  ah.dgid = peer;
+  ah.sgid_index = 0;
+  ah.hop_limit = 64;  // perftest asks for 0xFF; rxe sends TTL 64 whatever it is given (docs/INTEROP.md)
+  ah.sl = cfg_.sl;
+  if (!resolve(peer, ah.dmac, err)) return false;
+  for (size_t i = 0; i < qps_.size(); ++i) {
+    QpAttr a;
+    a.qp_state = QpState::kRtr;
+    a.path_mtu = curr_mtu_;
+    a.dest_qp_num = rem_[i].qpn;
+    a.rq_psn = rem_[i].psn;
+    a.ah_attr = ah;
+    a.max_dest_rd_atomic = uint8_t(std::min<uint32_t>(me_[i].out_reads, 16));
+    a.min_rnr_timer = kMinRnrTimer;
+    uint32_t mask = kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn | kQpMaxDestRdAtomic | kQpMinRnrTimer;
+    Status s = modify_qp(qps_[i], a, mask);
+    if (!s.ok()) {
+      err = "Failed to modify QP " + std::to_string(qps_[i]->qp_num) + " to RTR: " + s.message();
+      return false;
+    }
+    // perftest leaves a non-duplex bw server in RTR; RTS changes nothing on the wire
+    // (that side posts no sends) and keeps the responder path the same for every role.
+    a = {};
+    a.qp_state = QpState::kRts;
+    a.sq_psn = me_[i].psn;
+    a.timeout = cfg_.qp_timeout;
+    a.retry_cnt = 7;
+    a.rnr_retry = 7;
+    a.max_rd_atomic = uint8_t(std::clamp<uint32_t>(rem_[i].out_reads, 1, 16));
+    mask = kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic;
+    s = modify_qp(qps_[i], a, mask);
+    if (!s.ok()) {
+      err = "Failed to modify QP to RTS: " + std::string(s.message());
+      return false;
+    }
+  }
+  return true;
+}
+
+void Perf::drain(uint32_t ms) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (std::chrono::steady_clock::now() < until) pump();
+}
+
+bool Perf::wc_ok(const Wc& wc, const char* what, std::string& err) const {
+  if (wc.status == WcStatus::kSuccess) return true;
+  err = std::string(" Completion with error at ") + what + ": Failed status " + std::to_string(int(wc.status)) + " (" +
+        wc_status_str(wc.status) + ") syndrom 0x" + std::to_string(wc.vendor_err) + ", QP " + std::to_string(wc.qp_num);
+  return false;
+}
+
+bool Perf::stalled(uint64_t& last_progress_tsc, bool progress, std::string& err) const {
+  const uint64_t now = rte_rdtsc();
+  if (progress) {
+    last_progress_tsc = now;
+    return false;
+  }
+  if (g_stop) {
+    err = "interrupted";
+    return true;
+  }
+  if (now - last_progress_tsc > uint64_t(cfg_.timeout_s) * rte_get_tsc_hz()) {
+    err = "no progress for " + std::to_string(cfg_.timeout_s) + " s";
+    return true;
+  }
+  return false;
+}
+
+/// Post number k (0-based, per QP) of a bw or lat requester: the local and the
+/// remote address walk by addr_step(size) and wrap in the cycle buffer (bw
+/// only, and only when size <= cycle/2), as perftest's increase_*_addr.
+bool Perf::post_one(uint32_t qi, uint32_t size, uint64_t k, bool signaled) {
+  const Verb verb = cfg_.test.verb;
+  const bool walk = cfg_.test.tst == Tst::kBw && size <= cycle_buffer / 2;
+  const uint64_t step = addr_step(size, cache_line);
+  const uint64_t off = walk ? (k % (cycle_buffer / step)) * step : 0;
+  Sge sge{uint64_t(uintptr_t(send_area(qi))) + off, verb == Verb::kAtomic ? kAtomicBytes : size, mr_->lkey};
+  SendWr wr;
+  wr.wr_id = qi;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.send_flags = signaled ? uint32_t(kSendSignaled) : 0u;
+  switch (verb) {
+    case Verb::kSend:
+      wr.opcode = WrOpcode::kSend;
+      break;
+    case Verb::kWrite:
+      wr.opcode = WrOpcode::kRdmaWrite;
+      wr.rdma.remote_addr = rem_[qi].vaddr + off;
+      wr.rdma.rkey = rem_[qi].rkey;
+      break;
+    case Verb::kRead:
+      wr.opcode = WrOpcode::kRdmaRead;
+      wr.rdma.remote_addr = rem_[qi].vaddr + off;
+      wr.rdma.rkey = rem_[qi].rkey;
+      break;
+    case Verb::kAtomic:
+      wr.opcode = cfg_.cas ? WrOpcode::kAtomicCmpAndSwp : WrOpcode::kAtomicFetchAndAdd;
+      wr.atomic.remote_addr = rem_[qi].vaddr + off;
+      wr.atomic.rkey = rem_[qi].rkey;
+      wr.atomic.compare_add = cfg_.cas ? 0 : kAtomicAdd;
+      wr.atomic.swap = kAtomicSwap;
+      break;
+  }
+  SendWr* bad = nullptr;
+  return uroce::post_send(qps_[qi], &wr, &bad).ok();
+}
+
+bool Perf::post_recv_one(uint32_t qi, uint32_t size, uint64_t k) {
+  const bool walk = cfg_.test.tst == Tst::kBw && size <= cycle_buffer / 2;
+  const uint64_t step = addr_step(size, cache_line);
+  const uint64_t off = walk ? (k % (cycle_buffer / step)) * step : 0;
+  Sge sge{uint64_t(uintptr_t(recv_area(qi))) + off, size, mr_->lkey};
+  RecvWr wr;
+  wr.wr_id = qi;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  RecvWr* bad = nullptr;
+  return uroce::post_recv(qps_[qi], &wr, &bad).ok();
+}
+
+void Perf::fill_bw(uint32_t size, uint64_t tot, bool no_peak, uint32_t cq_mod, BwReport& rep) const {
+  // print_report_bw: average over the whole run, peak over every window that
+  // starts at a post and ends at a signaled completion.
+  const double hz = double(rte_get_tsc_hz());
+  const double fmt = cfg_.gbits ? kGbFactor : kMbFactor;
+  rep.size = size;
+  rep.iters = tot;
+  if (tot == 0) return;
+  const uint64_t last = no_peak ? 0 : tot - 1;
+  const double cycles = double(tcompleted_[last] - tposted_[0]);
+  if (cycles <= 0) return;
+  rep.bw_avg = double(size) * double(tot) * hz / (cycles * fmt);
+  rep.msg_rate = double(tot) * hz / (cycles * 1e6);
+  if (no_peak) return;
+  double opt = double(tcompleted_[0] - tposted_[0]);
+  for (uint64_t i = 0; i < tot; ++i) {
+    for (uint64_t j = (i + 1 + cq_mod - 1) / cq_mod * cq_mod - 1; j < tot; j += cq_mod) {
+      const double t = double(tcompleted_[j] - tposted_[i]) / double(j - i + 1);
+      if (t < opt) opt = t;
+    }
+    if (tot % cq_mod) {
+      const uint64_t j = tot - 1;
+      const double t = double(tcompleted_[j] - tposted_[i]) / double(j - i + 1);
+      if (t < opt) opt = t;
+    }
+  }
+  if (opt > 0) rep.bw_peak = double(size) * hz / (opt * fmt);
+}
+
+bool Perf::run_bw(uint32_t size, BwReport& rep, std::string& err) {  // run_iter_bw
+  const uint32_t nq = cfg_.num_qp;
+  const bool dur = cfg_.duration_s > 0;
+  const uint64_t iters = cfg_.iters;
+  const uint64_t tot = iters * nq;
+  const uint32_t cq_mod = cfg_.cq_mod;
+  std::vector<uint64_t> scnt(nq, 0), ccnt(nq, 0);
+  uint64_t totscnt = 0, totccnt = 0;
+  const uint64_t hz = rte_get_tsc_hz();
+  const uint64_t start = rte_rdtsc();
+  const uint64_t end_tsc = start + uint64_t(cfg_.duration_s) * hz;
+  uint64_t last_progress = start;
+  uint64_t dur_done = 0;
+  Wc wc[16];
+  auto sending = [&](uint32_t q) {
+    return dur ? rte_rdtsc() < end_tsc : scnt[q] < iters;
+  };
+  // -D: stop when the time is up, with WRs maybe still in flight (perftest does the same;
+  // an unsignaled tail has no completion to wait for).
+  while (dur ? rte_rdtsc() < end_tsc : (totscnt < tot || totccnt < tot)) {
+    bool progress = false;
+    for (uint32_t q = 0; q < nq; ++q) {
+      while (sending(q) && scnt[q] - ccnt[q] + 1 <= cfg_.tx_depth) {
+        const bool sig = scnt[q] % cq_mod == cq_mod - 1 || (!dur && scnt[q] == iters - 1);
+        if (!dur) tposted_[totscnt] = rte_rdtsc();
+        if (!post_one(q, size, scnt[q], sig)) {
+          err = "Couldn't post send: qp " + std::to_string(q) + " scnt=" + std::to_string(scnt[q]);
+          return false;
+        }
+        ++scnt[q];
+        ++totscnt;
+        progress = true;
+      }
+    }
+    pump();
+    const int ne = poll_cq(cq_, 16, wc);
+    for (int i = 0; i < ne; ++i) {
+      if (!wc_ok(wc[i], "send", err)) return false;
+      const uint32_t q = uint32_t(wc[i].wr_id);
+      // A signaled WR completes cq_mod of them (the last one may complete fewer).
+      const uint64_t n = std::min<uint64_t>(cq_mod, scnt[q] - ccnt[q]);
+      ccnt[q] += n;
+      totccnt += n;
+      dur_done += n;
+      if (!dur) tcompleted_[std::min(totccnt, tot) - 1] = rte_rdtsc();
+    }
+    if (stalled(last_progress, progress || ne > 0, err)) {
+      fill_bw(size, dur ? dur_done : std::min(totccnt, tot), dur, cq_mod, rep);
+      return false;
+    }
+  }
+  if (dur) {
+    tposted_[0] = start;
+    tcompleted_[0] = rte_rdtsc();
+    fill_bw(size, dur_done, true, cq_mod, rep);
+  } else {
+    fill_bw(size, tot, false, cq_mod, rep);
+  }
+  return true;
+}
+
+bool Perf::post_recvs_all(uint32_t size, std::string& err) {  // ctx_set_recv_wqes
+  for (uint32_t q = 0; q < cfg_.num_qp; ++q) {
+    for (uint32_t j = 0; j < cfg_.rx_depth; ++j) {
+      if (!post_recv_one(q, size, j)) {
+        err = "Couldn't post recv Qp = " + std::to_string(q) + ": counter=" + std::to_string(j);
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+bool Perf::run_bw_send_server(uint32_t size, BwReport& rep, std::string& err) {  // run_iter_bw_server
+  const uint32_t nq = cfg_.num_qp;
+  const bool dur = cfg_.duration_s > 0;
+  const uint64_t tot = uint64_t(cfg_.iters) * nq;
+  std::vector<uint64_t> posted(nq, cfg_.rx_depth);
+  uint64_t rcnt = 0;
+  bool first = true;
+  uint64_t end_tsc = 0;
+  uint64_t last_progress = rte_rdtsc();
+  Wc wc[16];
+  while (dur ? (first || rte_rdtsc() < end_tsc) : rcnt < tot) {
+    pump();
+    const int ne = poll_cq(rcq_, 16, wc);
+    if (ne > 0 && first) {
+      tposted_[0] = rte_rdtsc();
+      end_tsc = tposted_[0] + uint64_t(cfg_.duration_s) * rte_get_tsc_hz();
+      first = false;
+    }
+    for (int i = 0; i < ne; ++i) {
+      if (!wc_ok(wc[i], "receive", err)) return false;
+      const uint32_t q = uint32_t(wc[i].wr_id);
+      ++rcnt;
+      // The receive credits: one new receive per completion until -n were posted.
+      if (dur || posted[q] + 1 <= cfg_.iters) {
+        if (!post_recv_one(q, size, posted[q])) {
+          err = "Couldn't post recv Qp=" + std::to_string(q);
+          return false;
+        }
+        ++posted[q];
+      }
+    }
+    if (stalled(last_progress, ne > 0, err)) {
+      tcompleted_[0] = rte_rdtsc();
+      fill_bw(size, rcnt, true, 1, rep);
+      return false;
+    }
+  }
+  tcompleted_[0] = rte_rdtsc();
+  fill_bw(size, dur ? rcnt : tot, true, 1, rep);
+  return true;
+}
+
+bool Perf::run_bi_send(uint32_t size, BwReport& rep, std::string& err) {  // run_iter_bi
+  const uint32_t nq = cfg_.num_qp;
+  const uint64_t iters = cfg_.iters;
+  const uint64_t tot = iters * nq;
+  const uint32_t cq_mod = cfg_.cq_mod;
+  std::vector<uint64_t> scnt(nq, 0), ccnt(nq, 0), posted(nq, cfg_.rx_depth);
+  uint64_t totscnt = 0, totccnt = 0, totrcnt = 0;
+  bool before_first_rx = cfg_.server;  // the server sends once the client's first message arrived
+  uint64_t last_progress = rte_rdtsc();
+  Wc wc[32];
+  while (totscnt < tot || totccnt < tot || totrcnt < tot) {
+    bool progress = false;
+    for (uint32_t q = 0; q < nq && !before_first_rx; ++q) {
+      while (scnt[q] < iters && scnt[q] - ccnt[q] + 1 <= cfg_.tx_depth) {
+        const bool sig = scnt[q] % cq_mod == cq_mod - 1 || scnt[q] == iters - 1;
+        tposted_[totscnt] = rte_rdtsc();
+        if (!post_one(q, size, scnt[q], sig)) {
+          err = "Couldn't post send: qp " + std::to_string(q);
+          return false;
+        }
+        ++scnt[q];
+        ++totscnt;
+        progress = true;
+      }
+    }
+    pump();
+    int ne = poll_cq(rcq_, 16, wc);
+    ne += poll_cq(cq_, 16, wc + ne);
+    for (int i = 0; i < ne; ++i) {
+      const uint32_t q = uint32_t(wc[i].wr_id);
+      if (wc[i].opcode == WcOpcode::kRecv) {
+        if (!wc_ok(wc[i], "receive", err)) return false;
+        before_first_rx = false;
+        ++totrcnt;
+        if (posted[q] + 1 <= iters) {
+          if (!post_recv_one(q, size, posted[q])) {
+            err = "Couldn't post recv Qp=" + std::to_string(q);
+            return false;
+          }
+          ++posted[q];
+        }
+      } else {
+        if (!wc_ok(wc[i], "send", err)) return false;
+        const uint64_t n = std::min<uint64_t>(cq_mod, scnt[q] - ccnt[q]);
+        ccnt[q] += n;
+        totccnt += n;
+        tcompleted_[std::min(totccnt, tot) - 1] = rte_rdtsc();
+      }
+    }
+    if (stalled(last_progress, progress || ne > 0, err)) {
+      fill_bw(size, std::min(totccnt, tot), false, cq_mod, rep);
+      return false;
+    }
+  }
+  fill_bw(size, tot, false, cq_mod, rep);
+  return true;
+}
+
+bool Perf::run_lat(uint32_t size, LatReport& rep, std::string& err) {
+  const Verb verb = cfg_.test.verb;
+  const uint64_t iters = cfg_.iters;
+  uint64_t scnt = 0, rcnt = 0, ccnt = 0;
+  uint64_t last_progress = rte_rdtsc();
+  Wc wc[4];
+  auto wait_send = [&]() {  // one signaled completion
+    for (;;) {
+      pump();
+      const int ne = poll_cq(cq_, 1, wc);
+      if (ne > 0) {
+        if (!wc_ok(wc[0], "send", err)) return false;
+        ++ccnt;
+        last_progress = rte_rdtsc();
+        return true;
+      }
+      if (stalled(last_progress, false, err)) return false;
+    }
+  };
+  bool ok = true;
+  if (verb == Verb::kWrite) {  // run_iter_lat_write: poll the last byte of our slot
+    volatile uint8_t* poll_buf = recv_area(0) + size - 1;
+    volatile uint8_t* post_buf = send_area(0) + size - 1;
+    while (ok && (scnt < iters || ccnt < iters || rcnt < iters)) {
+      if (rcnt < iters && !(scnt < 1 && cfg_.server)) {
+        ++rcnt;
+        while (*poll_buf != uint8_t(rcnt)) {
+          pump();
+          if (stalled(last_progress, false, err)) {
+            ok = false;
+            break;
+          }
+        }
+        last_progress = rte_rdtsc();
+        if (!ok) break;
+      }
+      if (scnt < iters) {
+        tposted_[scnt] = rte_rdtsc();
+        *post_buf = uint8_t(++scnt);
+        if (!post_one(0, size, scnt - 1, true)) {
+          err = "Couldn't post send: scnt=" + std::to_string(scnt);
+          ok = false;
+          break;
+        }
+        ok = wait_send();
+      }
+    }
+  } else if (verb == Verb::kSend) {  // run_iter_lat_send: SEND ping-pong, the client first
+    while (ok && (scnt < iters || rcnt < iters)) {
+      if (rcnt < iters && !(scnt < 1 && !cfg_.server)) {
+        for (;;) {
+          pump();
+          const int ne = poll_cq(rcq_, 1, wc);
+          if (ne > 0) {
+            if (!wc_ok(wc[0], "receive", err)) return false;
+            ++rcnt;
+            last_progress = rte_rdtsc();
+            if (rcnt + cfg_.rx_depth <= iters && !post_recv_one(0, size, 0)) {
+              err = "Couldn't post recv: rcnt=" + std::to_string(rcnt);
+              return false;
+            }
+            break;
+          }
+          if (stalled(last_progress, false, err)) return false;
+        }
+      }
+      if (scnt < iters) {
+        tposted_[scnt] = rte_rdtsc();
+        ++scnt;
+        // cq_mod is 1 in latency tests (capped at tx-depth 1): every send is signaled and waited for.
+        if (!post_one(0, size, 0, true)) {
+          err = "Couldn't post send: scnt=" + std::to_string(scnt);
+          return false;
+        }
+        if (!wait_send()) return false;
+      }
+    }
+  } else {  // run_iter_lat: READ or atomic, one at a time
+    while (ok && scnt < iters) {
+      tposted_[scnt++] = rte_rdtsc();
+      if (!post_one(0, size, 0, true)) {
+        err = "Couldn't post send: scnt=" + std::to_string(scnt);
+        return false;
+      }
+      ok = wait_send();
+    }
+  }
+  if (!ok) return false;
+  // print_report_lat: post-to-post deltas, halved for ping-pongs.
+  const double factor = mhz() * ((verb == Verb::kRead || verb == Verb::kAtomic) ? 1 : 2);
+  rep.size = size;
+  rep.iters = iters;
+  std::vector<double> delta;
+  for (uint64_t i = 0; i + 1 < iters; ++i) delta.push_back(double(tposted_[i + 1] - tposted_[i]) / factor);
+  std::sort(delta.begin(), delta.end());
+  const size_t n = delta.size() > kLatTail ? delta.size() - kLatTail : 0;
+  if (n == 0) return true;
+  rep.t_typical = (n - 1) % 2 ? (delta[n / 2] + delta[n / 2 - 1]) / 2 : delta[n / 2];
+  double sum = 0;
+  for (size_t i = 0; i < n; ++i) sum += delta[i];
+  rep.t_avg = sum / double(n);
+  double var = 0;
+  for (size_t i = 0; i < n; ++i) var += (delta[i] - rep.t_avg) * (delta[i] - rep.t_avg);
+  rep.t_stdev = std::sqrt(var / double(n));
+  rep.t_min = delta[0];
+  rep.t_max = delta[n];
+  rep.p99 = delta[std::min(delta.size() - 1, size_t(std::ceil(double(n) * 0.99)))];
+  rep.p99_9 = delta[std::min(delta.size() - 1, size_t(std::ceil(double(n) * 0.999)))];
+  return true;
+}
+
+void Perf::print_counters(std::FILE* out) const {
+  const Counters& c = query_counters(ctx_.get());
+  std::fprintf(out, "# counters:");
+  for (size_t i = 0; i < kCounterNames.size(); ++i) {
+    if (c.v[i]) std::fprintf(out, " %.*s=%llu", int(kCounterNames[i].size()), kCounterNames[i].data(), (unsigned long long)c.v[i]);
+  }
+  std::fprintf(out, "\n");
+}
+
+// ---------------------------------------------------------------- the out-of-band protocol
+
+/// perftest's TCP exchange on top of TcpChannel: the client writes then reads,
+/// the server reads then writes; every wait pumps the engine.
+class Oob {
+ public:
+  Oob(Perf& perf, const Config& cfg) : perf_(perf), cfg_(cfg), ch_(&g_stop) {}
+
+  bool open(std::string& err) {
+    auto idle = [this] { perf_.pump(); };
+    if (cfg_.server) return ch_.accept_one(cfg_.listen, cfg_.port, cfg_.timeout_s, idle, err);
+    if (!ch_.connect_to(cfg_.host, cfg_.port, cfg_.timeout_s, idle, err)) {
+      err = "Couldn't connect to " + cfg_.host + ":" + std::to_string(cfg_.port) + ": " + err;
+      return false;
+    }
+    return true;
+  }
+
+  bool xchg(const void* mine, void* theirs, size_t n, const char* what, std::string& err) {
+    auto idle = [this] { perf_.pump(); };
+    auto send = [&] {
+      if (ch_.send_bytes(mine, n)) return true;
+      err = std::string("Couldn't send ") + what;
+      return false;
+    };
+    auto recv = [&] {
+      if (ch_.recv_wait(theirs, n, cfg_.timeout_s, idle, err)) return true;
+      err = std::string("Couldn't read ") + what + ": " + err;
+      return false;
+    };
+    return cfg_.server ? recv() && send() : send() && recv();
+  }
+
+  /// ctx_hand_shake for QP qi: 108-byte QP info each way.
+  bool hs(uint32_t qi, std::string& err) {
+    char mine[kKeyMsgBytes], theirs[kKeyMsgBytes];
+    format_dest(perf_.me()[qi], mine);
+    if (!xchg(mine, theirs, sizeof(mine), "the QP info", err)) return false;
+    ++handshakes_;
+    if (!parse_dest(theirs, perf_.rem()[qi])) {
+      err = "Couldn't parse line <" + std::string(theirs, strnlen(theirs, sizeof(theirs))) + ">";
+      return false;
+    }
+    return true;
+  }
+  bool hs_all(std::string& err) {
+    for (uint32_t i = 0; i < cfg_.num_qp; ++i) {
+      if (!hs(i, err)) return false;
+    }
+    return true;
+  }
+  /// ctx_close_connection: one more handshake, then "done\0" (never read back).
+  bool close(std::string& err) {
+    if (!hs(0, err)) return false;
+    if (!ch_.send_bytes(kDone, sizeof(kDone))) {
+      err = "Couldn't write \"done\"";
+      return false;
+    }
+    return true;
+  }
+  /// xchg_bw_reports: size, iters (u64 since the peer is >= 5.33), peak, average,
+  /// message rate, each 8 bytes big-endian, each its own exchange.
+  bool reports(const BwReport& mine, BwReport& theirs, std::string& err) {
+    const uint64_t out[5] = {be64_bits(mine.size), be64_bits(mine.iters), be64_bits(double_bits(mine.bw_peak)),
+                             be64_bits(double_bits(mine.bw_avg)), be64_bits(double_bits(mine.msg_rate))};
+    uint64_t in[5] = {};
+    for (int i = 0; i < 5; ++i) {
+      if (!xchg(&out[i], &in[i], 8, "the bw reports", err)) return false;
+    }
+    theirs.size = be64_bits(in[0]);
+    theirs.iters = be64_bits(in[1]);
+    theirs.bw_peak = bits_double(be64_bits(in[2]));
+    theirs.bw_avg = bits_double(be64_bits(in[3]));
+    theirs.msg_rate = bits_double(be64_bits(in[4]));
+    return true;
+  }
+  uint32_t handshakes() const { return handshakes_; }
+
+ private:
+  Perf& perf_;
+  const Config& cfg_;
+  TcpChannel ch_;
+  uint32_t handshakes_ = 0;
+};
+
+// ---------------------------------------------------------------- output
+
+constexpr char kResultLine[] = "---------------------------------------------------------------------------------------\n";
+
+struct Output {
+  std::FILE* info = stdout;  // banner, addresses, table (stderr with --json)
+  bool gbits = false;
+  std::vector<BwReport> bw;
+  std::vector<LatReport> lat;
+
+  void bw_header() const {
+    std::fprintf(info, "%s", kResultLine);
+    std::fprintf(info, gbits ? " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]\n"
+                             : " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n");
+  }
+  void bw_line(const BwReport& r) {
+    bw.push_back(r);
+    if (gbits && r.bw_avg < 0.1) {
+      std::fprintf(info, " %-7llu    %llu           %-7.6lf            %-7.6lf            %-7.6lf\n", (unsigned long long)r.size,
+                   (unsigned long long)r.iters, r.bw_peak, r.bw_avg, r.msg_rate);
+    } else {
+      std::fprintf(info, " %-7llu    %-10llu       %-7.2lf            %-7.2lf\t\t   %-7.6lf\n", (unsigned long long)r.size,
+                   (unsigned long long)r.iters, r.bw_peak, r.bw_avg, r.msg_rate);
+    }
+  }
+  void lat_header() const {
+    std::fprintf(info, "%s", kResultLine);
+    std::fprintf(info, " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   "
+                       "99%% percentile[usec]   99.9%% percentile[usec] \n");
+  }
+  void lat_line(const LatReport& r) {
+    lat.push_back(r);
+    std::fprintf(info, " %-7llu %llu          %-7.2f        %-7.2f      %-7.2f  \t       %-7.2f     \t%-7.2f\t\t%-7.2f \t\t%-7.2f\n",
+                 (unsigned long long)r.size, (unsigned long long)r.iters, r.t_min, r.t_max, r.t_typical, r.t_avg, r.t_stdev,
+                 r.p99, r.p99_9);
+  }
+};
+
+void print_dest(std::FILE* out, const char* side, const Dest& d, Verb verb) {  // ctx_print_pingpong_data
+  std::fprintf(out, " %s address: LID %#04x QPN %#06x PSN %#06x", side, d.lid, d.qpn, d.psn);
+  if (verb == Verb::kRead) std::fprintf(out, " OUT %#04x", d.out_reads);
+  if (verb == Verb::kRead || verb == Verb::kWrite) {
+    std::fprintf(out, " RKey %#08x VAddr %#016llx", d.rkey, (unsigned long long)d.vaddr);
+  }
+  std::fprintf(out, "\n GID: ");
+  for (int i = 0; i < 16; ++i) std::fprintf(out, "%02d%s", d.gid.raw[i], i < 15 ? ":" : "\n");
+}
+
+void print_test_info(std::FILE* out, const Config& cfg, const Perf& perf) {  // ctx_print_test_info
+  std::fprintf(out, "%s                    %s ", kResultLine, verb_name(cfg.test.verb));
+  if (cfg.test.verb == Verb::kAtomic) std::fprintf(out, "%s ", cfg.cas ? "CMP_AND_SWAP" : "FETCH_AND_ADD");
+  if (cfg.test.tst == Tst::kBw) {
+    std::fprintf(out, "%sBW Test\n", cfg.duplex ? "Bidirectional " : "");
+  } else {
+    std::fprintf(out, "Latency Test\n");
+  }
+  std::fprintf(out, " Dual-port       : OFF\t\tDevice         : %s\n", perf.port_info().name.c_str());
+  std::fprintf(out, " Number of qps   : %u\t\tTransport type : IB\n", cfg.num_qp);
+  std::fprintf(out, " Connection type : RC\t\tUsing SRQ      : OFF\n");
+  std::fprintf(out, " PCIe relax order: Unsupported\n ibv_wr* API     : OFF\n");
+  if (!cfg.server || cfg.duplex) std::fprintf(out, " TX depth        : %u\n", cfg.tx_depth);
+  if (cfg.test.verb == Verb::kSend && (cfg.server || cfg.duplex || cfg.test.tst == Tst::kLat)) {
+    std::fprintf(out, " RX depth        : %u\n", cfg.rx_depth);
+  }
+  if (cfg.test.tst == Tst::kBw) std::fprintf(out, " CQ Moderation   : %u\n", cfg.cq_mod);
+  std::fprintf(out, " Mtu             : %u[B]\n Link type       : Ethernet\n GID index       : %u\n", mtu_bytes(perf.curr_mtu()),
+               cfg.gid_idx);
+  if (cfg.test.verb == Verb::kRead || cfg.test.verb == Verb::kAtomic) {
+    std::fprintf(out, " Outstand reads  : %u\n", perf.out_reads());
+  } else {
+    std::fprintf(out, " Max inline data : 0[B]\n");
+  }
+  std::fprintf(out, " rdma_cm QPs\t : OFF\n Data ex. method : Ethernet\n%s", kResultLine);
+}
+
+// ---------------------------------------------------------------- the test sequences
+
+std::vector<uint32_t> sizes_of(const Config& cfg) {
+  std::vector<uint32_t> v;
+  if (cfg.all && cfg.test.verb != Verb::kAtomic) {
+    for (int i = 1; i < kAllMaxPow; ++i) v.push_back(1u << i);
+  } else {
+    v.push_back(cfg.size);
+  }
+  return v;
+}
+
+/// Everything after the TCP connection: versions, system data, MTU, resources,
+/// the per-test handshakes and runs. False with err set.
+bool run_test(Perf& perf, Oob& oob, const Config& cfg, Output& out, std::string& err) {
+  const Verb verb = cfg.test.verb;
+  // exchange_versions / check_version_compatibility
+  char rem_version[16] = {};
+  if (!oob.xchg(kVersion, rem_version, sizeof(kVersion), "the version", err)) return false;
+  rem_version[15] = 0;
+  if (std::atof(rem_version) < kMinPeerVersion) {
+    err = "Current implementation is not compatible with versions older than 5.70 (the peer sent \"" +
+          std::string(rem_version) + "\")";
+    return false;
+  }
+  // check_sys_data: cycle buffer (page size) and cache line, big-endian; the larger wins
+  const long page = sysconf(_SC_PAGESIZE);
+  const uint32_t my_cycle = page > 0 ? uint32_t(page) : kDefaultPageBytes;
+  uint32_t out_be = __builtin_bswap32(my_cycle), in_be = 0;
+  if (!oob.xchg(&out_be, &in_be, 4, "the page size", err)) return false;
+  perf.cycle_buffer = std::max(my_cycle, __builtin_bswap32(in_be));
+  out_be = __builtin_bswap32(kCacheLineBytes);
+  if (!oob.xchg(&out_be, &in_be, 4, "the cache line size", err)) return false;
+  perf.cache_line = std::max(kCacheLineBytes, __builtin_bswap32(in_be));
+  // check_mtu: the IBV_MTU code as decimal text in 2 bytes; the smaller wins
+  Mtu mine = perf.port_mtu();
+  if (cfg.mtu_bytes) mine = Mtu(std::countr_zero(cfg.mtu_bytes) - 7);
+  char cur[2] = {char('0' + uint8_t(mine)), 0}, rem[2] = {};
+  if (!oob.xchg(cur, rem, 2, "the MTU", err)) return false;
+  const int rem_mtu = rem[0] - '0';
+  perf.set_curr_mtu(rem_mtu >= 1 && rem_mtu <= 5 && rem_mtu < int(mine) ? Mtu(rem_mtu) : mine);
+
+  if (!perf.setup(err)) return false;
+  print_test_info(out.info, cfg, perf);
+  auto print_local = [&] {
+    for (const Dest& d : perf.me()) print_dest(out.info, "local", d, verb);
+  };
+  auto print_remote = [&] {
+    for (const Dest& d : perf.rem()) print_dest(out.info, "remote", d, verb);
+  };
+  const std::vector<uint32_t> sizes = sizes_of(cfg);
+
+  if (cfg.test.tst == Tst::kBw && verb != Verb::kSend) {  // write_bw, read_bw, atomic_bw
+    if (!oob.hs_all(err) || !perf.connect_qps(err)) return false;
+    print_local();
+    if (!oob.hs_all(err)) return false;
+    print_remote();
+    if (!oob.hs(0, err)) return false;  // after RTR
+    out.bw_header();
+    if (cfg.server && !cfg.duplex) {  // the target: waits for the client to finish, prints its report
+      BwReport zero, theirs;
+      if (!oob.hs(0, err) || !oob.reports(zero, theirs, err)) return false;
+      out.bw_line(theirs);
+      if (!oob.close(err)) return false;
+      std::fprintf(out.info, "%s", kResultLine);
+      return true;
+    }
+    BwReport last;
+    for (uint32_t s : sizes) {
+      if (cfg.duplex && !oob.hs(0, err)) return false;
+      BwReport r;
+      if (!perf.run_bw(s, r, err)) {
+        if (r.iters) out.bw_line(r);
+        return false;
+      }
+      if (cfg.duplex && cfg.all && !oob.hs(0, err)) return false;  // perftest >= 4.6, -a -b
+      if (cfg.duplex) {
+        BwReport theirs;
+        if (!oob.reports(r, theirs, err)) return false;
+        BwReport sum = r;
+        sum.bw_peak += theirs.bw_peak;
+        sum.bw_avg += theirs.bw_avg;
+        sum.msg_rate += theirs.msg_rate;
+        out.bw_line(sum);
+      } else {
+        out.bw_line(r);
+      }
+      last = r;
+    }
+    std::fprintf(out.info, "%s", kResultLine);
+    if (!cfg.server && !cfg.duplex) {
+      BwReport theirs;
+      if (!oob.hs(0, err) || !oob.reports(last, theirs, err)) return false;
+    }
+    return oob.close(err);
+  }
+
+  if (cfg.test.tst == Tst::kBw) {  // send_bw
+    if (!oob.hs_all(err) || !perf.connect_qps(err) || !oob.hs(0, err)) return false;
+    print_local();
+    if (!oob.hs_all(err)) return false;
+    print_remote();
+    out.bw_header();
+    for (uint32_t s : sizes) {
+      if ((cfg.server || cfg.duplex) && !perf.post_recvs_all(s, err)) return false;
+      if (!oob.hs(0, err)) return false;
+      BwReport r;
+      const bool ok = cfg.duplex ? perf.run_bi_send(s, r, err)
+                      : cfg.server ? perf.run_bw_send_server(s, r, err)
+                                   : perf.run_bw(s, r, err);
+      if (!ok) {
+        if (r.iters) out.bw_line(r);
+        return false;
+      }
+      if (cfg.duplex) {
+        BwReport theirs;
+        if (!oob.reports(r, theirs, err)) return false;
+        BwReport sum = r;
+        sum.bw_peak += theirs.bw_peak;
+        sum.bw_avg += theirs.bw_avg;
+        sum.msg_rate += theirs.msg_rate;
+        out.bw_line(sum);
+      } else {
+        out.bw_line(r);
+      }
+      if (cfg.all && !oob.hs(0, err)) return false;
+    }
+    std::fprintf(out.info, "%s", kResultLine);
+    return oob.close(err);
+  }
+
+  if (verb == Verb::kSend) {  // send_lat
+    if (!oob.hs_all(err) || !perf.connect_qps(err) || !oob.hs(0, err)) return false;
+    print_local();
+    if (!oob.hs_all(err)) return false;
+    print_remote();
+    out.lat_header();
+    for (uint32_t s : sizes) {
+      if (!perf.post_recvs_all(s, err) || !oob.hs(0, err)) return false;
+      LatReport r;
+      if (!perf.run_lat(s, r, err)) return false;
+      out.lat_line(r);
+    }
+    std::fprintf(out.info, "%s", kResultLine);
+    return oob.close(err);
+  }
+
+  // write_lat, read_lat, atomic_lat
+  if (!oob.hs(0, err) || !oob.hs_all(err) || !perf.connect_qps(err)) return false;
+  print_local();
+  if (!oob.hs_all(err)) return false;
+  print_remote();
+  if (!oob.hs(0, err)) return false;  // after RTR
+  if (verb != Verb::kWrite && cfg.server) {  // only the client reads
+    if (!oob.close(err)) return false;
+    std::fprintf(out.info, "%s", kResultLine);
+    return true;
+  }
+  out.lat_header();
+  for (uint32_t s : sizes) {
+    LatReport r;
+    if (!perf.run_lat(s, r, err)) return false;
+    out.lat_line(r);
+  }
+  if (verb != Verb::kWrite && !oob.close(err)) return false;  // write_lat has no close
+  std::fprintf(out.info, "%s", kResultLine);
+  return true;
+}
+
+void print_json(const Config& cfg, const Output& out, bool ok, const std::string& error) {
+  std::printf("{\"command\":\"perf\",\"test\":\"%.*s\",\"role\":\"%s\",\"size\":%u,\"iters\":%u,\"num_qp\":%u,"
+              "\"bidirectional\":%s,\"all\":%s,\"results\":[",
+              int(cfg.test.name.size()), cfg.test.name.data(), cfg.server ? "server" : "client", cfg.size, cfg.iters,
+              cfg.num_qp, cfg.duplex ? "true" : "false", cfg.all ? "true" : "false");
+  bool first = true;
+  for (const BwReport& r : out.bw) {
+    std::printf("%s{\"bytes\":%llu,\"iterations\":%llu,\"bw_peak\":%.2f,\"bw_average\":%.2f,\"msg_rate\":%.6f,"
+                "\"unit\":\"%s\"}",
+                first ? "" : ",", (unsigned long long)r.size, (unsigned long long)r.iters, r.bw_peak, r.bw_avg, r.msg_rate,
+                cfg.gbits ? "Gb/sec" : "MB/sec");
+    first = false;
+  }
+  for (const LatReport& r : out.lat) {
+    std::printf("%s{\"bytes\":%llu,\"iterations\":%llu,\"t_min\":%.2f,\"t_max\":%.2f,\"t_typical\":%.2f,\"t_avg\":%.2f,"
+                "\"t_stdev\":%.2f,\"p99\":%.2f,\"p99_9\":%.2f}",
+                first ? "" : ",", (unsigned long long)r.size, (unsigned long long)r.iters, r.t_min, r.t_max, r.t_typical,
+                r.t_avg, r.t_stdev, r.p99, r.p99_9);
+    first = false;
+  }
+  std::printf("],\"ok\":%s,\"interrupted\":%s,\"error\":\"%s\"}\n", ok ? "true" : "false", g_stop ? "true" : "false",
+              json_escape(error).c_str());
+}
+
+}  // namespace
+
+int cmd_perf(int argc, char** argv) {
+  const dpdk::SplitArgs split = dpdk::split_eal_args(argc, argv, 1);
+  std::vector<const char*> av = {"perf"};
+  for (const auto& a : split.app) av.push_back(a.c_str());
+  Args args;
+  if (auto rc = parse_command_line(kPerfCommand, int(av.size()), av.data(), args)) return *rc;
+  auto usage = [](const std::string& msg) {
+    std::fprintf(stderr, "uroce perf: %s (see uroce perf --help)\n", msg.c_str());
+    return kExitUsage;
+  };
+  Config cfg;
+  const std::string_view test = args.positional()[0];
+  const TestKind* kind = nullptr;
+  for (const TestKind& t : kTests) {
+    if (t.name == test) kind = &t;
+  }
+  if (!kind) return usage("unknown test '" + std::string(test) + "'");
+  cfg.test = *kind;
+  const bool bw = kind->tst == Tst::kBw;
+  cfg.server = args.positional().size() < 2;
+  if (!cfg.server) cfg.host = std::string(args.positional()[1]);
+  cfg.port = uint16_t(args.get_uint("port"));
+  cfg.all = args.flag("all");
+  cfg.size = uint32_t(args.get_uint("size"));
+  if (kind->verb == Verb::kAtomic) {
+    if (cfg.size != 0 && cfg.size != kAtomicBytes) return usage("Message size cannot be changed for Atomic tests");
+    cfg.size = kAtomicBytes;
+  } else if (cfg.size == 0) {
+    cfg.size = bw ? 65536 : 2;
+  }
+  cfg.iters = uint32_t(args.get_uint("iters"));
+  if (cfg.iters == 0) cfg.iters = kind->verb == Verb::kWrite && bw ? 5000 : 1000;
+  if (cfg.iters < kMinIters) return usage("-n must be at least 5 (perftest's MIN_ITER)");
+  const uint64_t mtu = args.get_uint("mtu");
+  if (mtu != 0 && (mtu < 256 || (mtu & (mtu - 1)))) return usage("--mtu must be 256, 512, 1024, 2048 or 4096");
+  cfg.mtu_bytes = uint32_t(mtu);
+  cfg.num_qp = uint32_t(args.get_uint("qp"));
+  if (!bw && cfg.num_qp != 1) return usage("-q is for the bw tests");
+  cfg.gid_idx = uint8_t(args.get_uint("gid-index"));
+  cfg.duration_s = uint32_t(args.get_uint("duration"));
+  cfg.duplex = args.flag("bidirectional");
+  if (cfg.duplex && !bw) return usage("-b is for the bw tests");
+  if (cfg.duration_s && (!bw || cfg.all || (cfg.duplex && kind->verb == Verb::kSend))) {
+    return usage("-D is supported for the bw tests without -a (send_bw: not with -b)");
+  }
+  if (cfg.duration_s && cfg.duplex) return usage("-D with -b is not supported");
+  cfg.cas = args.get_str("atomic_type") == "CMP_AND_SWAP";
+  if (args.given("atomic_type") && kind->verb != Verb::kAtomic) return usage("-A is for the atomic tests");
+  cfg.outs = uint32_t(args.get_uint("outs"));
+  cfg.tx_depth = uint32_t(args.get_uint("tx-depth"));
+  if (cfg.tx_depth == 0) cfg.tx_depth = bw ? 128 : 1;
+  if (!cfg.duration_s) cfg.tx_depth = std::min(cfg.tx_depth, cfg.iters);  // force_dependecies
+  cfg.rx_depth = uint32_t(args.get_uint("rx-depth"));
+  if (kind->verb == Verb::kSend && !cfg.duration_s) cfg.rx_depth = std::min(cfg.rx_depth, cfg.iters);
+  cfg.req_cq_mod = args.given("cq-mod") && args.get_uint("cq-mod") != 0;
+  cfg.cq_mod = cfg.req_cq_mod ? uint32_t(args.get_uint("cq-mod")) : kDefCqMod;
+  if (cfg.size > kCqModSizeLimit && !cfg.all && !cfg.req_cq_mod) cfg.cq_mod = 1;
+  cfg.cq_mod = std::min(cfg.cq_mod, cfg.tx_depth);
+  cfg.sl = uint8_t(args.get_uint("sl"));
+  cfg.qp_timeout = uint8_t(args.get_uint("qp-timeout"));
+  cfg.gbits = args.flag("report_gbits");
+  cfg.dev = std::string(args.get_str("dev"));
+  if (args.given("ip")) {
+    cfg.gid4 = parse_ip_gid(args.get_str("ip"), false);
+    if (!cfg.gid4) return usage("--ip is not an IPv4 address");
+  }
+  if (args.given("ip6")) {
+    cfg.gid6 = parse_ip_gid(args.get_str("ip6"), true);
+    if (!cfg.gid6) return usage("--ip6 is not an IPv6 address");
+  }
+  if (!(cfg.gid_idx == 1 ? cfg.gid6 : cfg.gid4)) return usage(cfg.gid_idx == 1 ? "-x 1 needs --ip6" : "-x 0 needs --ip");
+  if (args.given("mac")) {
+    cfg.mac = parse_mac(args.get_str("mac"));
+    if (!cfg.mac) return usage("--mac is not aa:bb:cc:dd:ee:ff");
+  }
+  cfg.port_mtu = uint16_t(args.get_uint("port-mtu"));
+  cfg.listen = std::string(args.get_str("listen"));
+  cfg.timeout_s = uint32_t(args.get_uint("timeout"));
+  cfg.pcap = std::string(args.get_str("pcap"));
+  cfg.counters = args.flag("counters");
+  cfg.json = args.flag("json");
+
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  Output out;
+  out.info = cfg.json ? stderr : stdout;
+  out.gbits = cfg.gbits;
+  const char* role = cfg.server ? "server" : "client";
+  for (const char* name : {"CPU-freq", "events", "perform_warm_up", "inline_size", "ib-dev"}) {
+    if (args.given(name)) std::fprintf(out.info, "# note: --%s is accepted for perftest compatibility and has no effect here\n", name);
+  }
+  if (Status s = dpdk::init_eal_from_args(split); !s.ok()) {
+    std::fprintf(stderr, "uroce perf: %s\n", s.message());
+    return kExitFailure;
+  }
+  std::fprintf(out.info, "# uroce perf %.*s %s\n", int(test.size()), test.data(), args.config_line().c_str());
+  std::string err;
+  Perf perf(cfg);
+  if (!perf.open(err)) {
+    std::fprintf(stderr, "uroce perf (%s): %s\n", role, err.c_str());
+    return kExitFailure;
+  }
+  const auto& pi = perf.port_info();
+  std::fprintf(out.info, "# %.*s %s: port %s (%s) mtu %u, mac %s, gid %s, lcore %u%s%s\n", int(test.size()), test.data(), role,
+               pi.name.c_str(), pi.driver.c_str(), pi.mtu, mac_str(cfg.mac ? *cfg.mac : pi.mac).c_str(),
+               gid_str(perf.gid()).c_str(), rte_lcore_id(), cfg.pcap.empty() ? "" : ", capture ", cfg.pcap.c_str());
+  if (cfg.server) {
+    std::fprintf(out.info, "\n************************************\n* Waiting for client to connect... *\n************************************\n");
+  }
+  bool ok = false;
+  {
+    Oob oob(perf, cfg);
+    ok = oob.open(err) && run_test(perf, oob, cfg, out, err);
+    // Let the last ACKs and READ/atomic responses leave before the port closes.
+    perf.drain(200);
+  }
+  if (cfg.json) print_json(cfg, out, ok, err);
+  if (cfg.counters) perf.print_counters(out.info);
+  if (!ok) {
+    std::fprintf(stderr, "uroce perf (%.*s %s): %s\n", int(test.size()), test.data(), role, err.c_str());
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+
+}  // namespace uroce::apps
