@@ -102,6 +102,7 @@ constexpr OptSpec kPingpongOptions[] = {
     {.name = "timeout", .kind = OptKind::kUint, .def = "60", .help = "seconds to wait for the peer (TCP, ARP) and for progress of the ping-pong", .min = 1, .max = 3600},
     {.name = "pcap", .kind = OptKind::kString, .def = "", .help = "capture every frame of the port to FILE", .meta = "FILE"},
     {.name = "counters", .help = "print the device counters that are not zero at the end"},
+    {.name = "zero-copy", .help = "send payloads of 512 bytes and more from the registered buffer in place, where the port takes chained mbufs (counters tx_zero_copy / tx_copied)"},
     {.name = "json", .help = "write the results as JSON on stdout (everything else goes to stderr)"},
 };
 
@@ -149,6 +150,7 @@ struct Config {
   uint8_t sl = 0;
   uint8_t gid_idx = 0;
   bool chk = false;
+  bool zero_copy = false;
   uint32_t num_qp = 1;
   uint32_t oob_msgs = 1;
   std::string dev;
@@ -300,25 +302,24 @@ bool Pingpong::open(std::string& err) {
   port_ = std::move(port).value();
   clock_.emplace();
 
-  // The stack sends from its GID index 0 (AHs with sgid_index != 0 are refused),
-  // so the GID -g selects is installed at index 0 and the other one after it.
-  const std::optional<Gid>& chosen = cfg_.gid_idx == 1 ? cfg_.gid6 : cfg_.gid4;
-  const std::optional<Gid>& other = cfg_.gid_idx == 1 ? cfg_.gid4 : cfg_.gid6;
-  gid_ = *chosen;
+  // The GID table as -g numbers it: index 0 = --ip, index 1 = --ip6; the
+  // QPs send from index -g (AH sgid_index).
+  gid_ = cfg_.gid_idx == 1 ? *cfg_.gid6 : *cfg_.gid4;
   DeviceConfig dc;
   dc.mac = cfg_.mac ? *cfg_.mac : port_->info().mac;
-  dc.gid = gid_;
+  if (cfg_.gid4) dc.gid = *cfg_.gid4;
   dc.max_qp = cfg_.num_qp + 4;
+  dc.tx_zero_copy = cfg_.zero_copy;
   auto ctx = open_device(port_->queue(0), dc);
   if (!ctx.ok()) {
     err = std::string("open_device: ") + ctx.status().message();
     return false;
   }
   ctx_ = std::move(ctx).value();
-  if (other) {
-    auto added = ctx_->net->gids().add(net::GidEntry{*other, net::GidType::kRoceV2, net::kNoVlan, dc.mac});
-    if (!added.ok()) {
-      err = std::string("second GID: ") + added.status().message();
+  if (cfg_.gid6) {
+    const Status st = ctx_->net->gids().set(1, net::GidEntry{*cfg_.gid6, net::GidType::kRoceV2, net::kNoVlan, dc.mac});
+    if (!st.ok()) {
+      err = std::string("GID index 1 (--ip6): ") + st.message();
       return false;
     }
   }
@@ -471,7 +472,7 @@ int Pingpong::find_qp(uint32_t qpn) const {
 bool Pingpong::resolve(const Gid& ip, MacAddr& mac, std::string& err) {
   const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(cfg_.timeout_s);
   while (!g_stop && std::chrono::steady_clock::now() < end) {
-    const net::Resolution r = ctx_->net->resolve(ip, 0, clock_->now_ns());
+    const net::Resolution r = ctx_->net->resolve(ip, cfg_.gid_idx, clock_->now_ns());
     if (r.status == net::ResolveStatus::kResolved) {
       mac = r.mac;
       return true;
@@ -494,7 +495,7 @@ bool Pingpong::connect_qps(std::string& err) {
   }
   AhAttr ah;
   ah.dgid = peer;  // srq: rdma-core takes the first message's GID for every QP
-  ah.sgid_index = 0;
+  ah.sgid_index = cfg_.gid_idx;
   ah.hop_limit = 64;  // rdma-core asks for 1; rxe sends TTL 64 whatever it is given (docs/INTEROP.md)
   ah.sl = cfg_.sl;
   if (!resolve(peer, ah.dmac, err)) return false;
@@ -731,6 +732,7 @@ int cmd_pingpong(int argc, char** argv) {
   cfg.sl = uint8_t(args.get_uint("sl"));
   cfg.gid_idx = uint8_t(args.get_uint("gid-idx"));
   cfg.chk = args.flag("chk");
+  cfg.zero_copy = args.flag("zero-copy");
   if (cfg.kind == Kind::kSrq) {
     cfg.num_qp = uint32_t(args.get_uint("num-qp"));
     cfg.oob_msgs = uint32_t(args.get_uint("srq-oob-msgs"));

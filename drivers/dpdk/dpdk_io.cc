@@ -7,6 +7,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <thread>
 #include <unordered_set>
@@ -69,14 +70,29 @@ bool all_digits(const std::string& s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
+// Frame bytes one mbuf of the port's pools holds. kFrameRoomBytes, except on
+// net_af_xdp: its RX buffers are the pool's objects registered as an XDP
+// umem, and the kernel takes umem chunks of at most a page (XDP_UMEM_REG
+// fails with EINVAL for larger chunks unless the memory is hugetlb-backed),
+// so the whole mempool object must fit 4096 bytes (MTU ~3.7k, path MTU 2048).
+uint32_t frame_room_of(const std::string& driver) {
+  if (driver != "net_af_xdp") return kFrameRoomBytes;
+  uint32_t room = kFrameRoomBytes;
+  while (room > 1024 && rte_mempool_calc_obj_size(uint32_t(sizeof(rte_mbuf)) + RTE_PKTMBUF_HEADROOM + room, 0,
+                                                  nullptr) > 4096) {
+    room -= 64;
+  }
+  return room;
+}
+
 // Largest MTU the port accepts (ethdev's own rule: max_mtu and max_rx_pktlen
-// minus the L2 overhead) that still fits one kFrameRoomBytes mbuf with a VLAN tag.
-uint16_t max_mtu_of(const rte_eth_dev_info& di) {
+// minus the L2 overhead) that still fits one mbuf of room bytes with a VLAN tag.
+uint16_t max_mtu_of(const rte_eth_dev_info& di, uint32_t room) {
   uint32_t overhead = RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN;
   if (di.max_mtu != UINT16_MAX && di.max_rx_pktlen > di.max_mtu) overhead = di.max_rx_pktlen - di.max_mtu;
   uint32_t m = di.max_mtu;
   if (di.max_rx_pktlen > overhead) m = std::min<uint32_t>(m, di.max_rx_pktlen - overhead);
-  m = std::min<uint32_t>(m, kFrameRoomBytes - RTE_ETHER_HDR_LEN - RTE_VLAN_HLEN);
+  m = std::min<uint32_t>(m, room - RTE_ETHER_HDR_LEN - RTE_VLAN_HLEN);
   return uint16_t(m);
 }
 
@@ -173,11 +189,17 @@ Status DpdkPort::setup(const DpdkPortConfig& cfg) {
                        info_.driver.c_str(), di.max_rx_queues, di.max_tx_queues, cfg.n_queues,
                        info_.driver == "net_af_packet" ? " (add qpairs=N to the device spec)" : ""));
   }
-  info_.max_mtu = max_mtu_of(di);
+  const uint32_t room = frame_room_of(info_.driver);
+  info_.max_mtu = max_mtu_of(di, room);
   const uint16_t mtu = std::max<uint16_t>(std::min(cfg.mtu, info_.max_mtu), RTE_ETHER_MIN_MTU);
 
   rte_eth_conf conf{};
   conf.rxmode.mtu = mtu;
+  const bool vdev = di.device && std::strcmp(rte_bus_name(rte_dev_bus(di.device)), "vdev") == 0;
+  if (vdev && (di.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS)) {
+    conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
+    info_.tx_multiseg = true;
+  }
   if (cfg.n_queues > 1 && di.flow_type_rss_offloads != 0) {
     // RoCEv2 flows share UDP dport 4791 and differ in the source port (the
     // QP's entropy), so hashing on the UDP ports spreads QPs across queues.
@@ -217,11 +239,11 @@ Status DpdkPort::setup(const DpdkPortConfig& cfg) {
   for (uint16_t q = 0; q < cfg.n_queues; ++q) {
     const std::string pool_name = "uroce_p" + std::to_string(port) + "_q" + std::to_string(q);
     rte_mempool* mp = rte_pktmbuf_pool_create(pool_name.c_str(), n_mbufs, cache, 0,
-                                              RTE_PKTMBUF_HEADROOM + kFrameRoomBytes, sock);
+                                              RTE_PKTMBUF_HEADROOM + room, sock);
     if (mp == nullptr) {
       return Status(StatusCode::kResourceExhausted,
                     msgf("mbuf pool %s (%u x %u B): %s (with --no-huge raise EAL -m)",
-                         pool_name.c_str(), n_mbufs, RTE_PKTMBUF_HEADROOM + kFrameRoomBytes,
+                         pool_name.c_str(), n_mbufs, unsigned(RTE_PKTMBUF_HEADROOM + room),
                          err_text(rte_errno)));
     }
     pools_.push_back(mp);
@@ -264,7 +286,7 @@ Status DpdkPort::setup(const DpdkPortConfig& cfg) {
   info_.mac = to_mac(a);
   info_.n_queues = cfg.n_queues;
 
-  const IoCaps caps{.mtu = info_.mtu, .rx_icrc_checked = false};
+  const IoCaps caps{.mtu = info_.mtu, .rx_icrc_checked = false, .tx_multiseg = info_.tx_multiseg};
   for (uint16_t q = 0; q < cfg.n_queues; ++q) {
     queues_.push_back(std::make_unique<DpdkQueue>(port, q, pools_[q], caps, info_.mac));
   }

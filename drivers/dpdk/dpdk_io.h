@@ -20,6 +20,9 @@
 //   null       any*     yes            always on             RSS (reta emulated)
 //   (* clipped to what one kFrameRoomBytes mbuf holds: single-segment frames.)
 // None of them checks the RoCE ICRC, so IoCaps::rx_icrc_checked is always false.
+// All of them take chained mbufs on TX (RTE_ETH_TX_OFFLOAD_MULTI_SEGS) and copy
+// or hand over the bytes by virtual address, external buffers included, so
+// they get IoCaps::tx_multiseg (zero-copy transmit from registered memory).
 #pragma once
 
 #include <atomic>
@@ -69,6 +72,12 @@ struct PortInfo {
   bool mac_applied = false;  ///< DpdkPortConfig::mac was set on the port
   bool rss = false;        ///< RX is spread across the queues by RSS
   bool promiscuous = false;
+  /// TX takes chained mbufs with external-buffer segments (IoCaps::tx_multiseg):
+  /// the PMD offers RTE_ETH_TX_OFFLOAD_MULTI_SEGS and is a software port that
+  /// reads frames by virtual address (vdev: memif, af_packet, tap, ring, null,
+  /// af_xdp). A NIC would DMA from registered memory that reg_mr has not
+  /// mapped for it (rte_extmem_register + rte_dev_dma_map), so it gets copies.
+  bool tx_multiseg = false;
   bool probed_here = false;  ///< open() probed the device, close() removes it
 };
 

@@ -76,17 +76,25 @@ uint16_t DpdkQueue::rx_burst_captured(rte_mbuf** out, uint16_t n) {
 // A PMD may free (or hand to its peer) what it sent before tx_burst returns,
 // so each frame is held by one extra reference across the call and written
 // only if it was accepted: the capture shows exactly what went out, once.
+// The reference is taken on every segment of a chained frame: freeing a chain
+// frees each segment whose own count drops to zero, whatever the head's is.
+namespace {
+void ref_segments(rte_mbuf* m, int16_t v) {
+  for (; m; m = m->next) rte_mbuf_refcnt_update(m, v);
+}
+}  // namespace
+
 uint16_t DpdkQueue::tx_burst_captured(rte_mbuf** in, uint16_t n) {
   Capture* cap = enter_capture();
   if (cap == nullptr) return rte_eth_tx_burst(port_id_, queue_id_, in, n);
-  for (uint16_t i = 0; i < n; ++i) rte_pktmbuf_refcnt_update(in[i], 1);
+  for (uint16_t i = 0; i < n; ++i) ref_segments(in[i], 1);
   const uint16_t sent = rte_eth_tx_burst(port_id_, queue_id_, in, n);
   const uint64_t ns = cap->now_ns();
   for (uint16_t i = 0; i < sent; ++i) {
     cap->write(in[i], ns);
-    rte_pktmbuf_free(in[i]);  // drops our reference only
+    rte_pktmbuf_free(in[i]);  // drops our references only
   }
-  for (uint16_t i = sent; i < n; ++i) rte_pktmbuf_refcnt_update(in[i], -1);
+  for (uint16_t i = sent; i < n; ++i) ref_segments(in[i], -1);
   leave_capture();
   return sent;
 }

@@ -15,6 +15,8 @@ namespace uroce {
   X(rcvd_pkts)                 /* frames taken from the port */                            \
   X(tx_ring_full)              /* frames the port refused; retried next poll */            \
   X(tx_pool_empty)             /* no mbuf for a frame to send; retried next poll */        \
+  X(tx_zero_copy)              /* payload sent from registered memory */       \
+  X(tx_copied)                 /* payload copied into the frame */             \
   /* receive drops, one per parse error (rx_drop_<reason>) */                              \
   X(rx_drop_not_roce)          /* ARP, TCP, other UDP: not ours */                         \
   X(rx_drop_short)                                                                         \

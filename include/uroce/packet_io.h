@@ -17,6 +17,10 @@ namespace uroce {
 struct IoCaps {
   uint16_t mtu = 1500;          ///< Ethernet MTU (IP datagram bytes)
   bool rx_icrc_checked = false; ///< the port verified the ICRC already
+  /// tx_burst takes chained mbufs whose segments may be external buffers
+  /// (rte_pktmbuf_attach_extbuf) addressed by virtual address: what zero-copy
+  /// transmit from registered memory needs (DeviceConfig::tx_zero_copy).
+  bool tx_multiseg = false;
 };
 
 class PacketIo {
@@ -27,8 +31,8 @@ class PacketIo {
   virtual uint16_t rx_burst(rte_mbuf** out, uint16_t n) = 0;
   /// Sends in[0..ret); those are owned by the driver afterwards, in[ret..n) stay with the caller.
   virtual uint16_t tx_burst(rte_mbuf** in, uint16_t n) = 0;
-  /// Pool the stack allocates frames to transmit from (single-segment,
-  /// room for a 4096-byte path MTU frame).
+  /// Pool the stack allocates frames to transmit from (room for a 4096-byte
+  /// path MTU frame in one segment; zero-copy frames chain three of them).
   virtual rte_mempool* tx_pool() = 0;
   virtual IoCaps caps() const = 0;
   virtual MacAddr mac() const = 0;

@@ -302,6 +302,26 @@ struct DeviceConfig {
   uint32_t max_pd = 1024;
   uint32_t max_ah = 4096;
   uint64_t key_seed = 0;     ///< 0: take one from the TSC; fixed for reproducible tests
+
+  // DSCP / ECN / PCP of RoCE data packets (A17.9, RFC 2474, RFC 3168), the
+  // device default that an AH's traffic_class refines (stack/net/qos.h).
+  uint8_t dscp = 0;          ///< DSCP when the AH asks for none (AH DSCP 0); 0..63
+  bool force_dscp = false;   ///< use dscp even where the AH carries one
+  /// Send data packets ECN-capable, ECT(0), so that switches mark CE instead
+  /// of dropping. Off by default: congestion control does not yet react to
+  /// CE/CNP (RFC 3168 5: only a transport that responds may claim ECT).
+  bool ecn = false;
+  uint8_t vlan_pcp = 0;      ///< 802.1p priority of VLAN-tagged frames whose AH has sl 0; 0..7
+
+  /// Zero-copy transmit: where the port takes chained external-buffer mbufs
+  /// (IoCaps::tx_multiseg), a packet payload of at least tx_zero_copy_min_bytes
+  /// that lies in one registered region is sent from that memory in place
+  /// (headers and ICRC in mbufs of their own) instead of being copied. The
+  /// memory must then stay unchanged until the port has sent the frame, and
+  /// dereg_mr returns kBusy while frames from the region are in the port.
+  /// Off by default (counters tx_zero_copy / tx_copied tell which path ran).
+  bool tx_zero_copy = false;
+  uint32_t tx_zero_copy_min_bytes = 512;
 };
 
 /// Destroys a context and everything created from it.

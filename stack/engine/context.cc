@@ -21,6 +21,7 @@ Result<ContextPtr> open_device(PacketIo& io, const DeviceConfig& cfg) {
   ctx->cfg = cfg;
   ctx->mac = cfg.mac == MacAddr{} ? io.mac() : cfg.mac;
   ctx->max_mtu = transport::max_path_mtu(io.caps().mtu);
+  ctx->tx_zero_copy = cfg.tx_zero_copy && io.caps().tx_multiseg;
   ctx->mrs.init(cfg.max_mr, cfg.key_seed ? cfg.key_seed : rte_rdtsc());
   ctx->pds.init(cfg.max_pd);
   ctx->cqs.init(cfg.max_cq);
@@ -32,7 +33,12 @@ Result<ContextPtr> open_device(PacketIo& io, const DeviceConfig& cfg) {
   ctx->ready_flag.assign(cfg.max_qp, 0);
   ctx->qp_counters.assign(cfg.max_qp, Counters{});
   ctx->qp_counters_gen.assign(cfg.max_qp, 0);
-  auto net = net::NetStack::create(net::NetConfig{});
+  net::NetConfig nc;
+  nc.qos.dscp = cfg.dscp;
+  nc.qos.force_dscp = cfg.force_dscp;
+  nc.qos.ecn = cfg.ecn ? net::Ecn::kEct0 : net::Ecn::kNotEct;
+  nc.qos.vlan_pcp = cfg.vlan_pcp;
+  auto net = net::NetStack::create(nc);
   if (!net.ok()) return net.status();
   ctx->net = std::move(net.value());
   if (cfg.gid != Gid{}) {
@@ -73,12 +79,15 @@ Status dealloc_pd(Pd* pd) {
 
 Result<Ah*> create_ah(Pd* pd, const AhAttr& attr) {
   if (!pd) return Status(StatusCode::kInvalidArgument, "null pd");
-  if (attr.sgid_index != 0 || attr.port_num != 1 || attr.flow_label > wire::kFlowLabelMask) {
-    return Status(StatusCode::kInvalidArgument, "sgid_index, port_num or flow_label out of range");
+  if (attr.port_num != 1 || attr.flow_label > wire::kFlowLabelMask) {
+    return Status(StatusCode::kInvalidArgument, "port_num or flow_label out of range");
   }
+  auto src = transport::path_source(*pd->context, attr);
+  if (!src.ok()) return src.status();
   auto* ah = pd->context->ahs.add();
   if (!ah) return Status(StatusCode::kResourceExhausted, "ah table full");
-  *ah = Ah{pd->context, pd, attr};
+  static_cast<Ah&>(*ah) = Ah{pd->context, pd, attr};
+  ah->sgid = *src;
   ++static_cast<PdImpl*>(pd)->refs;
   return ah;
 }
@@ -86,7 +95,7 @@ Result<Ah*> create_ah(Pd* pd, const AhAttr& attr) {
 Status destroy_ah(Ah* ah) {
   if (!ah) return Status(StatusCode::kInvalidArgument, "null ah");
   Pd* pd = ah->pd;
-  if (!ah->context->ahs.remove(ah)) return Status(StatusCode::kNotFound, "unknown ah");
+  if (!ah->context->ahs.remove(static_cast<AhImpl*>(ah))) return Status(StatusCode::kNotFound, "unknown ah");
   --static_cast<PdImpl*>(pd)->refs;
   return {};
 }

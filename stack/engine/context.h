@@ -32,6 +32,13 @@ struct PdImpl : Pd {
   uint32_t refs = 0;  // MRs, QPs, SRQs and AHs in this PD
 };
 
+/// An address handle and the GID table entry it sends from, copied at
+/// create_ah (as ib_core pins an AH's sgid_attr): the data path never looks
+/// the table up, and a later change of the table does not touch the AH.
+struct AhImpl : Ah {
+  net::GidEntry sgid;
+};
+
 struct Context {
   explicit Context(PacketIo& port) : io(port) {}
 
@@ -43,12 +50,13 @@ struct Context {
   Counters counters;
   uint64_t now_ns = 0;    // time of the poll in progress (injected)
   uint16_t ip_id = 0;
+  bool tx_zero_copy = false;  // cfg.tx_zero_copy and the port takes chained extbuf mbufs
 
   mem::MrTable mrs;
   engine::ObjectTable<PdImpl> pds;
   engine::ObjectTable<transport::CqImpl> cqs;
   engine::ObjectTable<transport::SrqImpl> srqs;
-  engine::ObjectTable<Ah> ahs;
+  engine::ObjectTable<AhImpl> ahs;
   engine::ObjectTable<transport::QpImpl> qps;  // slot i holds QPN qpn_of_slot(*this, i)
 
   // Place in an engine group (include/uroce/engine_group.h): QPNs interleave

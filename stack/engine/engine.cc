@@ -77,7 +77,9 @@ void rx_one(Context& ctx, rte_mbuf* m, const wire::ParseOptions& opt) {
     if (wire::is_not_roce(e) && ctx.net->handle(m, ctx.now_ns, tx)) return;
     return ctx.inc(drop_counter(e));
   }
-  if (d.dst_mac != ctx.mac) return ctx.inc(Counter::rx_drop_wrong_mac);
+  // Ours: the device MAC or the source MAC of any GID table entry (a GID may
+  // sit on a VLAN interface with a MAC of its own).
+  if (d.dst_mac != ctx.mac && !ctx.net->gids().owns_mac(d.dst_mac)) return ctx.inc(Counter::rx_drop_wrong_mac);
   const auto gid_type = d.l3 == wire::L3Kind::kGrh ? net::GidType::kRoceV1 : net::GidType::kRoceV2;
   const uint16_t vlan = d.has_vlan ? uint16_t(d.vlan_tci & 0x0fff) : net::kNoVlan;
   if (!ctx.net->gids().find(d.dgid, vlan, gid_type)) return ctx.inc(Counter::rx_drop_wrong_gid);

@@ -22,8 +22,19 @@ constexpr uint32_t kAllAccess = kAccessLocalWrite | kAccessRemoteWrite | kAccess
 void MrTable::init(uint32_t max_mr, uint64_t key_seed) {
   const uint32_t n = std::bit_ceil(max_mr < 2 ? 2u : max_mr);
   slots_ = std::make_unique<MrEntry[]>(n);
+  tx_refs_ = std::make_unique<std::atomic<uint32_t>[]>(n);
   index_mask_ = n - 1;
   rng_ = key_seed;
+}
+
+MrTable::~MrTable() {
+  if (!tx_refs_) return;
+  for (uint32_t i = 0; i <= index_mask_; ++i) {
+    if (tx_refs_[i].load(std::memory_order_acquire)) {
+      (void)tx_refs_.release();  // frames still in a port: their callbacks will write here
+      return;
+    }
+  }
 }
 
 uint32_t MrTable::next_key_bits() { return uint32_t(splitmix64(rng_)) & ~index_mask_; }
@@ -51,6 +62,9 @@ Status MrTable::dereg(Mr* mr) {
   if (!mr) return Status(StatusCode::kInvalidArgument, "null mr");
   MrEntry& e = slots_[mr->lkey & index_mask_];
   if (!e.in_use || &e.pub != mr) return Status(StatusCode::kNotFound, "not a registered mr");
+  if (tx_refs_[mr->lkey & index_mask_].load(std::memory_order_acquire)) {
+    return Status(StatusCode::kBusy, "zero-copy frames from this mr are still in the port");
+  }
   e.in_use = false;
   e.valid = false;  // pub.lkey stays so the next registration draws a different key
   return {};

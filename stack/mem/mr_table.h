@@ -7,6 +7,7 @@
 // what it may be used for.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 
@@ -23,12 +24,27 @@ struct MrEntry {
 
 class MrTable {
  public:
+  MrTable() = default;
+  /// Keeps the transmit reference counts alive (leaks them) if a port still
+  /// holds zero-copy frames: their free callbacks run after the context is gone.
+  ~MrTable();
+  MrTable(const MrTable&) = delete;
+  MrTable& operator=(const MrTable&) = delete;
+
   /// Sizes the table (rounded up to a power of two) and seeds the key stream.
   void init(uint32_t max_mr, uint64_t key_seed);
 
   /// Registers [addr, addr+length) of pd with `access` (AccessFlags). Control path.
   Result<Mr*> reg(Context* ctx, Pd* pd, void* addr, size_t length, uint32_t access);
+  /// kBusy while zero-copy frames that point into the region are in flight
+  /// (tx_refs of its key is nonzero): the port has not freed them yet.
   Status dereg(Mr* mr);
+
+  /// The count of transmitted frames whose payload is an external buffer in
+  /// the region `key` names (its slot), taken when a zero-copy frame is built
+  /// and dropped by the mbuf's free callback, on whatever thread the port
+  /// frees it. Data path.
+  std::atomic<uint32_t>& tx_refs(uint32_t key) { return tx_refs_[key & index_mask_]; }
 
   /// Returns the region `key` names if it is valid, belongs to pd, allows every
   /// bit of `access` and covers [va, va+len) without wrapping; else nullptr.
@@ -44,6 +60,7 @@ class MrTable {
   uint32_t next_key_bits();
 
   std::unique_ptr<MrEntry[]> slots_;
+  std::unique_ptr<std::atomic<uint32_t>[]> tx_refs_;  // per slot, see tx_refs()
   uint32_t index_mask_ = 0;
   uint64_t rng_ = 0;
   MrEntry zero_len_{};

@@ -6,8 +6,10 @@
 
 #include <cstdint>
 
+#include <uroce/status.h>
 #include <uroce/verbs.h>
 
+#include "stack/net/gid_table.h"
 #include "stack/wire/packet.h"
 
 struct rte_mbuf;
@@ -21,17 +23,45 @@ struct QpImpl;
 /// connection match rxe and RSS spreads QPs over queues (A17.4.5.2).
 uint16_t roce_udp_sport(uint32_t lqpn, uint32_t rqpn);
 
-/// Fills the Ethernet, IP, UDP and BTH fields a QP's packet to av/dest_qpn shares.
-void fill_path(const Context& ctx, const QpImpl& qp, const AhAttr& av, uint32_t dest_qpn,
-               wire::PacketDesc& d);
+/// The GID table entry an address vector sends from (IBA 11.2.2.1 / A17.4.4:
+/// AH sgid_index names an entry of the port's GID table): it must exist and
+/// suit the destination: RoCEv2 IPv4 (IPv4-mapped) GIDs pair with IPv4-mapped
+/// dgids; RoCEv2 IPv6 and RoCEv1 GIDs with dgids that are not IPv4-mapped.
+/// kInvalidArgument otherwise. Control path (create_ah, modify_qp with kQpAv);
+/// the entry is copied into the AH / QP so the data path never looks it up.
+Result<net::GidEntry> path_source(const Context& ctx, const AhAttr& av);
+
+/// Fills the Ethernet (source MAC and 802.1Q tag of the source GID entry), IP
+/// or GRH (RoCEv1 for a RoCEv1 entry; TOS / traffic class from the device's
+/// DSCP/ECN policy, net::roce_traffic_class), UDP and BTH fields a QP's packet
+/// to av/dest_qpn shares.
+void fill_path(const Context& ctx, const QpImpl& qp, const AhAttr& av, const net::GidEntry& src,
+               uint32_t dest_qpn, wire::PacketDesc& d);
 
 /// Starts a frame for d (opcode, payload_len and pad set): returns where its
 /// payload goes, or nullptr if the transmit burst is full or the pool is empty
 /// (counted; nothing is consumed and the caller retries at a later poll).
 uint8_t* begin_frame(Context& ctx, const wire::PacketDesc& d, rte_mbuf** m);
 /// Finishes the frame begun by begin_frame once its payload is in place and
-/// stages it for the next tx_burst.
+/// stages it for the next tx_burst (a frame with payload counts as tx_copied).
 void end_frame(Context& ctx, const wire::PacketDesc& d, rte_mbuf* m);
+
+/// Builds and stages the frame d (opcode, payload_len and pad set) whose
+/// payload is the payload_len bytes at src, which lie inside the registered
+/// region `key` names (the caller checked them). Zero-copy where the context
+/// allows it (Context::tx_zero_copy) and the payload has at least
+/// tx_zero_copy_min_bytes: a chain of three mbufs, the headers, the region's
+/// bytes attached in place as an external buffer, then pad and ICRC (the
+/// ICRC chained over the region's bytes, never copying them); the region's
+/// tx_refs count holds it until the port frees the frame. Otherwise copied
+/// (begin_frame, memcpy, end_frame). Returns false if the transmit burst is
+/// full or the pool is empty (counted; the caller retries at a later poll).
+bool send_frame(Context& ctx, const wire::PacketDesc& d, const uint8_t* src, uint32_t key);
+
+/// The SGE of sges[0..n) that holds all of [off, off+len) of the list's
+/// bytes, with *at set to the address of byte off; nullptr if the range
+/// spans SGEs.
+const Sge* sge_holding(const Sge* sges, uint32_t n, uint32_t off, uint32_t len, uint64_t* at);
 
 /// Copies len bytes from src into the scatter list sges[0..n) at byte offset
 /// off of the list, or from the gather list into dst. The SGEs were checked.

@@ -11,6 +11,7 @@
 
 #include <uroce/verbs.h>
 
+#include "stack/net/gid_table.h"
 #include "stack/transport/pacer.h"
 #include "stack/transport/recv_queue.h"
 #include "stack/transport/ring.h"
@@ -156,6 +157,7 @@ struct QpImpl : Qp {
   QpInitAttr init_attr;
   uint32_t index = 0;     // slot in the device's QP table and timer wheel
   uint16_t udp_sport = 0; // RC/UC: set at RTR from both QPNs
+  net::GidEntry sgid;     // RC/UC: the GID table entry the path sends from (pinned by modify_qp)
   Pacer pacer;
 
   Ring<SendWqe> sq;

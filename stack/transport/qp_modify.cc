@@ -90,9 +90,8 @@ Status check_ranges(const Context& ctx, const QpAttr& a, uint32_t mask) {
   if ((mask & kQpMaxDestRdAtomic) && a.max_dest_rd_atomic > transport::kMaxRdAtomic) {
     return bad("max_dest_rd_atomic > 16");
   }
-  if ((mask & kQpAv) && (a.ah_attr.sgid_index != 0 || a.ah_attr.port_num != 1 ||
-                         a.ah_attr.flow_label > wire::kFlowLabelMask)) {
-    return bad("ah_attr: sgid_index, port_num or flow_label out of range");
+  if ((mask & kQpAv) && (a.ah_attr.port_num != 1 || a.ah_attr.flow_label > wire::kFlowLabelMask)) {
+    return bad("ah_attr: port_num or flow_label out of range");
   }
   return {};
 }
@@ -152,6 +151,11 @@ Status modify_qp(Qp* q, const QpAttr& a, uint32_t mask) {
     return Status(StatusCode::kInvalidArgument, "attribute not allowed for this transition (Table 91)");
   }
   if (Status s = check_ranges(ctx, a, attrs); !s.ok()) return s;
+  if (attrs & kQpAv) {  // the primary path's source: GID table entry ah_attr.sgid_index, pinned here
+    auto src = transport::path_source(ctx, a.ah_attr);
+    if (!src.ok()) return src.status();
+    qp.sgid = *src;
+  }
   apply(qp, a, attrs);
   if (from == QpState::kInit && to == QpState::kRtr) {
     qp.resp.epsn = qp.attr.rq_psn;

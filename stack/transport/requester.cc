@@ -127,6 +127,26 @@ ReqState chk_pacer(ReqRun& r) {
   return ReqState::kSendPacket;
 }
 
+// Stages the frame d with its payload from byte off of the WQE's data: in
+// place from registered memory where it lies in one SGE (send_frame decides
+// zero-copy or copy), else copied from the inline area or across SGEs.
+// False if there is no transmit room now.
+bool build_packet(ReqRun& r, const wire::PacketDesc& d, uint32_t off) {
+  QpImpl& qp = r.qp;
+  const SendWqe& w = *r.wqe;
+  const Sge* sges = qp.sges_of(qp.req.req_idx);
+  uint64_t at = 0;
+  const Sge* g = w.num_sge && d.payload_len ? sge_holding(sges, w.num_sge, off, d.payload_len, &at) : nullptr;
+  if (g) return send_frame(r.ctx, d, reinterpret_cast<const uint8_t*>(at), g->lkey);
+  rte_mbuf* m = nullptr;
+  uint8_t* payload = begin_frame(r.ctx, d, &m);
+  if (!payload) return false;
+  if (w.num_sge == 0) std::memcpy(payload, qp.inline_of(qp.req.req_idx) + off, d.payload_len);
+  else copy_from_sges(sges, w.num_sge, off, payload, d.payload_len);
+  end_frame(r.ctx, d, m);
+  return true;
+}
+
 // Builds the packet at req_psn from the WQE and the memory it names.
 ReqState send_packet(ReqRun& r) {
   QpImpl& qp = r.qp;
@@ -139,7 +159,8 @@ ReqState send_packet(ReqRun& r) {
   const bool last = psn == w.last_psn;
 
   wire::PacketDesc d;
-  fill_path(r.ctx, qp, ud ? w.ah->attr : qp.attr.ah_attr, ud ? w.remote_qpn : qp.attr.dest_qp_num, d);
+  if (ud) fill_path(r.ctx, qp, w.ah->attr, static_cast<const AhImpl*>(w.ah)->sgid, w.remote_qpn, d);
+  else fill_path(r.ctx, qp, qp.attr.ah_attr, qp.sgid, qp.attr.dest_qp_num, d);
   d.psn = psn;
   if (op.flags & wire::kRead) {
     // IBA 9.7.5.1.1: a READ retried from a middle PSN asks for the rest only.
@@ -179,15 +200,10 @@ ReqState send_packet(ReqRun& r) {
     d.ieth_rkey = w.invalidate_rkey;
     d.se = last && (w.send_flags & kSendSolicited);
   }
-  rte_mbuf* m = nullptr;
-  uint8_t* payload = begin_frame(r.ctx, d, &m);
-  if (!payload) {
+  if (!build_packet(r, d, off)) {
     r.more = true;
     return ReqState::kDone;
   }
-  if (w.num_sge == 0) std::memcpy(payload, qp.inline_of(qp.req.req_idx) + off, d.payload_len);
-  else copy_from_sges(qp.sges_of(qp.req.req_idx), w.num_sge, off, payload, d.payload_len);
-  end_frame(r.ctx, d, m);
   qp.pacer.on_sent(r.ctx.now_ns, d.payload_len);
   if (psn_cmp(psn, qp.req.psn_hwm) < 0) r.ctx.inc(Counter::retransmits);
   // IBA 9.7.6.1.3: the local ACK timer runs while anything is unacknowledged.

@@ -444,7 +444,7 @@ RespState do_error(Req& r, RespState err) {
 // responses are regenerated from memory, checked again, on each send).
 bool send_response(Context& ctx, QpImpl& qp, RespRes& res) {
   wire::PacketDesc d;
-  fill_path(ctx, qp, qp.attr.ah_attr, qp.attr.dest_qp_num, d);
+  fill_path(ctx, qp, qp.attr.ah_attr, qp.sgid, qp.attr.dest_qp_num, d);
   d.psn = res.cur_psn;
   d.aeth_syndrome = ack_syndrome();
   d.aeth_msn = res.msn;
@@ -466,11 +466,7 @@ bool send_response(Context& ctx, QpImpl& qp, RespRes& res) {
     }
     src = reinterpret_cast<const uint8_t*>(res.va + off);
   }
-  rte_mbuf* m = nullptr;
-  uint8_t* payload = begin_frame(ctx, d, &m);
-  if (!payload) return false;
-  if (d.payload_len) std::memcpy(payload, src, d.payload_len);
-  end_frame(ctx, d, m);
+  if (!send_frame(ctx, d, src, res.rkey)) return false;
   res.pending = psn_cmp(res.cur_psn, res.last_psn) < 0;
   res.cur_psn = wire::psn_add(res.cur_psn, 1);
   return true;
@@ -478,7 +474,7 @@ bool send_response(Context& ctx, QpImpl& qp, RespRes& res) {
 
 bool send_ack(Context& ctx, QpImpl& qp) {
   wire::PacketDesc d;
-  fill_path(ctx, qp, qp.attr.ah_attr, qp.attr.dest_qp_num, d);
+  fill_path(ctx, qp, qp.attr.ah_attr, qp.sgid, qp.attr.dest_qp_num, d);
   d.opcode = wire::kRcAcknowledge;
   d.psn = qp.resp.ack_psn;
   d.aeth_syndrome = qp.resp.ack_syndrome;

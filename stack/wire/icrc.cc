@@ -49,7 +49,9 @@ uint32_t crc32_ieee(uint32_t crc, std::span<const uint8_t> buf) {
   return isal_crc32(crc, buf.data(), buf.size());
 }
 
-uint32_t icrc_compute(L3Kind kind, std::span<const uint8_t> l3) {
+uint32_t icrc_compute(L3Kind kind, std::span<const uint8_t> l3) { return icrc_compute(kind, l3, {}); }
+
+uint32_t icrc_compute(L3Kind kind, std::span<const uint8_t> l3, std::span<const std::span<const uint8_t>> rest) {
   std::array<uint8_t, sizeof(Ipv6Hdr) + sizeof(UdpHdr) + sizeof(Bth)> hdr;
   size_t bth_at;
   if (kind == L3Kind::kIpv4) {
@@ -71,8 +73,11 @@ uint32_t icrc_compute(L3Kind kind, std::span<const uint8_t> l3) {
   }
   hdr[bth_at + 4] = 0xff;  // FECN, BECN, resv6
   const size_t masked = bth_at + sizeof(Bth);
-  const uint32_t crc = crc32_gzip_refl(kLrhSeed, hdr.data(), masked);
-  return isal_crc32(crc, l3.data() + masked, l3.size() - masked);
+  uint32_t crc = crc32_gzip_refl(kLrhSeed, hdr.data(), masked);
+  if (rest.empty()) return isal_crc32(crc, l3.data() + masked, l3.size() - masked);
+  crc = crc32_gzip_refl(crc, l3.data() + masked, l3.size() - masked);
+  for (size_t i = 0; i + 1 < rest.size(); ++i) crc = crc32_gzip_refl(crc, rest[i].data(), rest[i].size());
+  return isal_crc32(crc, rest.back().data(), rest.back().size());
 }
 
 }  // namespace uroce::wire

@@ -29,5 +29,11 @@ uint32_t crc32_ieee(uint32_t crc, std::span<const uint8_t> buf);
 /// to the last byte before the ICRC; for IPv4 the header must be 20 bytes.
 /// The caller has checked that `l3` holds at least the L3, UDP and BTH headers.
 uint32_t icrc_compute(L3Kind kind, std::span<const uint8_t> l3);
+/// The same over a packet held in pieces (a chained mbuf whose payload is
+/// registered memory): `l3` runs from the IP header (or GRH) to some point at
+/// or after the BTH, then the bytes of each span of `rest` follow in order,
+/// up to the last byte before the ICRC. Nothing is copied. The one
+/// implementation: the single-span form is this with `rest` empty.
+uint32_t icrc_compute(L3Kind kind, std::span<const uint8_t> l3, std::span<const std::span<const uint8_t>> rest);
 
 }  // namespace uroce::wire

@@ -81,6 +81,9 @@ bool clear_reserved(const PacketDesc& d, std::vector<uint8_t>& h) {
   clear(bth + 4, 0x3f);  // BTH resv6 (FECN, BECN kept)
   clear(bth + 8, 0x7f);  // BTH resv7 (AckReq kept)
   if (d.op().has(Hdr::kDeth)) clear(bth + d.op().off[size_t(Hdr::kDeth)] + 4, 0xff);  // DETH resv8
+  if (d.op().has(Hdr::kCnp)) {  // A17.9.2: the CNP body is 16 reserved bytes
+    for (size_t i = 0; i < sizeof(CnpBody); ++i) clear(bth + d.op().off[size_t(Hdr::kCnp)] + i, 0xff);
+  }
   return any;
 }
 

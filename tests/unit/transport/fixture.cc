@@ -1,6 +1,8 @@
 // Test fixture: two connected devices on a virtual clock.
 #include "tests/unit/transport/fixture.h"
 
+#include "stack/engine/context.h"
+
 namespace uroce::test {
 
 namespace {
@@ -44,9 +46,12 @@ void Pair::open(const PairOptions& o) {
     cfg.gid = s->gid;
     cfg.max_qp = 64;
     cfg.key_seed = 0x5eed0000u + s->mac.b[5];
+    if (o.device) o.device(cfg);
+    s->port.multiseg = o.port_multiseg;
     auto ctx = open_device(s->port, cfg);
     ASSERT_TRUE(ctx.ok()) << ctx.status().message();
     s->ctx = std::move(*ctx);
+    if (o.gids) o.gids(*s);
     s->pd = must(alloc_pd(s->ctx.get()));
     s->scq = must(create_cq(s->ctx.get(), o.cqe));
     s->rcq = must(create_cq(s->ctx.get(), o.cqe));
@@ -96,8 +101,11 @@ void Pair::make_qps(const PairOptions& o, Pd* pda, Pd* pdb, Qp** qa, Qp** qb) {
     at.rq_psn = i == 0 ? o.b_sq_psn : o.a_sq_psn;
     at.max_dest_rd_atomic = o.max_dest_rd_atomic;
     at.min_rnr_timer = o.min_rnr_timer;
-    at.ah_attr.dgid = peer.gid;
-    at.ah_attr.dmac = peer.mac;
+    const net::GidEntry* dst = peer.ctx->net->gids().at(o.sgid_index);
+    ASSERT_NE(dst, nullptr) << "the peer has no GID at index " << int(o.sgid_index);
+    at.ah_attr.dgid = dst->gid;
+    at.ah_attr.dmac = dst->mac;
+    at.ah_attr.sgid_index = o.sgid_index;
     const uint32_t rtr = o.type == QpType::kRc ? kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn |
                                                      kQpMaxDestRdAtomic | kQpMinRnrTimer
                          : o.type == QpType::kUc ? kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn

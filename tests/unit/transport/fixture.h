@@ -19,6 +19,8 @@
 
 namespace uroce::test {
 
+struct Side;
+
 struct PairOptions {
   QpType type = QpType::kRc;
   Mtu mtu = Mtu::k1024;
@@ -38,6 +40,15 @@ struct PairOptions {
   uint32_t qkey = 0x11111111;
   bool sq_sig_all = true;
   bool b_srq = false;  // b's QP takes receive WQEs from an SRQ
+  /// Edits each side's DeviceConfig before open_device (QoS, zero-copy, ...).
+  std::function<void(DeviceConfig&)> device;
+  /// Adds GID table entries to a side after open_device (index 0 is its IPv4 GID).
+  std::function<void(Side&)> gids;
+  /// The QPs' AV uses this GID index on both sides: each sends from its own
+  /// entry there, to the peer's entry there (its GID and source MAC).
+  uint8_t sgid_index = 0;
+  /// TestPort::multiseg of both ports (IoCaps::tx_multiseg at open_device).
+  bool port_multiseg = true;
 };
 
 struct Side {

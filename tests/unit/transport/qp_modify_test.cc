@@ -1,5 +1,6 @@
 // modify_qp against IBA 10.3.1 (the QP state machine) and 11.2.5.2 Table 91
 // (required and optional attributes per transition, attribute ranges).
+#include "stack/engine/context.h"
 #include "tests/unit/transport/fixture.h"
 
 namespace uroce::test {
@@ -12,7 +13,9 @@ class QpModify : public ::testing::Test {
     port = std::make_unique<TestPort>(MacAddr{{2, 0, 0, 0, 0, 9}}, eth_mtu);
     DeviceConfig cfg;
     cfg.key_seed = 1;
+    cfg.gid = net::ipv4_gid(10, 0, 0, 9);  // GID index 0, the path's source
     ctx = must(open_device(*port, cfg));
+    attr.ah_attr.dgid = net::ipv4_gid(10, 0, 0, 10);
     pd = must(alloc_pd(ctx.get()));
     cq = must(create_cq(ctx.get(), 16));
     QpInitAttr ia;
@@ -184,6 +187,27 @@ TEST_F(QpModify, PostingDependsOnState) {
   ASSERT_EQ(to(QpState::kRts, 0), StatusCode::kOk);
   poll(ctx.get(), 2000);
   EXPECT_EQ(port->sent.size(), 1u);
+}
+
+// Modify: INIT->RTR with an AV whose sgid_index names an empty GID table
+// entry, or an entry of the other IP family than the dgid.
+// Expect: kInvalidArgument; with a valid IPv6 entry at index 1, kOk.
+TEST_F(QpModify, AvSgidIndexMustNameAnEntryOfTheDgidFamily) {
+  ASSERT_EQ(to(QpState::kInit, kInit), StatusCode::kOk);
+  attr.ah_attr.sgid_index = 1;  // empty
+  EXPECT_EQ(to(QpState::kRtr, kRtr), StatusCode::kInvalidArgument);
+  attr.ah_attr.sgid_index = 16;  // past the table
+  EXPECT_EQ(to(QpState::kRtr, kRtr), StatusCode::kInvalidArgument);
+  const Gid v6 = *net::parse_gid("fd00::9");
+  ASSERT_TRUE(ctx->net->gids().set(1, net::GidEntry{v6, net::GidType::kRoceV2, net::kNoVlan, port->mac()}).ok());
+  attr.ah_attr.sgid_index = 1;  // IPv6 source, IPv4 destination
+  EXPECT_EQ(to(QpState::kRtr, kRtr), StatusCode::kInvalidArgument);
+  attr.ah_attr.dgid = *net::parse_gid("fd00::10");
+  EXPECT_EQ(to(QpState::kRtr, kRtr), StatusCode::kOk);
+  AhAttr ah = attr.ah_attr;
+  EXPECT_TRUE(create_ah(pd, ah).ok());
+  ah.sgid_index = 2;
+  EXPECT_EQ(create_ah(pd, ah).status().code(), StatusCode::kInvalidArgument);
 }
 
 // Query: the attributes set are reported back, with the capacities allocated.

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 
+#include <gtest/gtest.h>
 #include <rte_mbuf.h>
 #include <uroce/eal.h>
 
@@ -36,6 +37,11 @@ uint16_t TestPort::rx_burst(rte_mbuf** out, uint16_t n) {
 }
 
 void TestPort::deliver(rte_mbuf* m) {
+  if (m->nb_segs > 1) {  // what a wire does: the peer receives the bytes in one buffer
+    rte_mbuf* flat = rte_pktmbuf_copy(m, pool_, 0, UINT32_MAX);
+    rte_pktmbuf_free(m);
+    m = flat;
+  }
   if (peer_) peer_->inbox_.push_back(m);
   else rte_pktmbuf_free(m);  // unconnected: the wire goes nowhere
 }
@@ -44,9 +50,16 @@ uint16_t TestPort::tx_burst(rte_mbuf** in, uint16_t n) {
   n = std::min(n, tx_accept);
   for (uint16_t i = 0; i < n; ++i) {
     rte_mbuf* m = in[i];
+    if (m->nb_segs > 1) {
+      EXPECT_TRUE(multiseg) << "a chained frame on a port without tx_multiseg";
+      ++chained;
+    }
+    std::vector<uint8_t> bytes(rte_pktmbuf_pkt_len(m));
+    const auto* p = static_cast<const uint8_t*>(rte_pktmbuf_read(m, 0, uint32_t(bytes.size()), bytes.data()));
     wire::PacketDesc d;
-    wire::parse({rte_pktmbuf_mtod(m, const uint8_t*), rte_pktmbuf_data_len(m)}, d);
+    wire::parse({p, bytes.size()}, d);
     sent.push_back(d);
+    if (keep_bytes) sent_bytes.emplace_back(p, p + bytes.size());
     switch (hook ? hook(d) : Action::kPass) {
       case Action::kPass: deliver(m); break;
       case Action::kDrop: rte_pktmbuf_free(m); break;

@@ -31,7 +31,7 @@ class TestPort : public PacketIo {
   uint16_t rx_burst(rte_mbuf** out, uint16_t n) override;
   uint16_t tx_burst(rte_mbuf** in, uint16_t n) override;
   rte_mempool* tx_pool() override { return pool_; }
-  IoCaps caps() const override { return IoCaps{eth_mtu_, false}; }
+  IoCaps caps() const override { return IoCaps{.mtu = eth_mtu_, .rx_icrc_checked = false, .tx_multiseg = multiseg}; }
   MacAddr mac() const override { return mac_; }
 
   /// Called for each frame this port transmits; nullptr passes everything.
@@ -40,6 +40,14 @@ class TestPort : public PacketIo {
   std::vector<wire::PacketDesc> sent;
   /// The most frames one tx_burst accepts (to provoke tx_ring_full).
   uint16_t tx_accept = UINT16_MAX;
+  /// IoCaps::tx_multiseg: chained (zero-copy) frames are accepted; each is
+  /// delivered to the peer as a single-segment copy, as a wire would.
+  bool multiseg = true;
+  /// Chained frames transmitted so far.
+  uint64_t chained = 0;
+  /// If set, the bytes of every frame transmitted, in order.
+  bool keep_bytes = false;
+  std::vector<std::vector<uint8_t>> sent_bytes;
 
   /// Queues a crafted frame for this port's next rx_burst.
   void inject(std::span<const uint8_t> frame);
