@@ -4,6 +4,7 @@
 #include "drivers/dpdk/dpdk_io.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -374,6 +375,12 @@ void DpdkPort::stop_capture() {
 void DpdkPort::close() {
   stop_capture();
   queues_.clear();
+  // DPDK 22.11's memif unmaps its shared regions from the control thread when
+  // the peer disconnects, unsynchronised with rx_burst on the data path: a
+  // peer still polling when we close can fault inside the PMD (seen in
+  // tests/dpdk: rte_eth_rx_burst -> librte_net_memif). Closing last but one is
+  // safe, so linger before disconnecting: the peer finishes its final bursts.
+  if (started_ && info_.driver == "net_memif") std::this_thread::sleep_for(std::chrono::milliseconds(250));
   if (started_) {
     (void)rte_eth_dev_stop(info_.port_id);
     started_ = false;
