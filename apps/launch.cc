@@ -34,6 +34,15 @@ std::string strf(const char* f, ...) {
   return buf;
 }
 
+std::string json_escape(std::string_view in) {
+  std::string out;
+  for (char c : in) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (uint8_t(c) >= 0x20) out += c;
+  }
+  return out;
+}
+
 std::vector<std::string> given_options(const Args& args, std::span<const OptSpec> options,
                                        std::initializer_list<std::string_view> skip) {
   std::vector<std::string> out;

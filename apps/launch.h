@@ -1,7 +1,8 @@
-// Shared pieces of the `uroce` commands that run as two cooperating processes
-// (demo, bench-mc): the stop flag that SIGINT/SIGTERM set, printf into a
-// std::string, re-passing the options a user gave, and the launcher that runs
-// a server and a client child on a memif socket and reaps both. Control path.
+// Shared pieces of the `uroce` endpoint commands (demo, bench-mc, pingpong,
+// perf): the stop flag that SIGINT/SIGTERM set, printf into a std::string,
+// JSON string escaping, re-passing the options a user gave, and the launcher
+// that runs a server and a client child on a memif socket and reaps both.
+// Control path.
 #pragma once
 
 #include <csignal>
@@ -21,6 +22,9 @@ void install_stop_handlers();
 
 /// printf into a std::string (at most 511 characters).
 [[gnu::format(printf, 1, 2)]] std::string strf(const char* f, ...);
+
+/// `in` for the inside of a JSON string: '"' and '\\' escaped, control characters dropped.
+std::string json_escape(std::string_view in);
 
 /// The options of `options` that the user gave in `args`, as "--name=value"
 /// ("--name" for flags), except those named in `skip`: what a launcher hands

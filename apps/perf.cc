@@ -80,6 +80,7 @@
 #include "apps/addr_text.h"
 #include "apps/args.h"
 #include "apps/commands.h"
+#include "apps/launch.h"
 #include "apps/oob.h"
 #include "drivers/dpdk/dpdk_io.h"
 #include "drivers/dpdk/eal_args.h"
@@ -150,8 +151,6 @@ constexpr CommandSpec kPerfCommand = {
     .details = kPerfDetails,
 };
 
-volatile std::sig_atomic_t g_stop = 0;
-void on_stop_signal(int) { g_stop = 1; }
 
 // ---------------------------------------------------------------- perftest's constants
 
@@ -239,14 +238,6 @@ uint64_t addr_step(uint64_t size, uint64_t cache_line) {
 /// BUFF_SIZE(): one QP's slot.
 uint64_t slot_bytes(uint64_t size, uint64_t cycle) { return size < cycle ? cycle : size; }
 
-std::string json_escape(std::string_view in) {
-  std::string out;
-  for (char c : in) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (uint8_t(c) >= 0x20) out += c;
-  }
-  return out;
-}
 
 // ---------------------------------------------------------------- QP info message
 
@@ -1438,8 +1429,7 @@ int cmd_perf(int argc, char** argv) {
   cfg.counters = args.flag("counters");
   cfg.json = args.flag("json");
 
-  std::signal(SIGINT, on_stop_signal);
-  std::signal(SIGTERM, on_stop_signal);
+  install_stop_handlers();
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   Output out;
   out.info = cfg.json ? stderr : stdout;

@@ -61,6 +61,7 @@
 #include "apps/addr_text.h"
 #include "apps/args.h"
 #include "apps/commands.h"
+#include "apps/launch.h"
 #include "apps/oob.h"
 #include "drivers/dpdk/dpdk_io.h"
 #include "drivers/dpdk/eal_args.h"
@@ -125,8 +126,6 @@ constexpr CommandSpec kPingpongCommand = {
     .details = kPingpongDetails,
 };
 
-volatile std::sig_atomic_t g_stop = 0;
-void on_stop_signal(int) { g_stop = 1; }
 
 enum class Kind : uint8_t { kRc, kUc, kUd, kSrq };
 
@@ -209,14 +208,6 @@ bool parse_dest(const char (&msg)[kDestMsgBytes], Dest& d) {
   return true;
 }
 
-std::string json_escape(std::string_view in) {
-  std::string out;
-  for (char c : in) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (uint8_t(c) >= 0x20) out += c;
-  }
-  return out;
-}
 
 void print_dest(std::FILE* out, const char* which, const Dest& d) {
   std::fprintf(out, "  %s LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", which, d.lid, d.qpn, d.psn,
@@ -767,8 +758,7 @@ int cmd_pingpong(int argc, char** argv) {
   cfg.counters = args.flag("counters");
   cfg.json = args.flag("json");
 
-  std::signal(SIGINT, on_stop_signal);
-  std::signal(SIGTERM, on_stop_signal);
+  install_stop_handlers();
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   std::FILE* info = cfg.json ? stderr : stdout;
   const char* role = cfg.server ? "server" : "client";
