@@ -21,6 +21,7 @@ pkgs=(
   ninja-build
   pkg-config
   python3
+  python3-matplotlib
   tshark
   zlib1g-dev
 )
