@@ -1,6 +1,8 @@
 // Verbs objects and engine pieces: memory-region keys (IBA 10.6), PD/CQ
 // references, CQ overflow (IBA 11.4.2.1), SRQs (IBA 10.2.9), the timer wheel,
 // the RoCEv2 UDP source port and the per-QP state size.
+#include <malloc.h>
+
 #include <cstring>
 #include <vector>
 
@@ -162,6 +164,48 @@ TEST(QpState, FitsInTwoKilobytes) {
   RecordProperty("sizeof_QpImpl", int(transport::kQpStateBytes));
   std::printf("sizeof(QpImpl) = %zu bytes\n", transport::kQpStateBytes);
   EXPECT_LE(transport::kQpStateBytes, 2048u);
+}
+
+// Everything the stack holds per QP, measured on the heap: the device's
+// per-QP tables (QP slot, timer, ready ring, per-QP counters; open_device with
+// max_qp = N against max_qp = 1) plus what create_qp allocates for a QP whose
+// rings hold one WQE each (QpImpl, its one-slot SQ/RQ rings and scatter lists:
+// so this is an upper bound on the state without the user-sized rings).
+// Issue 6 asks for at most 2 KiB; uroce compare's docs quote this figure.
+TEST(QpState, WholeFootprintPerQpFitsInTwoKilobytes) {
+  auto heap = [] { return mallinfo2().uordblks; };
+  constexpr uint32_t kQps = 4096;
+  TestPort port(MacAddr{{2, 0, 0, 0, 0, 9}}, 9000);
+  DeviceConfig small, big;
+  small.max_qp = 1;
+  big.max_qp = kQps;
+  const size_t h0 = heap();
+  ContextPtr c1 = must(open_device(port, small));
+  const size_t h1 = heap();
+  c1.reset();
+  const size_t h2 = heap();
+  ContextPtr ctx = must(open_device(port, big));
+  const size_t h3 = heap();
+  if (h1 == h0) GTEST_SKIP() << "mallinfo2 does not see this allocator (sanitizer build)";
+  Pd* pd = must(alloc_pd(ctx.get()));
+  Cq* cq = must(create_cq(ctx.get(), 8));
+  QpInitAttr ia;
+  ia.send_cq = ia.recv_cq = cq;
+  ia.cap.max_send_wr = 1;
+  ia.cap.max_recv_wr = 1;
+  std::vector<Qp*> qps;
+  const size_t h4 = heap();
+  for (uint32_t i = 0; i < kQps; ++i) qps.push_back(must(create_qp(pd, ia)));
+  const size_t h5 = heap();
+  const double tables = double((h3 - h2) - (h1 - h0)) / double(kQps - 1);
+  const double objects = double(h5 - h4) / double(kQps);
+  RecordProperty("per_qp_tables_bytes", int(tables));
+  RecordProperty("per_qp_objects_bytes", int(objects));
+  std::printf("per QP: device tables %.0f B + QP objects %.0f B (sizeof(QpImpl) %zu) = %.0f B\n", tables, objects,
+              transport::kQpStateBytes, tables + objects);
+  EXPECT_GE(objects, double(transport::kQpStateBytes));
+  EXPECT_LE(tables + objects, 2048.0);
+  for (Qp* q : qps) ASSERT_TRUE(destroy_qp(q).ok());
 }
 
 }  // namespace
