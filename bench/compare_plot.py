@@ -57,7 +57,7 @@ def main():
     sub = f"medians of {res['rounds']} interleaved rounds, path MTU {res['mtu']}, {res['machine']['cpus_online']} CPUs"
     n = chart(res, LAT, "half round trip [usec]", "Latency (" + sub + ")", os.path.join(sys.argv[2], "lat.png"))
     m = chart(res, BW, "bandwidth [MB/sec]", "Bandwidth (" + sub + ")", os.path.join(sys.argv[2], "bw.png"))
-    print(f"compare_plot: {n} latency and {m} bandwidth series in {sys.argv[2]}/lat.png, bw.png")
+    print(f"compare_plot: {n} latency and {m} bandwidth series in {sys.argv[2]}/lat.png, bw.png", file=sys.stderr)
     return 0 if n and m else 1
 
 
