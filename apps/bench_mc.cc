@@ -86,7 +86,8 @@ constexpr CommandSpec kCommand = {
     .options = kOptions,
     .max_positional = 0,
     .details = "EAL arguments may precede '--'; the launcher then passes them to both endpoints\n"
-               "instead of its defaults (--no-huge --no-pci --no-shconf -m 1024, lcores 0..N).\n",
+               "instead of its defaults (--no-huge --no-pci --no-shconf -m 1024), and the lcore map\n"
+               "(lcores 0..N, see --lcore-map) unless they give -l, -c or --lcores.\n",
 };
 
 
@@ -784,6 +785,12 @@ int launch(const Args& args, const dpdk::SplitArgs& split, const Config& cfg) {
     if (eal.empty()) {
       eal = {"--no-huge", "--no-pci", "--no-shconf", "-m", "1024", "--log-level=lib.*:error",
              "--log-level=pmd.net.memif:critical"};
+    }
+    // Given EAL args without an lcore list (e.g. only -d PMD_DIR on a machine
+    // without DPDK installed) still get each side its own engine CPUs.
+    if (std::none_of(eal.begin(), eal.end(), [](const std::string& a) {
+          return a.starts_with("-l") || a.starts_with("-c") || a.starts_with("--lcores");
+        })) {
       eal.push_back(lcore_map(cfg.engines, server, std::string(args.get_str("lcore-map"))));
     }
     av.insert(av.end(), eal.begin(), eal.end());

@@ -125,11 +125,17 @@ int run_pair(const PairLaunch& p) {
     }
     pids[i] = pid;
     // A memif client only connects to a socket that exists: start it once the server has made it.
+    // The server is not reaped here (WNOWAIT): the loop below collects its status.
+    auto exited = [pid] {
+      siginfo_t si{};
+      return waitid(P_PID, id_t(pid), &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid;
+    };
     const auto until = Clock::now() + std::chrono::seconds(p.grace_s);
     while (i == 0 && !p.sock.empty() && !std::filesystem::exists(p.sock) && !g_stop && Clock::now() < until &&
-           waitpid(pid, nullptr, WNOHANG) == 0) {
+           !exited()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
+    if (i == 0 && exited()) break;  // the server failed to start: no client
   }
 
   // Ctrl-C reaches both children too (one process group); a signal sent to
