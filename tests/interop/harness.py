@@ -887,8 +887,15 @@ PERF_CELLS = {
     "write_bw_q4": ("ib_write_bw",  "-q 4 -s 4096 -n 25",        "write_bw"),
     "write_bw_b":  ("ib_write_bw",  "-b -s 4096 -n 50",          "write_bw"),
     "send_bw_b":   ("ib_send_bw",   "-b -s 4096 -n 50",          "send_bw"),
+    # Sizes: -a runs 2 B .. 8 MiB (perftest's MAX_SIZE) at 5 iterations each, plus 1 B.
     "write_bw_a":  ("ib_write_bw",  "-a -n 5",                   "write_bw"),
-    "read_bw_a":   ("ib_read_bw",   "-a -n 5",                   "read_bw"),
+    # -o 1: rxe queues every response of every outstanding READ at once, and 5 x 8 MiB
+    # overflow the guest's transmit queue (guest/init).
+    "read_bw_a":   ("ib_read_bw",   "-a -n 5 -o 1",              "read_bw"),
+    "send_bw_a":   ("ib_send_bw",   "-a -n 5",                   "send_bw"),
+    "write_bw_1b": ("ib_write_bw",  "-s 1 -n 50",                "write_bw"),
+    "read_bw_1b":  ("ib_read_bw",   "-s 1 -n 50",                "read_bw"),
+    "send_bw_1b":  ("ib_send_bw",   "-s 1 -n 50",                "send_bw"),
     "write_bw_loss1": ("ib_write_bw", "-s 16384 -n 50",          "write_bw"),
     "write_bw_loss5": ("ib_write_bw", "-s 16384 -n 50",          "write_bw"),
     "read_bw_loss1":  ("ib_read_bw",  "-s 16384 -n 50",          "read_bw"),
@@ -907,6 +914,7 @@ PERF_LOSS = {"write_bw_loss1": 0.01, "write_bw_loss5": 0.05, "read_bw_loss1": 0.
              "read_bw_loss5": 0.05}
 PERF_DEFAULT_CELLS = ["write_bw", "send_lat", "send_bw", "read_bw", "atomic_bw_faa", "atomic_bw_cas",
                       "write_lat", "read_lat", "atomic_lat", "write_bw_q4", "write_bw_b", "send_bw_b",
+                      "write_bw_a", "read_bw_a", "send_bw_a", "write_bw_1b", "read_bw_1b", "send_bw_1b",
                       *PERF_LOSS, *sorted(PERF_JUMBO)]
 PERF_STEP_TIMEOUT = 180    # one stock tool run in the guest (rxe retries forever: bound it)
 PERF_HOST_TIMEOUT = 150    # --timeout of one `uroce perf`
@@ -1207,7 +1215,7 @@ def main(argv: list[str] | None = None) -> int:
     pf.add_argument("--roles", nargs="+", default=["server", "client"], choices=("server", "client"),
                     help="our roles; one guest boot each")
     pf.add_argument("--cells", nargs="+", default=PERF_DEFAULT_CELLS, choices=list(PERF_CELLS),
-                    help="default: all but the -a cells")
+                    help="default: all cells")
     pf.add_argument("--timeout", type=float, default=1500, help="per boot")
     pc = sub.add_parser("pcap", help="summarize a pcap: RoCEv2 opcodes, ICRC check")
     pc.add_argument("--oob", action="store_true", help="also print the TCP/18515 payloads")
