@@ -810,7 +810,8 @@ def run_pingpong_matrix(out: str, uroce: str, roles: list[str], cells: list[str]
         res["boots"][role] = {"boot_s": r.get("boot_s"), "total_s": r.get("total_s"),
                               "guest_rc": r["guest"]["rc"], "host_rc": r.get("host", {}).get("rc"),
                               "guest_log": r["guest"]["log"], "host_log": r.get("host", {}).get("log"),
-                              "guest_pcap": r["pcap"], "guest_pcap_summary": r["pcap_summary"]}
+                              "guest_pcap": r["pcap"], "guest_pcap_summary": r["pcap_summary"],
+                              "guest_dump_verify_rc": pp_dump_verify(uroce, r["pcap"])["rc"]}
         for c in cells:
             pcap = os.path.join(rdir, f"{role}-{c}.pcap")
             g = r["guest"]["steps"].get(c, {})
@@ -826,7 +827,9 @@ def run_pingpong_matrix(out: str, uroce: str, roles: list[str], cells: list[str]
                 "pcap": pcap, "ok": ok}
             if d["rc"] != 0:
                 res["cells"][f"{role}/{c}"]["dump_tail"] = d["out"][-800:]
-    res["ok"] = bool(res["cells"]) and all(c["ok"] for c in res["cells"].values())
+    # Every frame of the guest's NIC too (rxe's and ours as rxe saw them, the whole boot).
+    res["ok"] = (bool(res["cells"]) and all(c["ok"] for c in res["cells"].values())
+                 and all(b["guest_dump_verify_rc"] == 0 for b in res["boots"].values()))
     return res
 
 
@@ -864,7 +867,9 @@ def pingpong_main(a) -> int:
         json.dump(res, f, indent=1, default=list)
     print(pp_table(res))
     for role, b in res["boots"].items():
-        log(f"our {role}: boot {b['boot_s']} s, boot+cells {b['total_s']} s, logs "
+        log(f"our {role}: boot {b['boot_s']} s, boot+cells {b['total_s']} s, guest capture "
+            f"{b['guest_pcap_summary']['roce']} RoCE frames, dump --verify "
+            f"{'ok' if b['guest_dump_verify_rc'] == 0 else 'rc=%s' % b['guest_dump_verify_rc']}, logs "
             f"{b['guest_log']} {b['host_log']}")
     log(f"results: {os.path.join(a.out, 'pingpong.json')}; total {res['total_s']} s; "
         f"{'all cells passed' if res['ok'] else 'FAILED'}")
@@ -1061,7 +1066,8 @@ def run_perf_matrix(out: str, uroce: str, roles: list[str], cells: list[str],
         res["boots"][boot] = {"boot_s": r.get("boot_s"), "total_s": r.get("total_s"),
                               "guest_rc": r["guest"]["rc"], "host_rc": r.get("host", {}).get("rc"),
                               "guest_log": r["guest"]["log"], "host_log": r.get("host", {}).get("log"),
-                              "guest_pcap": r["pcap"], "guest_pcap_summary": r["pcap_summary"]}
+                              "guest_pcap": r["pcap"], "guest_pcap_summary": r["pcap_summary"],
+                              "guest_dump_verify_rc": pp_dump_verify(uroce, r["pcap"])["rc"]}
         guest_frames = None
         for c in cells:
             tool, flags, test = PERF_CELLS[c]
@@ -1091,7 +1097,9 @@ def run_perf_matrix(out: str, uroce: str, roles: list[str], cells: list[str],
             if d["rc"] != 0:
                 cell["dump_tail"] = d["out"][-800:]
             res["cells"][f"{role}/{c}"] = cell
-    res["ok"] = bool(res["cells"]) and all(c["ok"] for c in res["cells"].values())
+    # Every frame of the guest's NIC too (rxe's and ours as rxe saw them, the whole boot).
+    res["ok"] = (bool(res["cells"]) and all(c["ok"] for c in res["cells"].values())
+                 and all(b["guest_dump_verify_rc"] == 0 for b in res["boots"].values()))
     return res
 
 
@@ -1147,7 +1155,9 @@ def perf_main(a) -> int:
         json.dump(res, f, indent=1, default=list)
     print(perf_table(res))
     for role, b in res["boots"].items():
-        log(f"our {role}: boot {b['boot_s']} s, boot+cells {b['total_s']} s, logs "
+        log(f"our {role}: boot {b['boot_s']} s, boot+cells {b['total_s']} s, guest capture "
+            f"{b['guest_pcap_summary']['roce']} RoCE frames, dump --verify "
+            f"{'ok' if b['guest_dump_verify_rc'] == 0 else 'rc=%s' % b['guest_dump_verify_rc']}, logs "
             f"{b['guest_log']} {b['host_log']}")
     log(f"results: {os.path.join(a.out, 'perf.json')}; total {res['total_s']} s; "
         f"{'all cells passed' if res['ok'] else 'FAILED'}")
