@@ -189,6 +189,14 @@ void Hostile::SetUp() {
   ASSERT_TRUE(modify_qp(vud_, ud, kQpState | kQpSqPsn).ok());
 }
 
+void Hostile::fresh_vx() {
+  ASSERT_TRUE(destroy_qp(vx_).ok());
+  vx_ = make_qp(vpd_, vcq_, vrcq_, QpType::kRc);
+  ASSERT_NE(vx_, nullptr);
+  connect_rc(vx_, kAttackerQpn, kXPsn, kVPsn, xgid_, kXMac, kAllRemote);
+  xpsn_ = kXPsn;
+}
+
 void Hostile::TearDown() {
   // No byte outside any registered region changed, whatever the test did.
   EXPECT_TRUE(all_canaries_intact());

@@ -87,6 +87,10 @@ class Hostile : public ::testing::Test {
   void step();
   void run_for(uint64_t ns);
 
+  /// Replaces vx_ (after a class C error left it in ERR) by a new RC QP
+  /// connected to the attacker, expecting PSN kXPsn again.
+  void fresh_vx();
+
   // ---- the attacker
   /// A request template from the attacker to the victim's RC QP vx: addresses,
   /// DestQP, the next PSN the victim expects, AckReq set.
