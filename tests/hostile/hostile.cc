@@ -22,9 +22,6 @@ class EalEnvironment : public ::testing::Environment {
 };
 [[maybe_unused]] const auto* const kEal = ::testing::AddGlobalTestEnvironment(new EalEnvironment);
 
-constexpr MacAddr kVMac{{0x02, 0, 0, 0, 0, 0x0a}};
-constexpr MacAddr kHMac{{0x02, 0, 0, 0, 0, 0x0b}};
-constexpr MacAddr kXMac{{0x02, 0, 0, 0, 0, 0x0c}};
 constexpr uint8_t kVIp[4] = {10, 7, 0, 10};
 constexpr uint8_t kHIp[4] = {10, 7, 0, 11};
 constexpr uint8_t kXIp[4] = {10, 7, 0, 12};
@@ -79,8 +76,6 @@ bool GuardedBuf::unchanged() const { return std::memcmp(snapshot_.data(), data_,
 
 // ---------------------------------------------------------------- fixture
 
-namespace {
-
 void connect_rc(Qp* qp, uint32_t dest_qpn, uint32_t rq_psn, uint32_t sq_psn, const Gid& dgid, MacAddr dmac,
                 uint32_t access) {
   QpAttr at;
@@ -121,8 +116,6 @@ Qp* make_qp(Pd* pd, Cq* scq, Cq* rcq, QpType type) {
   return must(create_qp(pd, ia));
 }
 
-}  // namespace
-
 void Hostile::SetUp() {
   vgid_ = Gid::from_ipv4(kVIp);
   hgid_ = Gid::from_ipv4(kHIp);
@@ -152,7 +145,8 @@ void Hostile::SetUp() {
 
   vpd_ = must(alloc_pd(v_.get()));
   vpd2_ = must(alloc_pd(v_.get()));
-  Pd* hpd = must(alloc_pd(h_.get()));
+  hpd_ = must(alloc_pd(h_.get()));
+  Pd* hpd = hpd_;
   vcq_ = must(create_cq(v_.get(), 256));
   vrcq_ = must(create_cq(v_.get(), 256));
   hcq_ = must(create_cq(h_.get(), 256));

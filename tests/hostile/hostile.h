@@ -67,6 +67,17 @@ struct Reply {
   std::vector<uint8_t> payload;
 };
 
+inline constexpr MacAddr kVMac{{0x02, 0, 0, 0, 0, 0x0a}};  // victim
+inline constexpr MacAddr kHMac{{0x02, 0, 0, 0, 0, 0x0b}};  // honest peer
+inline constexpr MacAddr kXMac{{0x02, 0, 0, 0, 0, 0x0c}};  // attacker
+
+/// Brings qp from RESET to RTS as an RC QP connected to dest_qpn at dgid/dmac
+/// (path MTU 1024, timeout 16.8 ms, retry_cnt 3, rnr_retry 3, RNR timer 10 us).
+void connect_rc(Qp* qp, uint32_t dest_qpn, uint32_t rq_psn, uint32_t sq_psn, const Gid& dgid, MacAddr dmac,
+                uint32_t access);
+/// An RC/UC/UD QP with 64 send and 64 receive WQEs, 2 SGEs each, every WR signaled.
+Qp* make_qp(Pd* pd, Cq* scq, Cq* rcq, QpType type);
+
 /// The NAK code in an ACK-opcode reply (-1 for an ACK or another opcode).
 int nak_code(const Reply& r);
 
@@ -130,6 +141,7 @@ class Hostile : public ::testing::Test {
   Gid vgid_, hgid_, xgid_;
   Pd* vpd_ = nullptr;
   Pd* vpd2_ = nullptr;  // another PD of the victim
+  Pd* hpd_ = nullptr;
   Cq* vcq_ = nullptr;
   Cq* vrcq_ = nullptr;
   Cq* hcq_ = nullptr;
