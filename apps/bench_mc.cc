@@ -20,6 +20,12 @@
 //                    multi-packet above the path MTU); the client checks READ
 //                    data and atomic results, the server each received SEND and
 //                    WRITE-imm payload and immediate. Exit 0 only if all verify.
+//                    With --duration S the rounds run for S seconds instead
+//                    (the soak, docs/ROBUSTNESS.md), and both sides end by
+//                    checking that every mbuf is back in its pool, every QP
+//                    is in RTS with nothing outstanding and the RSS did not
+//                    grow after the first minute. --drop-every N loses every
+//                    Nth frame each queue transmits (drivers/dpdk/fault_io.h).
 // --placement aligned puts QP j on engine j % N at both ends (memif queue i
 // meets the peer's queue i: no frame changes engine); cross puts the client's
 // QP j on engine (j + j / N) % N, so frames of half the QPs arrive on another
