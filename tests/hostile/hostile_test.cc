@@ -8,6 +8,8 @@
 //   - that the honest peer's verified traffic on another QP runs before,
 //     during and after the attack.
 // Receive: ... / Expect: ... comments follow tests/unit.
+#include <rte_mempool.h>
+
 #include <cstring>
 #include <random>
 
@@ -738,6 +740,11 @@ TEST_F(Attack, FloodOfInvalidFrames_HonestTrafficUnaffected) {
   EXPECT_EQ(state(vx_), QpState::kRts);
   EXPECT_EQ(vport_->counters().get(loopback::PortCounter::drop_rx_ring_full), 0u)
       << "the flood outran the ring: counts above would not be exact";
+  // Every frame of the flood was freed by the victim: no mbuf of any port is held.
+  run_for(100'000);
+  for (loopback::Port* p : {vport_, hport_, xport_}) {
+    EXPECT_EQ(rte_mempool_in_use_count(p->tx_pool()), 0u) << "port " << p->index();
+  }
 }
 
 }  // namespace
