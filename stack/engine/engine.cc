@@ -95,7 +95,7 @@ void rx_qp(Context& ctx, QpImpl& qp, const wire::PacketDesc& d, const uint8_t* f
   // IBA 9.2.4: the P_Key must match ours, ignoring the membership bit.
   if ((d.pkey & 0x7fff) != (transport::kDefaultPkey & 0x7fff)) return ctx.inc(Counter::rx_drop_bad_pkey);
   if (!(flags & service_flag(qp.qp_type))) return ctx.inc(Counter::rx_drop_opcode_mismatch);
-  // IBA 9.6.1 (packet header validation; rxe's check_addr): a connected QP
+  // IBA 9.6 (packet header validation; rxe's check_addr): a connected QP
   // takes packets only from its peer, the GID its address vector names.
   // Anyone else who learns the QPN and PSN could otherwise write into the
   // connection (RC BTH carries no source QPN, so the address is the check).

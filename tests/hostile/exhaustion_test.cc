@@ -41,7 +41,7 @@ Status post_one_send(Qp* qp, uint64_t wr_id, WrOpcode op, Sge s, uint64_t raddr 
 
 // Receive: a SEND on the honest connection while the victim has no receive
 // WQE posted; the victim posts one after its first RNR NAK.
-// Expect: IBA 9.7.5.2.8 (class B, C9-?): RNR NAK carrying the QP's
+// Expect: IBA 9.7.5.2.8 (class B): RNR NAK carrying the QP's
 // min_rnr_timer, counted on both sides; the requester waits and retries from
 // the NAKed PSN; once the buffer is posted the SEND lands whole and both
 // QPs stay in RTS.
@@ -196,7 +196,7 @@ TEST_F(Exhaustion, MbufPoolExhausted_BackPressureThenRecovery) {
 }
 
 // post_send with more WRs than the send queue holds, and post_recv likewise.
-// Expect: IBA 11.4.1.1 / 11.4.1.2 (immediate error "send/receive queue full"):
+// Expect: IBA 11.4.1 (immediate error "send/receive queue full"):
 // kResourceExhausted, *bad_wr names the first WR not posted, the ones before
 // it were posted and complete; once completions free the queue the rest post
 // and complete. No deadlock, QPs in RTS.
@@ -261,7 +261,7 @@ TEST_F(Exhaustion, SendAndReceiveQueueFull_ClearErrorThenRecovery) {
 }
 
 // create_qp until the device's max_qp (16 here) is reached.
-// Expect: IBA 11.2.5.1 (insufficient resources): kResourceExhausted with a
+// Expect: IBA 11.2.5 (insufficient resources): kResourceExhausted with a
 // message naming the limit, never a crash or a half-made QP; the existing
 // QPs keep working; destroying one lets the next create_qp succeed.
 TEST_F(Exhaustion, TooManyQps_ClearErrorThenRecovery) {

@@ -82,7 +82,7 @@ void expect_class_c(const std::vector<Reply>& rs, int code, Counter c, uint64_t 
 
 // Receive: RDMA WRITE Only of 64 bytes whose last 32 lie past the end of the
 // region the R_Key names.
-// Expect: IBA 9.7.5.2.3 (C9-88): the range [VA, VA+len) must lie inside the
+// Expect: IBA 9.7.5.2: the range [VA, VA+len) must lie inside the
 // region, else NAK remote access error (class C); nothing is written, not
 // even the part inside the region.
 TEST_F(Attack, WriteBeyondRegionEnd_NakRemoteAccess) {
@@ -98,7 +98,7 @@ TEST_F(Attack, WriteBeyondRegionEnd_NakRemoteAccess) {
 }
 
 // Receive: RDMA WRITE Only starting 8 bytes before the region.
-// Expect: IBA 9.7.5.2.3: NAK remote access error; nothing written.
+// Expect: IBA 9.7.5.2: NAK remote access error; nothing written.
 TEST_F(Attack, WriteBeforeRegionStart_NakRemoteAccess) {
   PacketDesc d = req(wire::kRcWriteOnly);
   d.reth_va = rw_.addr() - 8;
@@ -113,7 +113,7 @@ TEST_F(Attack, WriteBeforeRegionStart_NakRemoteAccess) {
 
 // Receive: a multi-packet RDMA WRITE (First inside the region, length past
 // its end).
-// Expect: IBA 9.7.5.2.3: the whole range is checked at the First packet: NAK
+// Expect: IBA 9.7.5.2: the whole range is checked at the First packet: NAK
 // remote access error there; the Middle/Last that follow are dropped (the
 // QP is in ERR); nothing written.
 TEST_F(Attack, MultiPacketWriteOverrunningRegion_NakAtFirst) {
@@ -141,7 +141,7 @@ TEST_F(Attack, MultiPacketWriteOverrunningRegion_NakAtFirst) {
 }
 
 // Receive: RDMA READ of 200 bytes, the last 100 past the region's end.
-// Expect: IBA 9.7.5.2.3: NAK remote access error and no READ response at
+// Expect: IBA 9.7.5.2: NAK remote access error and no READ response at
 // all (not even the bytes inside the region: no data leaves).
 TEST_F(Attack, ReadBeyondRegionEnd_NakRemoteAccessNoData) {
   PacketDesc d = req(wire::kRcReadRequest);
@@ -158,7 +158,7 @@ TEST_F(Attack, ReadBeyondRegionEnd_NakRemoteAccessNoData) {
 }
 
 // Receive: FETCH_ADD at the first 8-byte word past the region.
-// Expect: IBA 9.7.5.2.3: NAK remote access error; nothing added anywhere.
+// Expect: IBA 9.7.5.2: NAK remote access error; nothing added anywhere.
 TEST_F(Attack, AtomicBeyondRegionEnd_NakRemoteAccess) {
   PacketDesc d = req(wire::kRcFetchAdd);
   d.atomic_va = rw_.addr(kMrBytes);
@@ -173,7 +173,7 @@ TEST_F(Attack, AtomicBeyondRegionEnd_NakRemoteAccess) {
 }
 
 // Receive: RDMA WRITE with an R_Key that differs from a valid one in the key bits.
-// Expect: IBA 9.7.5.2.3 / 10.6.3.1: an R_Key that names no valid region is
+// Expect: IBA 9.7.5.2 / 10.6.3.1: an R_Key that names no valid region is
 // an R_Key violation: NAK remote access error; nothing written.
 TEST_F(Attack, WriteWithWrongRkey_NakRemoteAccess) {
   PacketDesc d = req(wire::kRcWriteOnly);
@@ -189,7 +189,7 @@ TEST_F(Attack, WriteWithWrongRkey_NakRemoteAccess) {
 
 // Receive: RDMA WRITE and RDMA READ with the R_Key of a region that allows
 // remote access but belongs to another protection domain of the victim.
-// Expect: IBA 10.2.3 / 9.7.5.2.3: the region's PD must be the QP's: NAK
+// Expect: IBA 10.2.3 / 9.7.5.2: the region's PD must be the QP's: NAK
 // remote access error; nothing written, nothing read.
 TEST_F(Attack, WriteWithRkeyOfAnotherPd_NakRemoteAccess) {
   PacketDesc d = req(wire::kRcWriteOnly);
@@ -216,7 +216,7 @@ TEST_F(Attack, ReadWithRkeyOfAnotherPd_NakRemoteAccess) {
 }
 
 // Receive: RDMA WRITE to a region registered remote-read only.
-// Expect: IBA 10.6.3.1 / 9.7.5.2.3: access not granted: NAK remote access
+// Expect: IBA 10.6.3.1 / 9.7.5.2: access not granted: NAK remote access
 // error; nothing written.
 TEST_F(Attack, WriteWithoutRemoteWriteAccess_NakRemoteAccess) {
   PacketDesc d = req(wire::kRcWriteOnly);
@@ -261,7 +261,7 @@ TEST_F(Attack, AtomicWithoutRemoteAtomicAccess_NakRemoteAccess) {
 }
 
 // Receive: RDMA WRITE with the R_Key of a region the victim has deregistered.
-// Expect: IBA 11.2.8.5 / 9.7.5.2.3: the key names no region: NAK remote
+// Expect: IBA 11.2.8.5 / 9.7.5.2: the key names no region: NAK remote
 // access error; the memory that was the region is unchanged.
 TEST_F(Attack, WriteToDeregisteredRegion_NakRemoteAccess) {
   GuardedBuf gone(4096);
@@ -314,7 +314,7 @@ TEST_F(Attack, WriteToInvalidatedRegion_NakRemoteAccess) {
 
 // Receive: SEND with Invalidate naming the R_Key of a plain registered region
 // (reg_mr), then an RDMA WRITE to it on another QP.
-// Expect: IBA 10.6.6 / 10.6.3.6: remote invalidation applies only to keys
+// Expect: IBA 10.6.6: remote invalidation applies only to keys
 // created for it (fast registration, memory windows); a region from
 // reg_mr cannot be invalidated by a peer: NAK invalid request, and the
 // region stays valid for its owner's other connections.
@@ -338,7 +338,7 @@ TEST_F(Attack, SendWithInvalidateOfPlainRegion_NakInvalidRequest) {
 // ---------------------------------------------------------------- atomics, wrap, length
 
 // Receive: FETCH_ADD at VA 4 bytes into a region (not 8-byte aligned).
-// Expect: IBA 9.4.5 / 9.7.5.2.3: atomic VAs must be naturally aligned; a
+// Expect: IBA 9.7.5.2: atomic VAs must be naturally aligned; a
 // misaligned one is an invalid request: NAK invalid request; nothing added.
 TEST_F(Attack, MisalignedAtomic_NakInvalidRequest) {
   PacketDesc d = req(wire::kRcFetchAdd);
@@ -354,7 +354,7 @@ TEST_F(Attack, MisalignedAtomic_NakInvalidRequest) {
 
 // Receive: RDMA WRITE and RDMA READ with a valid R_Key and VA = 2^64 - 32,
 // length 64: VA + length wraps past 2^64 into low memory.
-// Expect: IBA 9.7.5.2.3: the range is not inside the region (a check done
+// Expect: IBA 9.7.5.2: the range is not inside the region (a check done
 // as "va + len <= end" without the wrap test would pass it): NAK remote
 // access error, nothing written or read.
 TEST_F(Attack, WriteWithVaPlusLengthWrapping_NakRemoteAccess) {
@@ -382,7 +382,7 @@ TEST_F(Attack, ReadWithVaPlusLengthWrapping_NakRemoteAccess) {
 }
 
 // Receive: RDMA WRITE First with DMA length 2^31 + 1 (over the 2^31 message limit).
-// Expect: IBA 9.7.5.2.4 / C9-?: a length the responder cannot accept is an
+// Expect: IBA 9.7.5.2 / a length the responder cannot accept is an
 // invalid request: NAK invalid request.
 TEST_F(Attack, WriteLongerThanMaxMessage_NakInvalidRequest) {
   PacketDesc d = req(wire::kRcWriteFirst);
@@ -400,7 +400,7 @@ TEST_F(Attack, WriteLongerThanMaxMessage_NakInvalidRequest) {
 
 // Receive: 100 RDMA WRITEs with PSNs 2^22 ahead of the expected one (far
 // out of the window, but in the "ahead" half of the 24-bit space).
-// Expect: IBA 9.7.5.2.1 (C9-110/111): a PSN sequence error NAK naming the
+// Expect: IBA 9.7.5.2 (C9-110/111): a PSN sequence error NAK naming the
 // expected PSN, one for the whole gap (no NAK storm); nothing written; the
 // QP stays in RTS and a request with the right PSN then executes.
 TEST_F(Attack, PsnFarAhead_OneSeqNakNothingWritten) {
@@ -436,7 +436,7 @@ TEST_F(Attack, PsnFarAhead_OneSeqNakNothingWritten) {
 
 // Receive: an RDMA WRITE and an RDMA READ with PSNs 2^22 behind the expected
 // one (in the "behind" half: duplicates of requests long gone).
-// Expect: IBA 9.7.5.2.2 (C9-104..106): a duplicate WRITE is acknowledged
+// Expect: IBA 9.7.5.2 (C9-104..106): a duplicate WRITE is acknowledged
 // again but not executed; a duplicate READ with no responder resource left
 // is dropped silently (no data leaves); the QP stays in RTS.
 TEST_F(Attack, PsnFarBehind_DuplicateNotExecuted) {
@@ -544,7 +544,7 @@ TEST_F(Attack, UnsolicitedResponses_Dropped) {
 
 // Receive: a valid SEND Only frame with its BTH opcode replaced by each of
 // the 256 values the opcode table marks reserved.
-// Expect: IBA 9.6.1 (BTH checks; Table 38 reserved opcodes): silently
+// Expect: IBA 9.6 (BTH checks; Table 38 reserved opcodes): silently
 // dropped, counted as unknown opcode, no reply.
 TEST_F(Attack, ReservedOpcodes_SilentlyDropped) {
   PacketDesc d = req(wire::kRcSendOnly);
@@ -573,7 +573,7 @@ TEST_F(Attack, ReservedOpcodes_SilentlyDropped) {
 
 // Receive: valid opcodes of the wrong transport service for the RC QP: a UD
 // SEND Only and a UC RDMA WRITE Only.
-// Expect: IBA 9.6.1 (BTH opcode must match the QP's service type): silently
+// Expect: IBA 9.6 (BTH opcode must match the QP's service type): silently
 // dropped and counted; the QP stays in RTS; nothing written.
 TEST_F(Attack, OpcodeOfAnotherService_SilentlyDropped) {
   bool done = false;
@@ -598,7 +598,7 @@ TEST_F(Attack, OpcodeOfAnotherService_SilentlyDropped) {
 // Receive: RDMA WRITEs to a QPN the victim does not have, and to the honest
 // peer's QP (whose number and PSN the attacker has guessed) from the
 // attacker's address.
-// Expect: IBA 9.6.1 (destination QP must exist; a connected QP takes only
+// Expect: IBA 9.6 (destination QP must exist; a connected QP takes only
 // its peer's packets): silently dropped and counted; the honest QP is
 // neither written nor NAKed nor moved out of RTS.
 TEST_F(Attack, WrongDestinationQp_SilentlyDropped) {
@@ -631,7 +631,7 @@ TEST_F(Attack, WrongDestinationQp_SilentlyDropped) {
 
 // Receive: UD SEND Only to the victim's UD QP with a wrong Q_Key, then with
 // the right one.
-// Expect: C10-15 (IBA 10.2.5): a Q_Key mismatch drops the datagram silently
+// Expect: C10-15: a Q_Key mismatch drops the datagram silently
 // (counted) and consumes no receive WQE; the right Q_Key is delivered.
 TEST_F(Attack, UdWrongQkey_SilentlyDropped) {
   Sge rs{local_.addr(0), 1024, local_mr_->lkey};
@@ -668,8 +668,8 @@ TEST_F(Attack, UdWrongQkey_SilentlyDropped) {
 // Receive: 20,000 invalid frames (random bytes; bad ICRC; unknown QPN; bad
 // P_Key; another host's IP; PSN far ahead) 16 per microsecond while
 // the honest peer runs 10 verified rounds.
-// Expect: every class silently dropped and counted exactly (IBA 9.6.1,
-// 9.7.5.2.1: one PSN NAK for the whole gap), no reply beyond that NAK, no
+// Expect: every class silently dropped and counted exactly (IBA 9.6,
+// 9.7.5.2: one PSN NAK for the whole gap), no reply beyond that NAK, no
 // mbuf lost, every honest round verified.
 TEST_F(Attack, FloodOfInvalidFrames_HonestTrafficUnaffected) {
   std::mt19937_64 rng(7);

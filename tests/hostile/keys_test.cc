@@ -3,7 +3,7 @@
 // index, as stack/mem/mr_table.h does). These tests check the key bits are
 // random, are drawn again on every registration, differ between devices, and
 // that a peer holding one valid R_Key cannot reach memory with a neighbour of
-// it: each forged key gets NAK remote access error (IBA 9.7.5.2.3) and a count.
+// it: each forged key gets NAK remote access error (IBA 9.7.5.2) and a count.
 #include <bit>
 #include <cstring>
 #include <set>
