@@ -81,6 +81,9 @@ void rx_cnp(Context& ctx, const wire::PacketDesc& d) {
   ctx.inc(Counter::rcvd_cnp);
   QpImpl* qp = qp_of_qpn(ctx, d.dest_qp);
   if (!qp) return ctx.inc(Counter::rp_cnp_ignored);
+  // As in rx_qp (IBA 9.6): only a connected QP's peer, whose NP saw the
+  // marks, may slow it down; a CNP from anyone else is dropped.
+  if (qp->qp_type != QpType::kUd && d.sgid != qp->attr.ah_attr.dgid) return ctx.inc(Counter::rx_drop_wrong_src);
   Counters& qc = qp_counters_of(ctx, *qp);
   qc.inc(Counter::rcvd_cnp);
   qc.inc(Counter::rcvd_pkts);

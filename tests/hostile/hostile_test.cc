@@ -629,6 +629,36 @@ TEST_F(Attack, WrongDestinationQp_SilentlyDropped) {
   EXPECT_TRUE(rw_.unchanged());
 }
 
+// Receive: a CNP (RoCEv2 BTH opcode 0x81) from the attacker to the honest
+// peer's QP, and one to the QP connected to the attacker.
+// Expect: A17.9.2 / IBA 9.6: a CNP comes from the connected peer's
+// notification point; one from another source is dropped before it reaches
+// congestion control (rx_drop_wrong_src), the peer's own is taken.
+TEST_F(Attack, ForgedCnpToAnotherConnection_Dropped) {
+  bool done = false;
+  honest_around([&] {
+    if (done) return;
+    done = true;
+    PacketDesc c = req(wire::kCnp);
+    c.ack_req = false;
+    c.psn = 0;
+    c.dest_qp = vh_->qp_num;
+    send(c);
+  });
+  EXPECT_EQ(count(Counter::rcvd_cnp), 1u);
+  EXPECT_EQ(count(Counter::rx_drop_wrong_src), 1u);
+  EXPECT_EQ(count(Counter::rp_cnp_handled) + count(Counter::rp_cnp_ignored), 0u);
+  EXPECT_EQ(query_qp_counters(vh_).get(Counter::rcvd_cnp), 0u);
+  PacketDesc own = req(wire::kCnp);
+  own.ack_req = false;
+  own.psn = 0;
+  send(own);
+  run_for(20'000);
+  EXPECT_EQ(count(Counter::rcvd_cnp), 2u);
+  EXPECT_EQ(count(Counter::rx_drop_wrong_src), 1u);
+  EXPECT_EQ(query_qp_counters(vx_).get(Counter::rcvd_cnp), 1u);
+}
+
 // Receive: UD SEND Only to the victim's UD QP with a wrong Q_Key, then with
 // the right one.
 // Expect: C10-15: a Q_Key mismatch drops the datagram silently
