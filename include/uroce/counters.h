@@ -32,6 +32,7 @@ namespace uroce {
   X(rx_drop_wrong_mac)         /* destination MAC is not ours */                           \
   X(rx_drop_wrong_gid)         /* destination IP is not in our GID table */                \
   X(rx_drop_unknown_qp)        /* no QP with that number */                                \
+  X(rx_drop_wrong_src)         /* RC/UC: source GID is not the QP's peer (IBA 9.6) */      \
   X(rx_drop_qp_state)          /* QP not in a state that receives */                       \
   X(rx_drop_bad_pkey)                                                                      \
   X(rx_drop_bad_qkey)          /* UD Q_Key mismatch (C10-15) */                            \
@@ -75,6 +76,7 @@ namespace uroce {
   X(req_remote_access_errors)                                                              \
   X(req_remote_invalid_request)                                                            \
   X(duplicate_response)        /* ghost / stale ACK or response dropped */                 \
+  X(unsent_psn_response)       /* ACK/response for a PSN never sent: dropped */            \
   X(completer_bad_resp)        /* response that fits no outstanding request */             \
   X(uc_msg_dropped)            /* UC message abandoned after a PSN gap */                  \
   X(cq_overflow)

@@ -41,6 +41,12 @@ enum AccessFlags : uint32_t {  // IBV_ACCESS_*
   kAccessRemoteWrite = 2,
   kAccessRemoteRead = 4,
   kAccessRemoteAtomic = 8,
+  /// uroce extension (no IBV_ACCESS_* equivalent): a peer may invalidate
+  /// this region's R_Key with SEND with Invalidate. IBA 10.6.6 allows remote
+  /// invalidation only of keys made for it (fast-registered regions, type 2
+  /// memory windows), which uroce does not have; without this flag a plain
+  /// region cannot be revoked by a peer (as on rxe and mlx5 for ibv_reg_mr).
+  kAccessRemoteInvalidate = 1u << 24,
 };
 
 enum class WrOpcode : uint8_t {  // IBV_WR_*

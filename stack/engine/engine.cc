@@ -81,6 +81,9 @@ void rx_cnp(Context& ctx, const wire::PacketDesc& d) {
   ctx.inc(Counter::rcvd_cnp);
   QpImpl* qp = qp_of_qpn(ctx, d.dest_qp);
   if (!qp) return ctx.inc(Counter::rp_cnp_ignored);
+  // As in rx_qp (IBA 9.6): only a connected QP's peer, whose NP saw the
+  // marks, may slow it down; a CNP from anyone else is dropped.
+  if (qp->qp_type != QpType::kUd && d.sgid != qp->attr.ah_attr.dgid) return ctx.inc(Counter::rx_drop_wrong_src);
   Counters& qc = qp_counters_of(ctx, *qp);
   qc.inc(Counter::rcvd_cnp);
   qc.inc(Counter::rcvd_pkts);
@@ -95,6 +98,11 @@ void rx_qp(Context& ctx, QpImpl& qp, const wire::PacketDesc& d, const uint8_t* f
   // IBA 9.2.4: the P_Key must match ours, ignoring the membership bit.
   if ((d.pkey & 0x7fff) != (transport::kDefaultPkey & 0x7fff)) return ctx.inc(Counter::rx_drop_bad_pkey);
   if (!(flags & service_flag(qp.qp_type))) return ctx.inc(Counter::rx_drop_opcode_mismatch);
+  // IBA 9.6 (packet header validation; rxe's check_addr): a connected QP
+  // takes packets only from its peer, the GID its address vector names.
+  // Anyone else who learns the QPN and PSN could otherwise write into the
+  // connection (RC BTH carries no source QPN, so the address is the check).
+  if (qp.qp_type != QpType::kUd && d.sgid != qp.attr.ah_attr.dgid) return ctx.inc(Counter::rx_drop_wrong_src);
   if (flags & wire::kReq) {
     if (!receives(qp.state)) return ctx.inc(Counter::rx_drop_qp_state);
     if (d.ecn() == 3 && ctx.cfg.cc.np_enabled && qp.qp_type != QpType::kUd) notify_congestion(ctx, qp);
