@@ -255,6 +255,10 @@ class Fabric {
     hook_user_ = user;
   }
 
+  /// Bytes waiting in the switch's egress queue toward port i at now_ns():
+  /// the backlog tail drop and RED see (what is still to be serialized).
+  uint64_t queue_bytes(uint32_t i) const;
+
   /// Frames the switch has seen (= captured when capturing).
   uint64_t frames_seen() const { return frames_seen_; }
   /// Counters summed over all ports.
