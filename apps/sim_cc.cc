@@ -24,12 +24,13 @@
 //   utilisation wire bytes delivered to the receiver / capacity
 //   drops       switch buffer tail drops; retransmits, CNPs, timeouts from the
 //               hosts' counters
-// Convergence: time is cut into --window-us windows; the flows converged at
-// the start of the first window after the last join from which every window
-// has Jain's index >= 0.99 over the per-flow goodput of the long flows (the
-// index is computed over the flows active through the whole window). The
-// summary's jain, util and p99 queue are over [converged, end of the steady
-// period] (the second half of it if the flows never converged).
+// Convergence: --window-us windows slide by a quarter window; the flows
+// converged at the start of the first window after the last join from which every window
+// has Jain's index >= --converge-jain (0.95) over the per-flow goodput of the long flows (the
+// index is computed over the flows active through the whole window); the
+// convergence time is counted from the last join. The summary's jain, util
+// and p99 queue are steady-state figures over the second half of the steady
+// period (last join .. first leave), or from convergence on if that is later.
 #include "apps/sim_cc.h"
 
 #include <algorithm>
@@ -191,6 +192,7 @@ CcConfig cc_config(const Args& a, CcAlgorithm algo, uint64_t link_bps) {
   c.timely.t_high_ns = a.get_uint("timely-t-high-ns");
   c.timely.min_rtt_ns = a.get_uint("timely-min-rtt-ns");
   c.timely.delta_bps = a.get_uint("timely-delta-mbps") * 1'000'000;
+  c.timely.min_rate_bps = a.get_uint("timely-min-rate-mbps") * 1'000'000;
   c.timely.beta = a.get_double("timely-beta");
   c.timely.alpha = a.get_double("timely-alpha");
   return c;
@@ -487,7 +489,6 @@ int CcRun::run() {
 int CcRun::report() {
   const uint64_t window = a_.get_uint("window-us") * 1000;
   const uint64_t sample = a_.get_uint("sample-us") * 1000;
-  const size_t per_window = std::max<size_t>(1, window / sample);
   auto snap_at = [&](uint64_t t) -> const Snapshot& {
     const size_t i = std::min(snaps_.size() - 1, size_t(t / sample));
     return snaps_[i];
@@ -502,12 +503,15 @@ int CcRun::report() {
     return x.size() < 2 ? 1.0 : jain(x);
   };
   // Convergence: the first window after steady_begin from which all windows are fair.
-  const uint64_t first_w = (steady_begin_ns_ + window - 1) / window * window;
+  const double converge_jain = a_.get_double("converge-jain");
+  // Windows slide by a quarter window (at least one sample).
+  const uint64_t slide = std::max(sample, window / 4 / sample * sample);
+  const uint64_t first_w = (steady_begin_ns_ + slide - 1) / slide * slide;
   int64_t conv_ns = -1;
-  for (uint64_t t = first_w; t + window <= steady_end_ns_; t += window) {
+  for (uint64_t t = first_w; t + window <= steady_end_ns_; t += slide) {
     bool all = true;
-    for (uint64_t u = t; u + window <= steady_end_ns_; u += window) {
-      if (jain_between(u, u + window) < 0.99) {
+    for (uint64_t u = t; u + window <= steady_end_ns_; u += slide) {
+      if (jain_between(u, u + window) < converge_jain) {
         all = false;
         break;
       }
@@ -517,9 +521,10 @@ int CcRun::report() {
       break;
     }
   }
-  const uint64_t m0 = conv_ns >= 0 ? uint64_t(conv_ns) : (steady_begin_ns_ + steady_end_ns_) / 2;
+  // Steady-state figures: the second half of the steady period, or from
+  // convergence on if that is later.
+  const uint64_t m0 = std::max<uint64_t>((steady_begin_ns_ + steady_end_ns_) / 2, conv_ns >= 0 ? uint64_t(conv_ns) : 0);
   const uint64_t m1 = steady_end_ns_;
-  (void)per_window;
   const double span_s = double(m1 - m0) / 1e9;
   const double util = span_s > 0 ? double(snap_at(m1).rx_wire_bytes - snap_at(m0).rx_wire_bytes) * 8 /
                                        (double(link_bps_) * span_s)
