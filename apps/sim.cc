@@ -102,6 +102,7 @@ constexpr OptSpec kSimOptions[] = {
     {.name = "sample-us", .kind = OptKind::kUint, .def = "100", .help = "time-series sample interval, us", .min = 1},
     {.name = "window-us", .kind = OptKind::kUint, .def = "1000", .help = "fairness window for the convergence test, us (a multiple of --sample-us)", .min = 1},
     {.name = "converge-jain", .kind = OptKind::kDouble, .def = "0.95", .help = "converged: every later window has Jain's index >= X", .max = 1},
+    {.name = "converge-util", .kind = OptKind::kDouble, .def = "0.9", .help = "converged: every later window has bottleneck utilisation >= X", .max = 1},
     {.name = "qp-timeout", .kind = OptKind::kUint, .def = "10", .help = "RC local ACK timeout code (4.096 us * 2^N)", .min = 1, .max = 31},
     {.name = "pacer-burst", .kind = OptKind::kUint, .def = "16384", .help = "pacer burst tolerance, bytes"},
     {.name = "dcqcn-preset", .kind = OptKind::kChoice, .def = "connectx", .help = "DCQCN base parameters: ConnectX firmware defaults or Zhu et al. 2015; the rpg-/dce-/rate- flags override single ones", .choices = "connectx|paper"},

@@ -26,8 +26,9 @@
 //               hosts' counters
 // Convergence: --window-us windows slide by a quarter window; the flows
 // converged at the start of the first window after the last join from which every window
-// has Jain's index >= --converge-jain (0.95) over the per-flow goodput of the long flows (the
-// index is computed over the flows active through the whole window); the
+// has Jain's index >= --converge-jain (0.95) over the per-flow goodput of the
+// long flows (the index is computed over the flows active through the whole
+// window) and bottleneck utilisation >= --converge-util (0.9); the
 // convergence time is counted from the last join. The summary's jain, util
 // and p99 queue are steady-state figures over the second half of the steady
 // period (last join .. first leave), or from convergence on if that is later.
@@ -91,6 +92,7 @@ struct Flow {
 struct Snapshot {
   uint64_t t_ns;
   uint64_t rx_wire_bytes;              // delivered to the receiver port
+  uint64_t drops;                      // switch buffer drops toward the receiver, cumulative
   std::vector<uint64_t> good_bytes;    // per flow, cumulative
   std::vector<uint64_t> sent_bytes;    // per flow (its host's link), cumulative
   double queue_kb_max;                 // in the interval ending here
@@ -441,6 +443,7 @@ void CcRun::snapshot(uint64_t t, double qmax_kb, double q_kb) {
   s.t_ns = t;
   const auto& rc = hosts_[0]->port->counters();
   s.rx_wire_bytes = rc.get(PortCounter::rx_bytes) + rc.get(PortCounter::rx_frames) * kWireOverhead;
+  s.drops = rc.get(PortCounter::drop_buffer);
   for (const Flow& f : flows_) {
     s.good_bytes.push_back(good_bytes(f));
     const auto& hc = hosts_[f.host]->port->counters();
@@ -504,6 +507,10 @@ int CcRun::report() {
   };
   // Convergence: the first window after steady_begin from which all windows are fair.
   const double converge_jain = a_.get_double("converge-jain");
+  const double converge_util = a_.get_double("converge-util");
+  auto util_between = [&](uint64_t t0, uint64_t t1) {
+    return double(snap_at(t1).rx_wire_bytes - snap_at(t0).rx_wire_bytes) * 8 / (double(link_bps_) * double(t1 - t0) / 1e9);
+  };
   // Windows slide by a quarter window (at least one sample).
   const uint64_t slide = std::max(sample, window / 4 / sample * sample);
   const uint64_t first_w = (steady_begin_ns_ + slide - 1) / slide * slide;
@@ -511,7 +518,7 @@ int CcRun::report() {
   for (uint64_t t = first_w; t + window <= steady_end_ns_; t += slide) {
     bool all = true;
     for (uint64_t u = t; u + window <= steady_end_ns_; u += slide) {
-      if (jain_between(u, u + window) < converge_jain) {
+      if (jain_between(u, u + window) < converge_jain || util_between(u, u + window) < converge_util) {
         all = false;
         break;
       }
@@ -526,9 +533,7 @@ int CcRun::report() {
   const uint64_t m0 = std::max<uint64_t>((steady_begin_ns_ + steady_end_ns_) / 2, conv_ns >= 0 ? uint64_t(conv_ns) : 0);
   const uint64_t m1 = steady_end_ns_;
   const double span_s = double(m1 - m0) / 1e9;
-  const double util = span_s > 0 ? double(snap_at(m1).rx_wire_bytes - snap_at(m0).rx_wire_bytes) * 8 /
-                                       (double(link_bps_) * span_s)
-                                 : 0;
+  const double util = span_s > 0 ? util_between(m0, m1) : 0;
   const double jain_m = jain_between(m0, m1);
   std::vector<uint32_t> qs, qall;
   for (size_t i = 0; i < queue_samples_.size(); ++i) {
@@ -595,7 +600,7 @@ int CcRun::report() {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     if (std::FILE* f = std::fopen((dir + "/" + label + ".series.csv").c_str(), "w")) {
-      std::fprintf(f, "t_us,queue_kb,queue_max_kb,util");
+      std::fprintf(f, "t_us,queue_kb,queue_max_kb,util,drops");
       for (size_t i = 0; i < flows_.size(); ++i) std::fprintf(f, ",goodput_gbps_%zu", i);
       for (size_t i = 0; i < flows_.size(); ++i) std::fprintf(f, ",send_gbps_%zu", i);
       std::fprintf(f, "\n");
@@ -603,8 +608,9 @@ int CcRun::report() {
         const Snapshot& p = snaps_[k - 1];
         const Snapshot& s = snaps_[k];
         const double dt = double(s.t_ns - p.t_ns);
-        std::fprintf(f, "%.1f,%.2f,%.2f,%.4f", double(s.t_ns) / 1000, s.queue_kb, s.queue_kb_max,
-                     double(s.rx_wire_bytes - p.rx_wire_bytes) * 8 / dt / (double(link_bps_) / 1e9));
+        std::fprintf(f, "%.1f,%.2f,%.2f,%.4f,%llu", double(s.t_ns) / 1000, s.queue_kb, s.queue_kb_max,
+                     double(s.rx_wire_bytes - p.rx_wire_bytes) * 8 / dt / (double(link_bps_) / 1e9),
+                     (unsigned long long)(s.drops - p.drops));
         for (size_t i = 0; i < flows_.size(); ++i) std::fprintf(f, ",%.4f", double(s.good_bytes[i] - p.good_bytes[i]) * 8 / dt);
         for (size_t i = 0; i < flows_.size(); ++i) std::fprintf(f, ",%.4f", double(s.sent_bytes[i] - p.sent_bytes[i]) * 8 / dt);
         std::fprintf(f, "\n");

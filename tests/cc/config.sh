@@ -9,7 +9,7 @@
 # 4.2 ms (code 10), 16 KiB RDMA WRITEs, 64 outstanding per flow.
 CC_FABRIC=(--link-gbps 100 --link-delay-ns 1000 --buffer-kb 16384
   --red-kmin-kb 50 --red-kmax-kb 500 --red-pmax 0.1
-  --qp-timeout 10 --msg-kb 16 --sq-depth 64 --window-us 4000)
+  --qp-timeout 10 --msg-kb 16 --sq-depth 64 --window-us 1000)
 # DCQCN with the parameters of Zhu et al. 2015 (RP) and their NP interval N = 50 us.
 CC_DCQCN=(--cc dcqcn --dcqcn-preset paper --min-time-between-cnps 50)
 # DCQCN with the ConnectX firmware defaults as documented (byte counter in bytes).

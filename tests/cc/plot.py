@@ -115,14 +115,16 @@ def tables(runs, commit):
     out.append("| N | scheme | utilisation | Jain | convergence (ms) | p99 queue (KiB) | max queue (KiB) | buffer (KiB) |"
                " drops | retransmits | timeouts | CNPs |")
     out.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    names = [("dcqcn", "DCQCN"), ("dcqcn_cx", "DCQCN, ConnectX defaults"), ("timely", "TIMELY"), ("none", "no CC")]
+    names = [("dcqcn", "DCQCN"), ("dcqcn_cx", "DCQCN, ConnectX defaults"),
+             ("dcqcn_cx64", "DCQCN, ConnectX, byte counter x64"), ("timely", "TIMELY"), ("none", "no CC")]
     for n in (2, 8, 32, 64):
         for key, name in names:
             r = runs.get(f"incast-{key}-n{n}")
             if not r:
                 continue
+            failed = f" ({r['failed_flows']} flows failed)" if r["failed_flows"] else ""
             out.append(f"| {n} | {name} | {r['util']:.3f} | {r['jain']:.4f} | {fmt_conv(r)} | {r['p99_queue_kb']:.0f} |"
-                       f" {r['max_queue_kb']:.0f} | {r['buffer_kb']:.0f} | {r['drops']} | {r['retransmits']} |"
+                       f" {r['max_queue_kb']:.0f} | {r['buffer_kb']:.0f} | {r['drops']} | {r['retransmits']}{failed} |"
                        f" {r['timeouts']} | {r['cnp_handled']} |")
     out.append("")
     out.append("**Other scenarios** (8 hosts for mixed: 2 long flows, 6 hosts sending 16 KiB - 1 MiB flows)")
