@@ -655,6 +655,15 @@ int CcRun::report() {
 }  // namespace
 
 int run_cc_scenario(const Args& args) {
+  const char* bad = nullptr;
+  if (args.get_uint("msg-kb") % 4 != 0) bad = "--msg-kb must be a multiple of the 4 KiB path MTU";
+  else if (args.get_uint("window-us") % args.get_uint("sample-us") != 0) bad = "--window-us must be a multiple of --sample-us";
+  else if (args.get_uint("duration-us") < 2 * args.get_uint("window-us")) bad = "--duration-us must be at least two --window-us";
+  else if (args.get_uint("red-kmax-kb") <= args.get_uint("red-kmin-kb")) bad = "--red-kmax-kb must be above --red-kmin-kb";
+  if (bad) {
+    std::fprintf(stderr, "uroce sim: %s (see uroce sim --help)\n", bad);
+    return kExitUsage;
+  }
   if (Status s = init_eal(); !s.ok()) {
     std::fprintf(stderr, "uroce sim: %s\n", s.message());
     return kExitFailure;
