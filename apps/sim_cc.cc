@@ -22,8 +22,8 @@
 //   send rate   per flow, bytes its host put on its link (retransmissions too)
 //   queue       the switch's egress backlog toward the receiver, every step
 //   utilisation wire bytes delivered to the receiver / capacity
-//   drops       switch buffer tail drops; retransmits, CNPs, timeouts from the
-//               hosts' counters
+//   drops       switch buffer tail drops and the senders' retransmissions, per
+//               sample; totals of CNPs and timeouts from the hosts' counters
 // Convergence: --window-us windows slide by a quarter window; the flows
 // converged at the start of the first window after the last join from which every window
 // has Jain's index >= --converge-jain (0.95) over the per-flow goodput of the
@@ -93,6 +93,7 @@ struct Snapshot {
   uint64_t t_ns;
   uint64_t rx_wire_bytes;              // delivered to the receiver port
   uint64_t drops;                      // switch buffer drops toward the receiver, cumulative
+  uint64_t retransmits;                // packets the senders sent again, cumulative
   std::vector<uint64_t> good_bytes;    // per flow, cumulative
   std::vector<uint64_t> sent_bytes;    // per flow (its host's link), cumulative
   double queue_kb_max;                 // in the interval ending here
@@ -444,6 +445,8 @@ void CcRun::snapshot(uint64_t t, double qmax_kb, double q_kb) {
   const auto& rc = hosts_[0]->port->counters();
   s.rx_wire_bytes = rc.get(PortCounter::rx_bytes) + rc.get(PortCounter::rx_frames) * kWireOverhead;
   s.drops = rc.get(PortCounter::drop_buffer);
+  s.retransmits = 0;
+  for (const Flow& f : flows_) s.retransmits += query_qp_counters(f.sqp).get(Counter::retransmits);
   for (const Flow& f : flows_) {
     s.good_bytes.push_back(good_bytes(f));
     const auto& hc = hosts_[f.host]->port->counters();
@@ -600,7 +603,7 @@ int CcRun::report() {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     if (std::FILE* f = std::fopen((dir + "/" + label + ".series.csv").c_str(), "w")) {
-      std::fprintf(f, "t_us,queue_kb,queue_max_kb,util,drops");
+      std::fprintf(f, "t_us,queue_kb,queue_max_kb,util,drops,retransmits");
       for (size_t i = 0; i < flows_.size(); ++i) std::fprintf(f, ",goodput_gbps_%zu", i);
       for (size_t i = 0; i < flows_.size(); ++i) std::fprintf(f, ",send_gbps_%zu", i);
       std::fprintf(f, "\n");
@@ -608,9 +611,9 @@ int CcRun::report() {
         const Snapshot& p = snaps_[k - 1];
         const Snapshot& s = snaps_[k];
         const double dt = double(s.t_ns - p.t_ns);
-        std::fprintf(f, "%.1f,%.2f,%.2f,%.4f,%llu", double(s.t_ns) / 1000, s.queue_kb, s.queue_kb_max,
+        std::fprintf(f, "%.1f,%.2f,%.2f,%.4f,%llu,%llu", double(s.t_ns) / 1000, s.queue_kb, s.queue_kb_max,
                      double(s.rx_wire_bytes - p.rx_wire_bytes) * 8 / dt / (double(link_bps_) / 1e9),
-                     (unsigned long long)(s.drops - p.drops));
+                     (unsigned long long)(s.drops - p.drops), (unsigned long long)(s.retransmits - p.retransmits));
         for (size_t i = 0; i < flows_.size(); ++i) std::fprintf(f, ",%.4f", double(s.good_bytes[i] - p.good_bytes[i]) * 8 / dt);
         for (size_t i = 0; i < flows_.size(); ++i) std::fprintf(f, ",%.4f", double(s.sent_bytes[i] - p.sent_bytes[i]) * 8 / dt);
         std::fprintf(f, "\n");

@@ -59,7 +59,19 @@ def rate_grid(run_dir, docs, name, labels, title):
 
 
 def queue_plot(run_dir, docs, ns, buffer_kb):
-    fig, axes = plt.subplots(1, len(ns), figsize=(4.3 * len(ns), 2.8), squeeze=False)
+    fig, axes = plt.subplots(1, len(ns) + 1, figsize=(4.3 * (len(ns) + 1), 2.8), squeeze=False)
+    ax = axes[0][len(ns)]
+    for cc, cname in SCHEMES:
+        t, rows, _ = series(run_dir, f"incast-{cc}-n{ns[-1]}")
+        total, cum = 0, []
+        for r in rows:
+            total += int(r["retransmits"])
+            cum.append(total)
+        ax.plot(t, cum, lw=0.8, color=COLORS[cc], label=cname)
+    ax.set_title(f"{ns[-1]}:1 incast: packets retransmitted (cumulative)", fontsize=9)
+    ax.set_xlabel("time (ms)", fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.legend(fontsize=7)
     for i, n in enumerate(ns):
         ax = axes[0][i]
         for cc, cname in SCHEMES:
