@@ -238,6 +238,10 @@ bool CcRun::setup() {
     pc.link.red.kmin_bytes = uint32_t(a_.get_uint("red-kmin-kb") * 1024);
     pc.link.red.kmax_bytes = uint32_t(a_.get_uint("red-kmax-kb") * 1024);
     pc.link.red.pmax = a_.get_double("red-pmax");
+    pc.link.pfc.enabled = a_.flag("pfc");
+    pc.link.pfc.xoff_bytes = uint32_t(a_.get_uint("pfc-xoff-kb") * 1024);
+    pc.link.pfc.xon_bytes = uint32_t(a_.get_uint("pfc-xon-kb") * 1024);
+    pc.link.tx_queue_bytes = uint32_t(a_.get_uint("nic-queue-kb") * 1024);
     pc.pool_size = h == 0 ? 2048 : 512;
     pc.rx_ring_size = h == 0 ? 4096 : 1024;
     auto host = std::make_unique<Host>();
@@ -559,6 +563,8 @@ int CcRun::report() {
   for (const Flow& f : flows_) failed += f.failed;
   const uint64_t drops = hosts_[0]->port->counters().get(PortCounter::drop_buffer);
   const uint64_t marked = hosts_[0]->port->counters().get(PortCounter::ecn_marked);
+  uint64_t pauses = 0;
+  for (auto& h : hosts_) pauses += h->port->counters().get(PortCounter::pfc_pause_rx);
   std::vector<double> fct_us;
   uint64_t shorts = 0, unfinished = 0;
   for (const Flow& f : flows_) {
@@ -581,13 +587,13 @@ int CcRun::report() {
                 "\"util\":%.4f,\"jain\":%.4f,\"converged\":%s,\"convergence_ms\":%s,\"p99_queue_kb\":%.1f,"
                 "\"p99_queue_all_kb\":%.1f,\"max_queue_kb\":%.1f,\"buffer_kb\":%.0f,\"drops\":%llu,"
                 "\"retransmits\":%llu,\"timeouts\":%llu,\"ecn_marked\":%llu,\"cnp_sent\":%llu,\"cnp_handled\":%llu,"
-                "\"paced\":%llu,\"rtt_samples\":%llu,\"failed_flows\":%llu,\"short_flows\":%llu,\"unfinished\":%llu,"
+                "\"pfc_pauses\":%llu,\"paced\":%llu,\"rtt_samples\":%llu,\"failed_flows\":%llu,\"short_flows\":%llu,\"unfinished\":%llu,"
                 "\"fct_p50_us\":%.1f,\"fct_p99_us\":%.1f,\"measured_ms\":[%.3f,%.3f]}\n",
                 label.c_str(), scenario_.c_str(), std::string(cc_algorithm_name(algo_)).c_str(), n_,
                 double(link_bps_) / 1e9, util, jain_m, conv_ns >= 0 ? "true" : "false",
                 conv_ns >= 0 ? conv : "null", p99_kb, p99_all_kb, max_kb, buffer_kb, (unsigned long long)drops,
                 (unsigned long long)retrans, (unsigned long long)timeouts, (unsigned long long)marked,
-                (unsigned long long)cnp_sent, (unsigned long long)cnp_handled, (unsigned long long)paced,
+                (unsigned long long)cnp_sent, (unsigned long long)cnp_handled, (unsigned long long)pauses, (unsigned long long)paced,
                 (unsigned long long)rtts, (unsigned long long)failed, (unsigned long long)shorts,
                 (unsigned long long)unfinished, fct_p(0.5), fct_p(0.99), double(m0) / 1e6, double(m1) / 1e6);
   } else {
@@ -663,6 +669,7 @@ int run_cc_scenario(const Args& args) {
   else if (args.get_uint("window-us") % args.get_uint("sample-us") != 0) bad = "--window-us must be a multiple of --sample-us";
   else if (args.get_uint("duration-us") < 2 * args.get_uint("window-us")) bad = "--duration-us must be at least two --window-us";
   else if (args.get_uint("red-kmax-kb") <= args.get_uint("red-kmin-kb")) bad = "--red-kmax-kb must be above --red-kmin-kb";
+  else if (args.get_uint("pfc-xon-kb") >= args.get_uint("pfc-xoff-kb")) bad = "--pfc-xon-kb must be below --pfc-xoff-kb";
   if (bad) {
     std::fprintf(stderr, "uroce sim: %s (see uroce sim --help)\n", bad);
     return kExitUsage;

@@ -18,5 +18,9 @@ CC_DCQCN_CX=(--cc dcqcn --dcqcn-preset connectx)
 # fabric (base RTT about 5 us instead of 20 us; 100 instead of 10 Gb/s).
 CC_TIMELY=(--cc timely --timely-t-low-ns 10000 --timely-t-high-ns 100000
   --timely-min-rtt-ns 5000 --timely-min-rate-mbps 500 --timely-delta-mbps 100)
+# The same fabric made lossless with PFC (IEEE 802.1Qbb; pause above 2 MiB,
+# resume at 1 MiB) and 32 KiB NIC transmit queues (the PFC headroom): the
+# setting DCQCN was designed for (Zhu et al. run it over PFC).
+CC_PFC=(--pfc --pfc-xoff-kb 2048 --pfc-xon-kb 1024 --nic-queue-kb 32)
 CC_INCAST_US=40000
 CC_SCENARIO_US=40000

@@ -125,10 +125,11 @@ def tables(runs, commit):
                " drops, retransmissions and timeouts over the whole run)")
     out.append("")
     out.append("| N | scheme | utilisation | Jain | convergence (ms) | p99 queue (KiB) | max queue (KiB) | buffer (KiB) |"
-               " drops | retransmits | timeouts | CNPs |")
-    out.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+               " drops | retransmits | timeouts | CNPs | PFC pauses |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     names = [("dcqcn", "DCQCN"), ("dcqcn_cx", "DCQCN, ConnectX defaults"),
-             ("dcqcn_cx64", "DCQCN, ConnectX, byte counter x64"), ("timely", "TIMELY"), ("none", "no CC")]
+             ("dcqcn_cx64", "DCQCN, ConnectX, byte counter x64"), ("timely", "TIMELY"), ("none", "no CC"),
+             ("dcqcn_pfc", "DCQCN + PFC"), ("none_pfc", "no CC + PFC")]
     for n in (2, 8, 32, 64):
         for key, name in names:
             r = runs.get(f"incast-{key}-n{n}")
@@ -137,7 +138,7 @@ def tables(runs, commit):
             failed = f" ({r['failed_flows']} flows failed)" if r["failed_flows"] else ""
             out.append(f"| {n} | {name} | {r['util']:.3f} | {r['jain']:.4f} | {fmt_conv(r)} | {r['p99_queue_kb']:.0f} |"
                        f" {r['max_queue_kb']:.0f} | {r['buffer_kb']:.0f} | {r['drops']} | {r['retransmits']}{failed} |"
-                       f" {r['timeouts']} | {r['cnp_handled']} |")
+                       f" {r['timeouts']} | {r['cnp_handled']} | {r['pfc_pauses']} |")
     out.append("")
     out.append("**Other scenarios** (8 hosts for mixed: 2 long flows, 6 hosts sending 16 KiB - 1 MiB flows)")
     out.append("")

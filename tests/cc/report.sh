@@ -40,6 +40,10 @@ for n in 2 8 32 64; do
     --duration-us "$CC_INCAST_US" --csv-dir "$out/csv-cx64"
   run "incast-timely-n$n" --scenario incast --flows "$n" "${CC_TIMELY[@]}" --duration-us "$CC_INCAST_US"
   run "incast-none-n$n" --scenario incast --flows "$n" --cc none --duration-us "$CC_INCAST_US"
+  run "incast-dcqcn_pfc-n$n" --scenario incast --flows "$n" "${CC_DCQCN[@]}" "${CC_PFC[@]}" \
+    --duration-us "$CC_INCAST_US" --csv-dir "$out/csv-pfc"
+  run "incast-none_pfc-n$n" --scenario incast --flows "$n" --cc none "${CC_PFC[@]}" \
+    --duration-us "$CC_INCAST_US" --csv-dir "$out/csv-pfc"
 done
 for s in share join-leave mixed; do
   run "$s-dcqcn" --scenario "$s" --flows 8 "${CC_DCQCN[@]}" --duration-us "$CC_SCENARIO_US"
