@@ -137,8 +137,10 @@ void resend_last(Agent& a, CmIdImpl& id) {
 }
 
 void to_time_wait(Agent& a, CmIdImpl& id, int status) {
+  // Time wait outlasts the peer's DREQ retry interval, so that a DREQ resent
+  // after a lost DREP still finds the connection (IBA 12.9.6 TimeWait).
   id.state = CmState::kTimeWait;
-  arm(a, id, kCmTimeWaitNs);
+  arm(a, id, std::max(kCmTimeWaitNs, id.retry_ns + kPacketLifeNs));
   a.counters.inc(CmCounter::disconnected);
   a.push_event(id, CmEventType::kDisconnected, status);
 }
