@@ -60,11 +60,12 @@ def guest_script(role: str, cells: list[str]) -> str:
         spec = CELLS[c]
         if role == "server":
             cmd = spec["stock_client"]
-            body = (f'for i in $(seq {RETRIES}); do timeout {STEP_TIMEOUT} {cmd} >/tmp/o 2>&1; rc=$?; '
+            body = (f'for i in $(seq {RETRIES}); do timeout {STEP_TIMEOUT} {cmd} >/tmp/o 2>/tmp/e; rc=$?; '
                     f'[ $rc = 0 ] && break; sleep 1; done; ')
         else:
-            body = f'timeout {STEP_TIMEOUT} {spec["stock_server"]} >/tmp/o 2>&1; rc=$?; '
-        body += 'head -n 3 /tmp/o; echo ...; tail -n 4 /tmp/o; exit $rc'
+            body = f'timeout {STEP_TIMEOUT} {spec["stock_server"]} >/tmp/o 2>/tmp/e; rc=$?; '
+        # stdout and stderr apart: rping's disconnect notice would otherwise split a ping line
+        body += 'head -n 3 /tmp/o; echo ...; tail -n 3 /tmp/o; cat /tmp/e; exit $rc'
         lines.append(f"uroce-step {c} sh -c '{body}'")
     lines.append("exit 0")
     return "\n".join(lines)
