@@ -123,7 +123,8 @@ Status cm_resolve_addr(CmId* id, const SockAddr* src, const SockAddr& dst, int t
 /// RoCE: the route is the resolved address; kRouteResolved follows.
 Status cm_resolve_route(CmId* id, int timeout_ms);
 
-/// Creates the id's QP in pd and moves it to INIT (rdma_create_qp).
+/// Creates the id's QP in pd and moves it to INIT, a UD QP on to RTS with
+/// Q_Key kRdmaUdpQkey (rdma_create_qp).
 Status cm_create_qp(CmId* id, Pd* pd, QpInitAttr attr);
 
 /// Active side: sends the REQ (kTcp, kIb) or SIDR REQ (kUdp). kEstablished

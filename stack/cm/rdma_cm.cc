@@ -169,7 +169,16 @@ Status cm_create_qp(CmId* id, Pd* pd, QpInitAttr attr) {
                              : kAccessRemoteWrite;
     mask |= kQpAccessFlags;
   }
-  const Status st = modify_qp(*qp, at, mask);
+  Status st = modify_qp(*qp, at, mask);
+  if (st.ok() && attr.qp_type == QpType::kUd) {
+    // librdmacm takes a UD QP straight on to RTS (ucma_init_ud_qp): it
+    // needs no peer, and SIDR only tells the other side where it is.
+    at.qp_state = QpState::kRtr;
+    st = modify_qp(*qp, at, kQpState);
+    at.qp_state = QpState::kRts;
+    at.sq_psn = 0;
+    if (st.ok()) st = modify_qp(*qp, at, kQpState | kQpSqPsn);
+  }
   if (!st.ok()) {
     (void)destroy_qp(*qp);
     return st;
