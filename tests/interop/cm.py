@@ -37,6 +37,7 @@ OURS = f"--ip {h.STACK_IP4} --mac {h.STACK_MAC} --timeout {HOST_TIMEOUT}"
 # what each side's output must show, and the CM messages the capture must hold.
 #   {peer} = the server's address as the client dials it, {pcap} = our capture.
 PINGS = 1000
+MSGS, MSG_BYTES = 100, 512
 CELLS = {
     "rping": {
         "stock_server": f"rping -s -a {h.GUEST_IP4} -v -C {PINGS}",
@@ -44,11 +45,33 @@ CELLS = {
         "our_server": f"rping {OURS} -s -a {h.STACK_IP4} -v --pcap {{pcap}} --counters",
         "our_client": f"rping {OURS} -c -a {h.GUEST_IP4} -v -V -C {PINGS} --pcap {{pcap}} --counters",
         # rping prints one line per ping on both sides; the stock server then reports the
-        # disconnect ("wait for RDMA_READ_ADV state 10") and exits nonzero by design.
+        # disconnect on stderr ("wait for RDMA_READ_ADV state 10") and still exits 0.
         "stock_server_ok": rf"server ping data: rdma-ping-{PINGS - 1}: ",
         "stock_client_ok": rf"ping data: rdma-ping-{PINGS - 1}: ",
         "our_ok": rf"ping data: rdma-ping-{PINGS - 1}: ",
         "mads": ["ConnectRequest", "ConnectReply", "ReadyToUse", "DisconnectRequest", "DisconnectReply"],
+    },
+    # RC connection, then -C SENDs of -S bytes each way; the server disconnects.
+    "ucmatose": {
+        "stock_server": f"ucmatose -b {h.GUEST_IP4} -C {MSGS} -S {MSG_BYTES}",
+        "stock_client": f"ucmatose -s {h.STACK_IP4} -C {MSGS} -S {MSG_BYTES}",
+        "our_server": f"ucmatose {OURS} -b {h.STACK_IP4} -C {MSGS} -S {MSG_BYTES} --pcap {{pcap}} --counters",
+        "our_client": f"ucmatose {OURS} -s {h.GUEST_IP4} -C {MSGS} -S {MSG_BYTES} --pcap {{pcap}} --counters",
+        "stock_server_ok": r"data transfers complete\n(.|\n)*disconnected",
+        "stock_client_ok": r"data transfers complete",
+        "our_ok": r"data transfers complete(.|\n)*test complete",
+        "mads": ["ConnectRequest", "ConnectReply", "ReadyToUse", "DisconnectRequest", "DisconnectReply"],
+    },
+    # UD: SIDR REQ / REP, then -C datagrams with immediate data each way.
+    "udaddy": {
+        "stock_server": f"udaddy -b {h.GUEST_IP4} -C {MSGS} -S {MSG_BYTES}",
+        "stock_client": f"udaddy -s {h.STACK_IP4} -C {MSGS} -S {MSG_BYTES}",
+        "our_server": f"udaddy {OURS} -b {h.STACK_IP4} -C {MSGS} -S {MSG_BYTES} --pcap {{pcap}} --counters",
+        "our_client": f"udaddy {OURS} -s {h.GUEST_IP4} -C {MSGS} -S {MSG_BYTES} --pcap {{pcap}} --counters",
+        "stock_server_ok": r"data transfers complete",
+        "stock_client_ok": r"data transfers complete",
+        "our_ok": r"data transfers complete(.|\n)*test complete",
+        "mads": ["ServiceIDResReq", "ServiceIDResReqResp"],
     },
 }
 
@@ -65,7 +88,8 @@ def guest_script(role: str, cells: list[str]) -> str:
         else:
             body = f'timeout {STEP_TIMEOUT} {spec["stock_server"]} >/tmp/o 2>/tmp/e; rc=$?; '
         # stdout and stderr apart: rping's disconnect notice would otherwise split a ping line
-        body += 'head -n 3 /tmp/o; echo ...; tail -n 3 /tmp/o; cat /tmp/e; exit $rc'
+        body += ('if [ $(wc -l </tmp/o) -le 40 ]; then cat /tmp/o; else head -n 3 /tmp/o; echo ...; '
+                 'tail -n 3 /tmp/o; fi; cat /tmp/e; exit $rc')
         lines.append(f"uroce-step {c} sh -c '{body}'")
     lines.append("exit 0")
     return "\n".join(lines)
@@ -130,7 +154,7 @@ def run_matrix(out: str, uroce: str, roles: list[str], cells: list[str], timeout
             ps = h.pcap_summary(pcap)
             ts = tshark_cm(pcap)
             mads_ok = all(m in ts["mads"] for m in spec["mads"]) and not ts["bad"]
-            ok = (stock_ok and our_ok and d["rc"] == 0 and ps["roce"] > 0 and ps["icrc_bad"] == 0
+            ok = (stock_ok and g.get("rc") == 0 and our_ok and d["rc"] == 0 and ps["roce"] > 0 and ps["icrc_bad"] == 0
                   and mads_ok)
             res["cells"][f"{role}/{c}"] = {
                 "cell": c, "ours": role, "guest_step": g, "host_step": hs, "stock_output_ok": stock_ok,
