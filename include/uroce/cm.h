@@ -127,11 +127,6 @@ Status cm_resolve_route(CmId* id, int timeout_ms);
 /// Q_Key kRdmaUdpQkey (rdma_create_qp).
 Status cm_create_qp(CmId* id, Pd* pd, QpInitAttr attr);
 
-/// Lets the id drive qp, created by the caller and in INIT (or, for UD, any
-/// state), through the connection (what rdma_create_qp does, for an existing
-/// QP; the caller keeps it and destroys it after the id).
-Status cm_use_qp(CmId* id, Qp* qp);
-
 /// Active side: sends the REQ (kTcp, kIb) or SIDR REQ (kUdp). kEstablished
 /// (QP moved to RTS, RTU sent), kRejected, kUnreachable or kConnectError follow;
 /// for kUdp kEstablished carries the peer's QPN and Q_Key (rdma_cm's UD flow).

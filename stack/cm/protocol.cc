@@ -37,7 +37,6 @@ namespace {
 constexpr uint64_t kPacketLifeNs = cm_timeout_ns(kCmPacketLifeTime);
 constexpr uint8_t kTargetAckDelay = 15;   // what rxe's REP carries
 constexpr uint8_t kMinRnrTimer = 12;      // 0.64 ms, the RNR NAK timer we advertise (rdma-core's pingpong value)
-constexpr uint8_t kPacketRate = 6;        // the REQ path's PacketRate as rxe fills it
 
 template <typename D>
 CmMad make(const CmIdImpl& id, const D& body) {
@@ -640,7 +639,7 @@ Status send_req(Agent& a, CmIdImpl& id, const CmConnParam& p) {
   r.primary.remote_lid = 0xffff;
   r.primary.local_gid = id.src.ip;
   r.primary.remote_gid = id.dst.ip;
-  r.primary.packet_rate = kPacketRate;
+  // PacketRate stays 0, as rxe sends it (Wireshark 4.0 misreads that word: tests/unit/cm/mad_test.cc).
   r.primary.traffic_class = id.route.traffic_class;
   r.primary.hop_limit = id.route.hop_limit;
   r.primary.local_ack_timeout = kCmLocalAckTimeout;

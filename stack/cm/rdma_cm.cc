@@ -188,22 +188,6 @@ Status cm_create_qp(CmId* id, Pd* pd, QpInitAttr attr) {
   return {};
 }
 
-Status cm_use_qp(CmId* id, Qp* qp) {
-  if (!id || !qp) return Status(StatusCode::kInvalidArgument, "null cm id or qp");
-  CmIdImpl& d = impl(id);
-  if (d.qp) return Status(StatusCode::kInvalidArgument, "cm id already has a qp");
-  if (qp->context != id->context) return Status(StatusCode::kInvalidArgument, "qp of another device");
-  if ((d.ps == CmPortSpace::kUdp) != (qp->qp_type == QpType::kUd)) {
-    return Status(StatusCode::kInvalidArgument, "UDP port space takes UD qps, TCP/IB take RC/UC");
-  }
-  if (qp->qp_type != QpType::kUd && qp->state != QpState::kInit) {
-    return Status(StatusCode::kInvalidQpState, "the qp must be in INIT");
-  }
-  d.qp = qp;
-  d.own_qp = false;
-  return {};
-}
-
 Status cm_connect(CmId* id, const CmConnParam& param) {
   if (!id) return Status(StatusCode::kInvalidArgument, "null cm id");
   return cm::send_req(agent_of(id), impl(id), param);
