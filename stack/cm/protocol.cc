@@ -257,6 +257,9 @@ void on_req(Agent& a, const CmMad& m, const ReqDesc& r, const AhAttr& from) {
   std::span<const uint8_t> consumer(r.private_data);
   if (is_ip_cm_service_id(r.service_id)) {
     if (!cma_addrs(r.private_data, src, dst)) return reject_req(a, m, r, from, kRejConsumer);
+    // A listener bound to one address takes only REQs to it (as rdma_cm
+    // matches the header's destination against the bound address).
+    if (l->src.ip != Gid{} && l->src.ip != dst.ip) return reject_req(a, m, r, from, kRejInvalidServiceId);
     consumer = consumer.subspan(sizeof(CmaHdr));
   }
   uint32_t pending = 0;
@@ -455,7 +458,7 @@ void on_sidr_req(Agent& a, const CmMad& m, const SidrReqDesc& r, const AhAttr& f
   CmIdImpl* l = a.listener_for(r.service_id);
   SockAddr src{}, dst{};
   const bool ip = is_ip_cm_service_id(r.service_id);
-  if (!l || (ip && !cma_addrs(r.private_data, src, dst))) {
+  if (!l || (ip && !cma_addrs(r.private_data, src, dst)) || (ip && l->src.ip != Gid{} && l->src.ip != dst.ip)) {
     SidrRepDesc s;
     s.request_id = r.request_id;
     s.status = kSidrNoService;

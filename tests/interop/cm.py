@@ -94,9 +94,13 @@ def guest_script(role: str, cells: list[str]) -> str:
     for c in cells:
         spec = CELLS[c]
         if role == "server":
+            # Retried only while the connection cannot be set up (our server not listening
+            # yet); any other failure ends the cell. Every attempt's output is kept.
             cmd = spec["stock_client"]
-            body = (f'for i in $(seq {RETRIES}); do timeout {STEP_TIMEOUT} {cmd} >/tmp/o 2>/tmp/e; rc=$?; '
-                    f'[ $rc = 0 ] && break; sleep 1; done; ')
+            body = (f': >/tmp/all; for i in $(seq {RETRIES}); do timeout {STEP_TIMEOUT} {cmd} >/tmp/o 2>/tmp/e; '
+                    f'rc=$?; cat /tmp/o /tmp/e >>/tmp/all; [ $rc = 0 ] && break; '
+                    f'grep -q "REJECTED\\|UNREACHABLE\\|ADDR_ERROR\\|ROUTE_ERROR" /tmp/all || break; '
+                    f': >/tmp/all; sleep 1; done; echo "attempts: $i"; ')
         else:
             body = f'timeout {STEP_TIMEOUT} {spec["stock_server"]} >/tmp/o 2>/tmp/e; rc=$?; '
         # stdout and stderr apart: rping's disconnect notice would otherwise split a ping line
