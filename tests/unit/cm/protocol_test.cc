@@ -17,6 +17,7 @@
 #include "stack/cm/agent.h"
 #include "stack/cm/describe.h"
 #include "stack/cm/mad.h"
+#include "stack/engine/context.h"
 #include "tests/unit/transport/fixture.h"
 
 namespace uroce::test {
@@ -246,6 +247,23 @@ TEST_F(Cm, NoListenerIsRejectedInvalidServiceId) {
   EXPECT_EQ(ev.status, cm::kRejInvalidServiceId);
   EXPECT_EQ(client->qp->state, QpState::kErr);
   EXPECT_EQ(cm_id_count(b->ctx.get()), 0u);  // no id made for the REQ
+}
+
+// rdma_cm: a listener bound to one of our addresses takes only REQs whose IP
+// header names that address; another of our addresses gets REJ 8.
+TEST_F(Cm, ListenerBoundToOtherAddressRejects) {
+  listen_and_resolve();
+  ASSERT_TRUE(cm_destroy_id(listener).ok());
+  const uint8_t other[4] = {10, 0, 0, 12};
+  ASSERT_TRUE(b->ctx->net->gids().set(1, net::GidEntry{Gid::from_ipv4(other), net::GidType::kRoceV2, net::kNoVlan, b->mac}).ok());
+  listener = must(cm_create_id(b->ctx.get(), nullptr, CmPortSpace::kTcp));
+  ASSERT_TRUE(cm_bind_addr(listener, SockAddr{Gid::from_ipv4(other), kPort}).ok());
+  ASSERT_TRUE(cm_listen(listener, 4).ok());
+  ASSERT_TRUE(cm_connect(client, CmConnParam{}).ok());  // to b->gid, not `other`
+  const CmEvent ev = wait_event(*a);
+  EXPECT_EQ(ev.event, CmEventType::kRejected);
+  EXPECT_EQ(ev.status, cm::kRejInvalidServiceId);
+  EXPECT_EQ(cm_id_count(b->ctx.get()), 1u);  // the listener only
 }
 
 // The consumer rejects: REJ reason 28 with its private data.
