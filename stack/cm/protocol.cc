@@ -49,7 +49,13 @@ CmMad make(const CmIdImpl& id, const D& body) {
 
 template <size_t N>
 void put_private(std::array<uint8_t, N>& dst, std::span<const uint8_t> src, size_t off = 0) {
-  std::memcpy(dst.data() + off, src.data(), std::min(src.size(), N - off));
+  if (!src.empty()) std::memcpy(dst.data() + off, src.data(), std::min(src.size(), N - off));
+}
+
+// Private data into an event (none: an empty span, whose data() may be null).
+void event_private(CmEvent& ev, std::span<const uint8_t> pd) {
+  ev.private_data_len = uint8_t(std::min(pd.size(), kCmMaxPrivateData));
+  if (ev.private_data_len) std::memcpy(ev.private_data, pd.data(), ev.private_data_len);
 }
 
 uint32_t random_psn(Agent& a) {
@@ -74,9 +80,7 @@ void fail(Agent& a, CmIdImpl& id, CmEventType e, int status, std::span<const uin
   a.timers.cancel(id.index);
   id.state = CmState::kError;
   a.push_event(id, e, status);
-  CmEvent& ev = a.events.back();
-  ev.private_data_len = uint8_t(std::min(private_data.size(), kCmMaxPrivateData));
-  std::memcpy(ev.private_data, private_data.data(), ev.private_data_len);
+  event_private(a.events.back(), private_data);
 }
 
 // RTR then RTS with what the CM exchanged (IBA 12.7.x; Linux ib_cm_init_qp_attr).
@@ -195,8 +199,7 @@ void connect_request_event(Agent& a, CmIdImpl& id, std::span<const uint8_t> cons
   ev.listen_id = id.listener;
   ev.responder_resources = id.req.responder_resources;
   ev.initiator_depth = id.req.initiator_depth;
-  ev.private_data_len = uint8_t(std::min(consumer_pd.size(), kCmMaxPrivateData));
-  std::memcpy(ev.private_data, consumer_pd.data(), ev.private_data_len);
+  event_private(ev, consumer_pd);
 }
 
 // ---------------------------------------------------------------- handlers
@@ -322,9 +325,7 @@ void on_rep(Agent& a, const RepDesc& r) {
   id->state = CmState::kEstablished;
   a.counters.inc(CmCounter::established);
   a.push_event(*id, CmEventType::kEstablished);
-  CmEvent& ev = a.events.back();
-  ev.private_data_len = uint8_t(kRepPrivateDataBytes);
-  std::memcpy(ev.private_data, r.private_data.data(), kRepPrivateDataBytes);
+  event_private(a.events.back(), r.private_data);
 }
 
 void on_rtu(Agent& a, const RtuDesc& r) {
@@ -501,8 +502,7 @@ void on_sidr_rep(Agent& a, const SidrRepDesc& r) {
   ev.ud_qp_num = r.qpn;
   ev.ud_qkey = r.qkey;
   ev.ud_ah = id->route;
-  ev.private_data_len = uint8_t(kSidrRepPrivateDataBytes);
-  std::memcpy(ev.private_data, r.private_data.data(), kSidrRepPrivateDataBytes);
+  event_private(ev, r.private_data);
 }
 
 // rdma_cm's IP header for our REQ / SIDR REQ (A11).
