@@ -24,6 +24,13 @@ struct rte_mbuf;
 
 namespace uroce {
 
+namespace cm {
+class Agent;  // stack/cm/agent.h: the connection manager on QP1
+struct AgentDeleter {
+  void operator()(Agent* a) const;
+};
+}  // namespace cm
+
 inline constexpr uint16_t kRxBurst = 32;
 inline constexpr uint16_t kTxBurst = 64;
 inline constexpr uint32_t kPktsPerQpTurn = 16;  // requester packets per QP per scheduling turn
@@ -70,6 +77,7 @@ struct Context {
   // lets its next packet go (stack/transport/pacer.h); firing reschedules it.
   engine::TimerWheel pace_timers;
   std::unique_ptr<net::NetStack> net;  // GID table, ARP/ND, ICMP echo
+  std::unique_ptr<cm::Agent, cm::AgentDeleter> cm;  // QP1 and CM ids; made by the first cm_create_id
 
 
   // QP slots with something to transmit, served round-robin. ready_flag is per

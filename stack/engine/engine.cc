@@ -11,6 +11,7 @@
 
 #include <span>
 
+#include "stack/cm/agent.h"
 #include "stack/engine/context.h"
 #include "stack/transport/frame.h"
 #include "stack/wire/packet.h"
@@ -132,6 +133,7 @@ void rx_one(Context& ctx, rte_mbuf* m, const wire::ParseOptions& opt) {
   if (!ctx.net->gids().find(d.dgid, vlan, gid_type)) return ctx.inc(Counter::rx_drop_wrong_gid);
   const uint32_t flags = d.op().flags;
   if (flags & wire::kCnpOp) return rx_cnp(ctx, d);
+  if (d.dest_qp == cm::kGsiQpn) return cm::gsi_rx(ctx, d, frame);  // QP1: the connection manager
   QpImpl* qp = qp_of_qpn(ctx, d.dest_qp);
   if (!qp) return ctx.inc(Counter::rx_drop_unknown_qp);
   Counters& qc = qp_counters_of(ctx, *qp);
@@ -177,6 +179,7 @@ uint32_t poll(Context* ctx, uint64_t now_ns) {
     net::TxBurst tx(c.tx_pool, c.tx.data(), kTxBurst, c.tx_n);
     c.net->poll(now_ns, tx);  // ARP / neighbour solicitations due now
   }
+  if (c.cm) cm::gsi_poll(c, now_ns);  // CM timers and MADs to send
 
   // Each QP ready at the start of this poll gets one turn; those with more to
   // send go to the back of the ring.
