@@ -19,6 +19,8 @@ namespace uroce {
   X(tx_copied)                 /* payload copied into the frame */             \
   /* receive drops, one per parse error (rx_drop_<reason>) */                              \
   X(rx_drop_not_roce)          /* ARP, TCP, other UDP: not ours */                         \
+  X(rx_to_app)                 /* not RoCE, not ARP/ND/ICMP: handed to the application */  \
+  X(rx_drop_app_ring_full)     /* ... but its ring (DeviceConfig::app_rx_ring) was full */ \
   X(rx_drop_short)                                                                         \
   X(rx_drop_bad_ip_version)                                                                \
   X(rx_drop_ip_options)                                                                    \

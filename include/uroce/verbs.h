@@ -21,6 +21,8 @@
 #include <uroce/counters.h>
 #include <uroce/status.h>
 
+struct rte_mbuf;
+
 namespace uroce {
 
 class PacketIo;
@@ -322,6 +324,13 @@ struct DeviceConfig {
   /// Off by default (counters tx_zero_copy / tx_copied tell which path ran).
   bool tx_zero_copy = false;
   uint32_t tx_zero_copy_min_bytes = 512;
+
+  /// Sharing the port with the application (examples/l2fwd_roce): frames
+  /// that are not RoCE and that the device's addressing layer does not
+  /// consume (ARP, IPv6 ND and ICMP echo addressed to its GIDs are answered
+  /// as always) are kept, up to app_rx_ring of them, for rx_non_roce() instead
+  /// of being dropped. 0 (the default): drop them, counting rx_drop_not_roce.
+  uint32_t app_rx_ring = 0;
 };
 
 /// Destroys a context and everything created from it.
@@ -339,6 +348,14 @@ Result<ContextPtr> open_device(PacketIo& io, const DeviceConfig& cfg);
 /// number of frames received and sent. Time is injected: production passes
 /// the TSC in nanoseconds, tests a virtual clock.
 uint32_t poll(Context* ctx, uint64_t now_ns);
+
+/// Takes up to n frames that poll() received but that are not RoCE (see
+/// DeviceConfig::app_rx_ring) into out[0..ret), oldest first. Ownership of
+/// each mbuf passes to the caller, who frees it (rte_pktmbuf_free) or sends
+/// it on (the port's tx_burst). Data path; same thread as poll(). Frames the
+/// ring had no room for were dropped and counted (rx_drop_app_ring_full);
+/// frames handed over are counted as rx_to_app.
+uint16_t rx_non_roce(Context* ctx, rte_mbuf** out, uint16_t n);
 
 /// Device and per-reason counters (names modelled on rxe and mlx5 hw_counters).
 const Counters& query_counters(const Context* ctx);

@@ -33,6 +33,7 @@ Result<ContextPtr> open_device(PacketIo& io, const DeviceConfig& cfg) {
   ctx->ready_flag.assign(cfg.max_qp, 0);
   ctx->qp_counters.assign(cfg.max_qp, Counters{});
   ctx->qp_counters_gen.assign(cfg.max_qp, 0);
+  ctx->app_rx.assign(cfg.app_rx_ring, nullptr);
   net::NetConfig nc;
   nc.qos.dscp = cfg.dscp;
   nc.qos.force_dscp = cfg.force_dscp;
@@ -51,6 +52,9 @@ Result<ContextPtr> open_device(PacketIo& io, const DeviceConfig& cfg) {
 void close_device(Context* ctx) {
   if (!ctx) return;
   for (uint16_t i = 0; i < ctx->tx_n; ++i) rte_pktmbuf_free(ctx->tx[i]);
+  for (uint32_t i = 0; i < ctx->app_rx_n; ++i) {
+    rte_pktmbuf_free(ctx->app_rx[(ctx->app_rx_head + i) % ctx->app_rx.size()]);
+  }
   delete ctx;
 }
 
