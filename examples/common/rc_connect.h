@@ -95,6 +95,23 @@ inline int exchange(int listen_fd, const std::string& path, const PeerInfo* mine
   return fd;
 }
 
+/* The end of a run, before either side closes its memif port. DPDK 22.11's
+ * memif unmaps the shared rings when the peer disconnects, unsynchronised with
+ * a local rx_burst in progress, so neither side may still be polling when the
+ * other closes: the client stops polling and sends "done"; the server, which
+ * polls until it sees "done" (poll_done), stops polling and answers "bye";
+ * only then do both close. */
+inline bool poll_done(int fd) {
+  char b = 0;
+  if (recv(fd, &b, 1, MSG_DONTWAIT) != 1) return false;
+  (void)!send(fd, &b, 1, 0);  // "bye"; if the client is gone, it is not polling either
+  return true;
+}
+inline bool client_done(int fd) {
+  char b = 1;
+  return send(fd, &b, 1, 0) == 1 && recv(fd, &b, 1, MSG_WAITALL) == 1;
+}
+
 /* Moves an RC QP from RESET to RTS, connected to peer: INIT (port, P_Key
  * index, remote access), RTR (path: destination QPN, MAC/GID, path MTU, the
  * peer's first PSN; responder resources and RNR timer), RTS (our first PSN,

@@ -187,8 +187,7 @@ int main(int argc, char** argv) {
   int rc = 0;
   if (server) {
     dpdk::TscClock clock;
-    char done = 0;
-    while (recv(oob, &done, 1, MSG_DONTWAIT) != 1) group->poll(0, clock.now_ns());
+    while (!example::poll_done(oob)) group->poll(0, clock.now_ns());
     const Counters& c = query_counters(engine);
     std::printf("server: answered %llu RDMA READ requests (%llu response packets sent)\n",
                 (unsigned long long)c.get(Counter::rcvd_pkts), (unsigned long long)c.get(Counter::sent_pkts));
@@ -224,8 +223,7 @@ int main(int argc, char** argv) {
                 total, threads * gets, double(threads * gets) / secs, (unsigned long long)st.chan_posts,
                 (unsigned long long)st.chan_cqes);
     rc = total == threads * gets ? 0 : 1;
-    const char done = 1;
-    if (send(oob, &done, 1, 0) != 1) rc = 1;
+    if (!example::client_done(oob)) rc = 1;
   }
   close(oob);
   for (uint32_t t = 0; t < threads; ++t) {

@@ -152,8 +152,7 @@ int main(int argc, char** argv) {
   int rc = 0;
   if (server) {
     uint64_t reflected = 0;
-    char done = 0;
-    while (recv(oob, &done, 1, MSG_DONTWAIT) != 1) {
+    while (!example::poll_done(oob)) {
       poll(ctx.get(), clock.now_ns());                           // RoCE in and out
       const uint16_t n = rx_non_roce(ctx.get(), burst, kBurst);  // the rest is ours
       if (n) reflected += reflect(io, burst, n);
@@ -207,8 +206,7 @@ int main(int argc, char** argv) {
     std::printf("client: %u/%u own frames came back through rx_non_roce(); %u/%u RDMA WRITEs completed, %u failed\n",
                 back, frames, completed - failed, writes, failed);
     rc = back == frames && completed == writes && failed == 0 ? 0 : 1;
-    const char done = 1;
-    if (send(oob, &done, 1, 0) != 1) rc = 1;
+    if (!example::client_done(oob)) rc = 1;
   }
   close(oob);
   example::check(destroy_qp(qp), "destroy_qp");

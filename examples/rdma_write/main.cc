@@ -116,8 +116,7 @@ int main(int argc, char** argv) {
   if (server) {
     /* Run to completion: poll the engine (it places the WRITE and ACKs it)
      * until the client's "done" byte arrives. */
-    char done = 0;
-    while (recv(oob, &done, 1, MSG_DONTWAIT) != 1) poll(ctx.get(), clock.now_ns());
+    while (!example::poll_done(oob)) poll(ctx.get(), clock.now_ns());
     size_t bad = 0;
     for (size_t i = 0; i < bytes; ++i) bad += buf[i] != pattern(i);
     std::printf("server: %u bytes written by the peer, %s\n", bytes, bad ? "MISMATCH" : "verified");
@@ -140,8 +139,7 @@ int main(int argc, char** argv) {
     const double us = double(clock.now_ns() - t0) / 1e3;
     std::printf("client: RDMA WRITE of %u bytes: %s in %.1f us\n", bytes, wc_status_str(wc.status), us);
     rc = wc.status == WcStatus::kSuccess ? 0 : 1;
-    const char done = 1;
-    if (send(oob, &done, 1, 0) != 1) rc = 1;
+    if (!example::client_done(oob)) rc = 1;
   }
   const Counters& c = query_counters(ctx.get());
   std::printf("%s: sent_pkts %llu rcvd_pkts %llu ack_sent %llu retransmits %llu\n", role.c_str(),
