@@ -10,5 +10,6 @@ int cmd_dump(int argc, char** argv);
 int cmd_perf(int argc, char** argv);
 int cmd_pingpong(int argc, char** argv);
 int cmd_sim(int argc, char** argv);
+int cmd_stat(int argc, char** argv);
 
 }  // namespace uroce::apps

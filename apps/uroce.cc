@@ -20,6 +20,7 @@ constexpr Command kCommands[] = {
     {"perf", uroce::apps::cmd_perf, "perftest's ib_{send,write,read,atomic}_{bw,lat} on uroce, interoperable with the stock tools"},
     {"pingpong", uroce::apps::cmd_pingpong, "rdma-core's ibv_{rc,uc,ud,srq}_pingpong on uroce (--transport), interoperable with the stock tools"},
     {"sim", uroce::apps::cmd_sim, "randomized workloads over the fault-injecting fabric, checked against a model"},
+    {"stat", uroce::apps::cmd_stat, "ports, QPs, counters and congestion control of a running uroce process (DPDK telemetry)"},
 };
 
 void usage(std::FILE* out) {
