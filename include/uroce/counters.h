@@ -86,6 +86,10 @@ inline constexpr std::array<std::string_view, size_t(Counter::kCount)> kCounterN
 #undef UROCE_COUNTER_NAME
 };
 
+/// One block of counter values, indexed by Counter. Written only by the
+/// thread that polls the device; query_counters / query_qp_counters return
+/// references to the live block (read them on that thread, or accept a
+/// snapshot that may be one poll old, as DPDK telemetry does).
 struct Counters {
   std::array<uint64_t, size_t(Counter::kCount)> v{};
   void inc(Counter c, uint64_t n = 1) { v[size_t(c)] += n; }
