@@ -11,11 +11,11 @@ nor an assumption:
   - IBA 9.7.5.1: a request packet with AckReq set must be acknowledged:
     "must ACK PSN <psn>"; and rxe does (an ACK/NAK/response at that PSN or
     beyond follows on the same QP);
-  - IBA 9.7.4.1.3 / 9.7.5.1: a READ Request for L bytes at path MTU M is
+  - IBA 9.7.5.2 (READ): a READ Request for L bytes at path MTU M is
     answered by max(1, ceil(L/M)) READ Response packets with PSNs psn ..
     psn+n-1, the explanation must name that range and rxe's responses carry
     exactly those PSNs;
-  - IBA 9.7.5.1, Tables 43-45: the AETH syndrome: 000xxxxx ACK, 001ttttt RNR
+  - IBA 9.7.5.1 (AETH, Tables 41-43) and Table 45: the AETH syndrome: 000xxxxx ACK, 001ttttt RNR
     NAK with timer code t (Table 45: code 0 = 655.36 ms), 011ccccc NAK with
     code c (0 PSN sequence error, 1 invalid request, 2 remote access error,
     3 remote operational error); after a PSN sequence error NAK or an RNR NAK
@@ -221,7 +221,7 @@ def synth_frame(opcode, qpn, psn_v, body, ecn=0):
 
 
 def check_synthetic(uroce):
-    frames = [synth_frame(0x81, 0x000123, 0, b"\x00" * 16),             # CNP (A17.9.2: 16 reserved bytes)
+    frames = [synth_frame(0x81, 0x000123, 0, b"\x00" * 16),             # CNP (A17.9: BTH + 16 reserved bytes)
               synth_frame(0x04, 0x000124, 0x10, b"\xab" * 64, ecn=3)]  # SEND Only, ECN CE
     with tempfile.NamedTemporaryFile(suffix=".pcap", delete=False) as t:
         t.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
