@@ -336,9 +336,21 @@ int cmd_stat(int argc, char** argv) {
   }
   print_table({"counter", "value"}, crows);
 
+  // /uroce/cc holds "dev<N>" members (device configuration, CNP counters) and "<dev>_<qpn>" members (QPs).
+  Json cc_devs, cc_qps;
+  for (const auto& m : r["/uroce/cc"].members) {
+    (m.first.rfind("dev", 0) == 0 ? cc_devs : cc_qps).members.push_back(m);
+  }
   std::printf("\ncongestion control\n");
-  print_table({"dev", "ecn", "dscp", "force_dscp", "rcvd_cnp", "qp_rate_control"},
-              rows_of(r["/uroce/cc"], {"ecn", "dscp", "force_dscp", "rcvd_cnp", "qp_rate_control"}, {}, true));
+  const std::vector<std::string> dcols = {"algorithm", "line_rate_mbps", "ecn", "np_enabled", "rcvd_cnp",
+                                          "rp_cnp_handled", "np_ecn_marked_roce_packets", "np_cnp_sent"};
+  std::vector<std::string> dhead = {"dev"};
+  dhead.insert(dhead.end(), dcols.begin(), dcols.end());
+  print_table(dhead, rows_of(cc_devs, dcols, {}, true));
+  std::printf("\ncongestion control per QP\n");
+  const std::vector<std::string> ccols = {"dev", "qpn", "algorithm", "rate_mbps", "target_rate_mbps", "alpha_1024",
+                                          "stage", "rtt_samples", "last_rtt_ns"};
+  print_table(ccols, rows_of(cc_qps, ccols, {}, false));
   return std::fflush(stdout) == 0 ? kExitOk : kExitFailure;
 }
 

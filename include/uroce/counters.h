@@ -40,7 +40,15 @@ namespace uroce {
   X(rx_drop_opcode_mismatch)   /* opcode not valid for the QP type or sequence */          \
   X(rx_drop_multiseg)          /* chained mbuf: the stack takes single-segment frames */   \
   X(rx_drop_no_recv_wqe)       /* UC/UD request with no receive WQE (class D) */           \
-  X(rcvd_cnp)                  /* CNPs received; dropped until congestion control (#8) */  \
+  X(rcvd_cnp)                  /* CNPs received (BTH opcode 0x81, A17.9.2) */              \
+  X(rp_cnp_handled)            /* CNPs that cut a DCQCN QP's rate (reaction point) */      \
+  X(rp_cnp_ignored)            /* CNPs for a QP without DCQCN, or no such QP */            \
+  X(np_ecn_marked_roce_packets) /* CE-marked RoCE requests received */                     \
+  X(np_cnp_sent)               /* CNPs sent (notification point) */                        \
+  X(np_cnp_suppressed)         /* CE marks inside min_time_between_cnps: no CNP */         \
+  X(np_cnp_no_room)            /* CNP not sent: transmit burst or pool full */             \
+  X(cc_tx_paced)               /* requester held by the pacer (packet waits) */            \
+  X(cc_rtt_samples)            /* RTT samples taken from ACKs (TIMELY input) */            \
   /* responder (rxe / mlx5 names) */                                                       \
   X(duplicate_request)         /* C9-104..105: duplicate re-ACKed / replayed */            \
   X(out_of_sequence)           /* PSN beyond expected: PSN sequence error NAK */           \

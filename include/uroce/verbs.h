@@ -27,6 +27,7 @@
 #include <memory>
 
 #include <uroce/addr.h>
+#include <uroce/cc.h>
 #include <uroce/counters.h>
 #include <uroce/status.h>
 
@@ -343,8 +344,9 @@ struct DeviceConfig {
   uint8_t dscp = 0;          ///< DSCP when the AH asks for none (AH DSCP 0); 0..63
   bool force_dscp = false;   ///< use dscp even where the AH carries one
   /// Send data packets ECN-capable, ECT(0), so that switches mark CE instead
-  /// of dropping. Off by default: congestion control does not yet react to
-  /// CE/CNP (RFC 3168 5: only a transport that responds may claim ECT).
+  /// of dropping. Off by default; turn it on with a congestion control that
+  /// reacts to CE (cc.algorithm = kDcqcn at the sender, cc.np_enabled at the
+  /// receiver): RFC 3168 5, only a transport that responds may claim ECT.
   bool ecn = false;
   uint8_t vlan_pcp = 0;      ///< 802.1p priority of VLAN-tagged frames whose AH has sl 0; 0..7
 
@@ -357,6 +359,11 @@ struct DeviceConfig {
   /// Off by default (counters tx_zero_copy / tx_copied tell which path ran).
   bool tx_zero_copy = false;
   uint32_t tx_zero_copy_min_bytes = 512;
+
+  /// Congestion control of the device's RC/UC QPs: algorithm (none, DCQCN,
+  /// TIMELY), line rate, pacer burst, DCQCN NP/RP and TIMELY parameters
+  /// (include/uroce/cc.h; ConnectX names and defaults). Checked by open_device.
+  CcConfig cc;
 
   /// Sharing the port with the application (examples/l2fwd_roce): frames
   /// that are not RoCE and that the device's addressing layer does not

@@ -15,6 +15,7 @@ Result<ContextPtr> open_device(PacketIo& io, const DeviceConfig& cfg) {
       cfg.max_cq == 0 || cfg.max_pd == 0) {
     return Status(StatusCode::kInvalidArgument, "device limits out of range");
   }
+  if (Status s = transport::validate(cfg.cc); !s.ok()) return s;
   rte_mempool* pool = io.tx_pool();
   if (!pool) return Status(StatusCode::kInvalidArgument, "port has no transmit pool");
   ContextPtr ctx(new Context(io));
@@ -30,6 +31,7 @@ Result<ContextPtr> open_device(PacketIo& io, const DeviceConfig& cfg) {
   ctx->ahs.init(cfg.max_ah);
   ctx->qps.init(cfg.max_qp);
   ctx->timers.init(cfg.max_qp, 0);
+  ctx->pace_timers.init(cfg.max_qp, 0);
   ctx->ready.init(cfg.max_qp);
   ctx->ready_flag.assign(cfg.max_qp, 0);
   ctx->qp_counters.assign(cfg.max_qp, Counters{});

@@ -66,6 +66,9 @@ struct Context {
   uint32_t n_engines = 1;
 
   engine::TimerWheel timers;  // one timer per QP slot
+  // Pacing: a QP whose requester the pacer held waits here until the pacer
+  // lets its next packet go (stack/transport/pacer.h); firing reschedules it.
+  engine::TimerWheel pace_timers;
   std::unique_ptr<net::NetStack> net;  // GID table, ARP/ND, ICMP echo
 
 

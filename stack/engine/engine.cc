@@ -3,11 +3,16 @@
 // (requests) or completer (responses), then the timers due at now_ns, then
 // the transmit turns of ready QPs (round-robin, bounded per poll), then one
 // tx_burst. Frames the port refuses stay staged for the next poll.
+// Congestion control (stack/transport/pacer.h) meets the engine here: CE-marked
+// requests make CNPs (DCQCN notification point), received CNPs reach their
+// QP's algorithm (reaction point), and the pacing timers put QPs the pacer
+// held back on the transmit schedule.
 #include <rte_mbuf.h>
 
 #include <span>
 
 #include "stack/engine/context.h"
+#include "stack/transport/frame.h"
 #include "stack/wire/packet.h"
 
 namespace uroce {
@@ -51,6 +56,39 @@ bool receives(QpState s) {  // IBA 10.3.1: the receive side works from RTR on, a
   return s == QpState::kRtr || s == QpState::kRts || s == QpState::kSqd || s == QpState::kSqe;
 }
 
+// DCQCN notification point (Zhu et al. 2015, 3.1; RoCEv2 CNP, IBA Annex
+// A17.9.2): a CE-marked request makes a CNP to the QP that sent it, at most
+// one per QP per min_time_between_cnps. The CNP is BTH opcode 0x81 to the
+// peer QP, PSN 0, then 16 reserved bytes and the ICRC; it goes out with the
+// CNP DSCP and 802.1p priority, not ECN-capable (it must not be marked itself).
+void notify_congestion(Context& ctx, QpImpl& qp) {
+  ctx.inc(Counter::np_ecn_marked_roce_packets);
+  if (!qp.cc.on_ce_marked(ctx.now_ns)) return ctx.inc(Counter::np_cnp_suppressed);
+  wire::PacketDesc d;
+  transport::fill_path(ctx, qp, qp.attr.ah_attr, qp.sgid, qp.attr.dest_qp_num, d);
+  const CnpParams& p = ctx.cfg.cc.cnp;
+  d.opcode = wire::kOpcodeCnp;
+  d.traffic_class = uint8_t(p.cnp_dscp << 2);  // ECN 00: Not-ECT
+  if (d.has_vlan) d.vlan_tci = uint16_t(p.cnp_802p_prio << 13 | (d.vlan_tci & 0x0fff));
+  rte_mbuf* m = nullptr;
+  if (!transport::begin_frame(ctx, d, &m)) return ctx.inc(Counter::np_cnp_no_room);
+  transport::end_frame(ctx, d, m);
+  ctx.inc(Counter::np_cnp_sent);
+}
+
+// DCQCN reaction point: a CNP cuts its QP's rate (QPs without DCQCN only count it).
+void rx_cnp(Context& ctx, const wire::PacketDesc& d) {
+  ctx.inc(Counter::rcvd_cnp);
+  QpImpl* qp = qp_of_qpn(ctx, d.dest_qp);
+  if (!qp) return ctx.inc(Counter::rp_cnp_ignored);
+  Counters& qc = qp_counters_of(ctx, *qp);
+  qc.inc(Counter::rcvd_cnp);
+  qc.inc(Counter::rcvd_pkts);
+  ctx.cur_qp_counters = &qc;
+  ctx.inc(qp->cc.on_cnp(ctx.now_ns) ? Counter::rp_cnp_handled : Counter::rp_cnp_ignored);
+  ctx.cur_qp_counters = nullptr;
+}
+
 // The part of receive that concerns one QP; counted in its block too.
 void rx_qp(Context& ctx, QpImpl& qp, const wire::PacketDesc& d, const uint8_t* frame) {
   const uint32_t flags = d.op().flags;
@@ -59,6 +97,7 @@ void rx_qp(Context& ctx, QpImpl& qp, const wire::PacketDesc& d, const uint8_t* f
   if (!(flags & service_flag(qp.qp_type))) return ctx.inc(Counter::rx_drop_opcode_mismatch);
   if (flags & wire::kReq) {
     if (!receives(qp.state)) return ctx.inc(Counter::rx_drop_qp_state);
+    if (d.ecn() == 3 && ctx.cfg.cc.np_enabled && qp.qp_type != QpType::kUd) notify_congestion(ctx, qp);
     transport::responder_rx(ctx, qp, d, frame);
   } else {
     if (qp.state != QpState::kRts && qp.state != QpState::kSqd) return ctx.inc(Counter::rx_drop_qp_state);
@@ -75,7 +114,7 @@ void rx_roce(Context& ctx, const wire::PacketDesc& d, const uint8_t* frame) {
   const uint16_t vlan = d.has_vlan ? uint16_t(d.vlan_tci & 0x0fff) : net::kNoVlan;
   if (!ctx.net->gids().find(d.dgid, vlan, gid_type)) return ctx.inc(Counter::rx_drop_wrong_gid);
   const uint32_t flags = d.op().flags;
-  if (flags & wire::kCnpOp) return ctx.inc(Counter::rcvd_cnp);  // seam for congestion control (#8)
+  if (flags & wire::kCnpOp) return rx_cnp(ctx, d);
   QpImpl* qp = qp_of_qpn(ctx, d.dest_qp);
   if (!qp) return ctx.inc(Counter::rx_drop_unknown_qp);
   Counters& qc = qp_counters_of(ctx, *qp);
@@ -160,6 +199,9 @@ uint32_t poll(Context* ctx, uint64_t now_ns) {
       transport::completer_timer(c, *qp);
       c.cur_qp_counters = nullptr;
     }
+  });
+  c.pace_timers.advance(now_ns, [&c](uint32_t index) {
+    if (QpImpl* qp = c.qps.at(index)) mark_ready(c, *qp);  // the pacer lets it send again
   });
   {
     net::TxBurst tx(c.tx_pool, c.tx.data(), kTxBurst, c.tx_n);

@@ -10,7 +10,8 @@
 //   /uroce/qp,[dev,]qpn     that QP's fields and its non-zero per-QP counters
 //                           (without dev: the first device that has the QPN)
 //   /uroce/counters[,dev]   counter -> value (summed over devices without dev)
-//   /uroce/cc[,dev]         congestion-control state (see cmd_cc)
+//   /uroce/cc[,dev]         "dev<N>" -> device CC config and CNP counters;
+//                           "<dev>_<qpn>" -> the QP's rate, DCQCN alpha/stage, RTT samples
 #include "stack/engine/telemetry.h"
 
 #include <rte_telemetry.h>
@@ -23,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "stack/cc/dcqcn.h"
 #include "stack/engine/context.h"
 
 namespace uroce::engine {
@@ -226,10 +228,20 @@ int cmd_counters(const char*, const char* params, rte_tel_data* d) {
   return 0;
 }
 
-// Congestion control as far as the engine has it today: the device's ECN /
-// DSCP marking policy and the CNPs it received. Per-QP rate state (DCQCN's
-// Rc/Rt/alpha, stack/cc) joins here, one nested dict per QP, once the
-// transport's Pacer carries it (issue 8, being wired into the engine).
+const char* stage_name(cc::DcqcnStage st) {
+  switch (st) {
+    case cc::DcqcnStage::kIdle: return "idle";
+    case cc::DcqcnStage::kFastRecovery: return "fast_recovery";
+    case cc::DcqcnStage::kAdditiveIncrease: return "additive_increase";
+    case cc::DcqcnStage::kHyperIncrease: return "hyper_increase";
+  }
+  return "?";
+}
+
+// Congestion control (include/uroce/cc.h, stack/transport/pacer.h QpCc):
+// per device ("dev<N>") the configuration and the NP/RP counters; per QP
+// ("<dev>_<qpn>", first kMaxQpsListed) the algorithm's state: current and
+// target rate, DCQCN's alpha and increase stage, RTT samples (TIMELY's input).
 int cmd_cc(const char*, const char* params, rte_tel_data* d) {
   bool given = false;
   uint32_t dev = 0;
@@ -242,14 +254,44 @@ int cmd_cc(const char*, const char* params, rte_tel_data* d) {
     rte_tel_data* p = rte_tel_data_alloc();
     if (!p) return -ENOMEM;
     rte_tel_data_start_dict(p);
+    rte_tel_data_add_dict_string(p, "algorithm", std::string(kCcAlgorithmNames[size_t(c.cfg.cc.algorithm)]).c_str());
+    add_u64(p, "line_rate_mbps", c.cfg.cc.line_rate_mbps);
     rte_tel_data_add_dict_string(p, "ecn", c.cfg.ecn ? "ECT(0)" : "Not-ECT");
+    add_u64(p, "np_enabled", c.cfg.cc.np_enabled);
     add_u64(p, "dscp", c.cfg.dscp);
-    add_u64(p, "force_dscp", c.cfg.force_dscp);
-    add_u64(p, "rcvd_cnp", c.counters.get(Counter::rcvd_cnp));
-    rte_tel_data_add_dict_string(p, "qp_rate_control", "none (per-QP congestion control not wired yet)");
-    rte_tel_data_add_dict_container(d, std::to_string(e.dev).c_str(), p, 0);
+    for (Counter k : {Counter::rcvd_cnp, Counter::rp_cnp_handled, Counter::rp_cnp_ignored,
+                      Counter::np_ecn_marked_roce_packets, Counter::np_cnp_sent, Counter::np_cnp_suppressed}) {
+      add_u64(p, std::string(kCounterNames[size_t(k)]).c_str(), c.counters.get(k));
+    }
+    rte_tel_data_add_dict_container(d, ("dev" + std::to_string(e.dev)).c_str(), p, 0);
   }
-  return 0;
+  uint32_t n = 0;
+  int err = 0;
+  for_each_qp([&](uint32_t qdev, const Context&, const transport::QpImpl& qp) {
+    if ((given && qdev != dev) || n >= kMaxQpsListed || err) return;
+    rte_tel_data* q = rte_tel_data_alloc();
+    if (!q) {
+      err = -ENOMEM;
+      return;
+    }
+    rte_tel_data_start_dict(q);
+    add_u64(q, "dev", qdev);
+    add_u64(q, "qpn", qp.qp_num);
+    const cc::CongestionControl& alg = qp.cc.algorithm();
+    rte_tel_data_add_dict_string(q, "algorithm", std::string(kCcAlgorithmNames[size_t(alg.algorithm())]).c_str());
+    add_u64(q, "rate_mbps", qp.cc.rate_bps() / 1'000'000);
+    if (const cc::Dcqcn* dq = alg.get_if<cc::Dcqcn>()) {
+      add_u64(q, "target_rate_mbps", dq->target_rate_bps() / 1'000'000);
+      add_u64(q, "alpha_1024", (uint64_t(dq->alpha_q20()) * 1024) >> cc::Dcqcn::kAlphaShift);
+      rte_tel_data_add_dict_string(q, "stage", stage_name(dq->stage()));
+    }
+    add_u64(q, "rtt_samples", qp.cc.rtt_samples());
+    add_u64(q, "last_rtt_ns", qp.cc.last_rtt_ns());
+    const std::string key = std::to_string(qdev) + "_" + std::to_string(qp.qp_num);
+    rte_tel_data_add_dict_container(d, key.c_str(), q, 0);
+    ++n;
+  });
+  return err;
 }
 
 void register_commands() {
@@ -261,7 +303,7 @@ void register_commands() {
   rte_telemetry_register_cmd("/uroce/counters", cmd_counters,
                              "uroce device counters, summed over devices. Parameter: device (optional)");
   rte_telemetry_register_cmd("/uroce/cc", cmd_cc,
-                             "uroce congestion-control state per device. Parameter: device (optional)");
+                             "uroce congestion control: per device and per QP (rate, alpha, stage). Parameter: device (optional)");
 }
 
 }  // namespace

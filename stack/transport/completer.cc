@@ -60,6 +60,9 @@ bool is_rd_atomic(const SendWqe& w) { return wr_op(w.opcode).flags & (wire::kRea
 void advance_comp(Resp& c, uint32_t psn) {
   CompleterState& s = c.qp.comp;
   if (psn_cmp(psn, s.comp_psn) <= 0) return;
+  // Congestion control: the ACK's RTT sample (stack/transport/pacer.h).
+  const uint64_t acked = uint64_t(wire::psn_diff(psn, s.comp_psn)) * c.qp.mtu();
+  if (c.qp.cc.on_acked(c.ctx.now_ns, psn, acked)) c.ctx.inc(Counter::cc_rtt_samples);
   s.comp_psn = psn;
   s.retry_left = c.qp.attr.retry_cnt;
   s.rnr_left = c.qp.attr.rnr_retry;

@@ -69,6 +69,8 @@ void qp_to_sqe(Context& ctx, QpImpl& qp) {
 
 void qp_reset(Context& ctx, QpImpl& qp) {
   ctx.timers.cancel(qp.index);
+  ctx.pace_timers.cancel(qp.index);
+  qp.cc.init(ctx.cfg.cc, qp.qp_type);
   qp.sq.clear();
   qp.rq.ring.clear();
   qp.req = RequesterState{};
@@ -116,6 +118,7 @@ Result<Qp*> create_qp(Pd* pd, const QpInitAttr& a) {
   qp->qp_type = a.qp_type;
   qp->index = index;
   qp->init_attr = a;
+  qp->cc.init(ctx.cfg.cc, a.qp_type);
 
   // A UD QP has no path: its MTU is the port's active MTU (IBA 11.4.1.1 /
   // 9.8: a UD message is one packet of at most the PMTU; rxe's get_mtu uses
@@ -151,6 +154,7 @@ Status destroy_qp(Qp* q) {
   QpImpl& qp = transport::impl(q);
   if (ctx.qps.at(qp.index) != &qp) return Status(StatusCode::kNotFound, "unknown qp");
   ctx.timers.cancel(qp.index);
+  ctx.pace_timers.cancel(qp.index);
   --transport::impl(qp.send_cq).refs;
   --transport::impl(qp.recv_cq).refs;
   if (qp.srq) --transport::impl(qp.srq).refs;

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include <uroce/cc.h>
 #include <uroce/verbs.h>
 
 #include "drivers/dpdk/dpdk_io.h"
@@ -55,6 +56,8 @@ void open_side(Side& s, const std::string& spec, uint8_t ip_last, bool wait_link
   DeviceConfig dc;
   const uint8_t ip[4] = {10, 0, 0, ip_last};
   s.gid = dc.gid = Gid::from_ipv4(ip);
+  dc.cc.algorithm = CcAlgorithm::kDcqcn;  // DCQCN state in /uroce/cc (no CNP here: the link marks nothing)
+  dc.ecn = true;
   s.ctx = must(open_device(s.port->queue(0), dc), "open_device");
   s.pd = must(alloc_pd(s.ctx.get()), "alloc_pd");
   s.cq = must(create_cq(s.ctx.get(), 64), "create_cq");

@@ -101,7 +101,18 @@ def main():
         expect("rdma WRITE+READ requests sent (rdma_sends)", counters["rdma_sends"], WRITES + 1)
         expect("every frame sent was received", counters["sent_pkts"], counters["rcvd_pkts"])
         expect("no retransmits", counters["retransmits"], 0)
-        expect("cc devices", sorted(replies["/uroce/cc"]), ["0", "1"])
+        cc = replies["/uroce/cc"]
+        expect("cc members", sorted(cc), ["0_%d" % facts["qpn_a"], "1_%d" % facts["qpn_b"], "dev0", "dev1"])
+        qcc = cc["1_%d" % facts["qpn_b"]]
+        expect("cc dev0 algorithm", cc["dev0"]["algorithm"], "dcqcn")
+        expect("cc dev0 ecn", cc["dev0"]["ecn"], "ECT(0)")
+        expect("cc B algorithm", qcc["algorithm"], "dcqcn")
+        # DCQCN (Zhu et al. 2015): a QP is not limited until its first CNP.
+        expect("cc B stage before any CNP", qcc["stage"], "idle")
+        expect("cc B rate before any CNP is the line rate", qcc["rate_mbps"], cc["dev1"]["line_rate_mbps"])
+        if qcc["rtt_samples"] < 1:
+            fail("cc B: no RTT sample from %d acknowledged messages" % (WRITES + 1))
+        expect("no CNPs in a run without ECN", cc["dev0"]["rcvd_cnp"] + cc["dev1"]["np_cnp_sent"], 0)
 
         # 2. uroce stat: the same data, as JSON and as tables.
         st = subprocess.run([uroce_exe, "stat", "--file-prefix", prefix, "--json"], stdout=subprocess.PIPE,
@@ -109,7 +120,7 @@ def main():
         if st.returncode != 0:
             fail("uroce stat --json: exit %d\n%s" % (st.returncode, st.stdout))
         sj = json.loads(st.stdout)
-        for k in ("/uroce/ports", "/uroce/qps"):
+        for k in ("/uroce/ports", "/uroce/qps", "/uroce/cc"):
             expect("uroce stat --json %s equals dpdk-telemetry.py's" % k, sj[k], replies[k])
         text = subprocess.run([uroce_exe, "stat", "--file-prefix", prefix], stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True, timeout=30)
