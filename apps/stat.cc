@@ -55,14 +55,18 @@ struct Json {
   Kind kind = Kind::kNull;
   bool b = false;
   std::string text;  // number as written, or string
-  std::vector<Json> items;
-  std::vector<std::pair<std::string, Json>> members;
+  std::vector<Json> items;        // array elements, or object member values
+  std::vector<std::string> keys;  // object: keys[i] names items[i]
 
   const Json* get(std::string_view k) const {
-    for (const auto& [name, v] : members) {
-      if (name == k) return &v;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (keys[i] == k) return &items[i];
     }
     return nullptr;
+  }
+  void add(std::string k, Json v) {
+    keys.push_back(std::move(k));
+    items.push_back(std::move(v));
   }
   std::string str() const {
     switch (kind) {
@@ -132,7 +136,7 @@ class JsonReader {
         if (!string(k)) return false;
         ws();
         if (!lit(":") || !value(m)) return false;
-        v.members.emplace_back(std::move(k), std::move(m));
+        v.add(std::move(k), std::move(m));
         ws();
         if (lit("}")) return true;
         if (!lit(",")) return false;
@@ -271,9 +275,10 @@ std::string hex_psn(const Json* v) {
 std::vector<std::vector<std::string>> rows_of(const Json& dict, const std::vector<std::string>& cols,
                                               const std::vector<std::string>& psn_cols, bool key_first) {
   std::vector<std::vector<std::string>> rows;
-  for (const auto& [key, obj] : dict.members) {
+  for (size_t i = 0; i < dict.keys.size(); ++i) {
+    const Json& obj = dict.items[i];
     std::vector<std::string> r;
-    if (key_first) r.push_back(key);
+    if (key_first) r.push_back(dict.keys[i]);
     for (const auto& c : cols) {
       const Json* v = obj.get(c);
       bool psn = false;
@@ -331,15 +336,17 @@ int cmd_stat(int argc, char** argv) {
 
   std::printf("\ncounters%s\n", args.flag("all") ? "" : " (non-zero)");
   std::vector<std::vector<std::string>> crows;
-  for (const auto& [name, v] : r["/uroce/counters"].members) {
-    if (args.flag("all") || v.str() != "0") crows.push_back({name, v.str()});
+  const Json& counters = r["/uroce/counters"];
+  for (size_t i = 0; i < counters.keys.size(); ++i) {
+    if (args.flag("all") || counters.items[i].str() != "0") crows.push_back({counters.keys[i], counters.items[i].str()});
   }
   print_table({"counter", "value"}, crows);
 
   // /uroce/cc holds "dev<N>" members (device configuration, CNP counters) and "<dev>_<qpn>" members (QPs).
   Json cc_devs, cc_qps;
-  for (const auto& m : r["/uroce/cc"].members) {
-    (m.first.rfind("dev", 0) == 0 ? cc_devs : cc_qps).members.push_back(m);
+  const Json& cc = r["/uroce/cc"];
+  for (size_t i = 0; i < cc.keys.size(); ++i) {
+    (cc.keys[i].rfind("dev", 0) == 0 ? cc_devs : cc_qps).add(cc.keys[i], cc.items[i]);
   }
   std::printf("\ncongestion control\n");
   const std::vector<std::string> dcols = {"algorithm", "line_rate_mbps", "ecn", "np_enabled", "rcvd_cnp",
