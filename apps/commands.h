@@ -13,5 +13,6 @@ int cmd_rping(int argc, char** argv);
 int cmd_ucmatose(int argc, char** argv);
 int cmd_udaddy(int argc, char** argv);
 int cmd_sim(int argc, char** argv);
+int cmd_stat(int argc, char** argv);
 
 }  // namespace uroce::apps

@@ -19,6 +19,8 @@ namespace uroce {
   X(tx_copied)                 /* payload copied into the frame */             \
   /* receive drops, one per parse error (rx_drop_<reason>) */                              \
   X(rx_drop_not_roce)          /* ARP, TCP, other UDP: not ours */                         \
+  X(rx_to_app)                 /* not RoCE, not ARP/ND/ICMP: handed to the application */  \
+  X(rx_drop_app_ring_full)     /* ... but its ring (DeviceConfig::app_rx_ring) was full */ \
   X(rx_drop_short)                                                                         \
   X(rx_drop_bad_ip_version)                                                                \
   X(rx_drop_ip_options)                                                                    \
@@ -94,6 +96,10 @@ inline constexpr std::array<std::string_view, size_t(Counter::kCount)> kCounterN
 #undef UROCE_COUNTER_NAME
 };
 
+/// One block of counter values, indexed by Counter. Written only by the
+/// thread that polls the device; query_counters / query_qp_counters return
+/// references to the live block (read them on that thread, or accept a
+/// snapshot that may be one poll old, as DPDK telemetry does).
 struct Counters {
   std::array<uint64_t, size_t(Counter::kCount)> v{};
   void inc(Counter c, uint64_t n = 1) { v[size_t(c)] += n; }

@@ -85,6 +85,12 @@ struct Context {
   transport::Ring<uint32_t> ready;
   std::vector<uint8_t> ready_flag;
 
+  // Non-RoCE frames kept for the application (DeviceConfig::app_rx_ring,
+  // rx_non_roce): a fixed ring, app_rx_n frames from app_rx_head on.
+  std::vector<rte_mbuf*> app_rx;
+  uint32_t app_rx_head = 0;
+  uint32_t app_rx_n = 0;
+
   std::array<rte_mbuf*, kTxBurst> tx{};  // frames built, not yet taken by the port
   uint16_t tx_n = 0;
 

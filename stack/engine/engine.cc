@@ -114,17 +114,8 @@ void rx_qp(Context& ctx, QpImpl& qp, const wire::PacketDesc& d, const uint8_t* f
   }
 }
 
-void rx_one(Context& ctx, rte_mbuf* m, const wire::ParseOptions& opt) {
-  if (m->nb_segs != 1) return ctx.inc(Counter::rx_drop_multiseg);
-  const auto* frame = rte_pktmbuf_mtod(m, const uint8_t*);
-  wire::PacketDesc d;
-  const wire::ParseError e = wire::parse({frame, rte_pktmbuf_data_len(m)}, d, opt);
-  if (e != wire::ParseError::kOk) {
-    // ARP, IPv6 ND and ICMP echo go to the addressing layer; replies join this poll's burst.
-    net::TxBurst tx(ctx.tx_pool, ctx.tx.data(), kTxBurst, ctx.tx_n);
-    if (wire::is_not_roce(e) && ctx.net->handle(m, ctx.now_ns, tx)) return;
-    return ctx.inc(drop_counter(e));
-  }
+// A frame that parsed as RoCE: address checks, then the QP's roles.
+void rx_roce(Context& ctx, const wire::PacketDesc& d, const uint8_t* frame) {
   // Ours: the device MAC or the source MAC of any GID table entry (a GID may
   // sit on a VLAN interface with a MAC of its own).
   if (d.dst_mac != ctx.mac && !ctx.net->gids().owns_mac(d.dst_mac)) return ctx.inc(Counter::rx_drop_wrong_mac);
@@ -143,6 +134,44 @@ void rx_one(Context& ctx, rte_mbuf* m, const wire::ParseOptions& opt) {
   ctx.cur_qp_counters = nullptr;
 }
 
+// Keeps a non-RoCE frame for rx_non_roce (DeviceConfig::app_rx_ring).
+// Returns true if the ring took it (the caller must not free it).
+bool keep_for_app(Context& ctx, rte_mbuf* m) {
+  if (ctx.app_rx.empty()) {
+    ctx.inc(Counter::rx_drop_not_roce);
+    return false;
+  }
+  if (ctx.app_rx_n == ctx.app_rx.size()) {
+    ctx.inc(Counter::rx_drop_app_ring_full);
+    return false;
+  }
+  ctx.app_rx[(ctx.app_rx_head + ctx.app_rx_n++) % ctx.app_rx.size()] = m;
+  ctx.inc(Counter::rx_to_app);
+  return true;
+}
+
+// Returns true if the frame was kept (for the application), false if the
+// caller frees it.
+bool rx_one(Context& ctx, rte_mbuf* m, const wire::ParseOptions& opt) {
+  if (m->nb_segs != 1) {
+    ctx.inc(Counter::rx_drop_multiseg);
+    return false;
+  }
+  const auto* frame = rte_pktmbuf_mtod(m, const uint8_t*);
+  wire::PacketDesc d;
+  const wire::ParseError e = wire::parse({frame, rte_pktmbuf_data_len(m)}, d, opt);
+  if (e != wire::ParseError::kOk) {
+    // ARP, IPv6 ND and ICMP echo go to the addressing layer; replies join this poll's burst.
+    // Anything else that is not RoCE belongs to the application if it asked for it.
+    net::TxBurst tx(ctx.tx_pool, ctx.tx.data(), kTxBurst, ctx.tx_n);
+    if (wire::is_not_roce(e)) return !ctx.net->handle(m, ctx.now_ns, tx) && keep_for_app(ctx, m);
+    ctx.inc(drop_counter(e));
+    return false;
+  }
+  rx_roce(ctx, d, frame);
+  return false;
+}
+
 // One QP's transmit turn: responses first (they are ordered before later
 // requests' ACKs), then requests. Returns true if it has more to send now.
 bool tx_turn(Context& ctx, QpImpl& qp) {
@@ -151,6 +180,16 @@ bool tx_turn(Context& ctx, QpImpl& qp) {
 }
 
 }  // namespace
+
+uint16_t rx_non_roce(Context* ctx, rte_mbuf** out, uint16_t n) {
+  Context& c = *ctx;
+  uint16_t k = 0;
+  for (; k < n && c.app_rx_n; ++k, --c.app_rx_n) {
+    out[k] = c.app_rx[c.app_rx_head];
+    c.app_rx_head = uint32_t((c.app_rx_head + 1) % c.app_rx.size());
+  }
+  return k;
+}
 
 uint32_t poll(Context* ctx, uint64_t now_ns) {
   Context& c = *ctx;
@@ -161,8 +200,7 @@ uint32_t poll(Context* ctx, uint64_t now_ns) {
   const wire::ParseOptions opt{.verify_icrc = !c.io.caps().rx_icrc_checked};
   for (uint16_t i = 0; i < n_rx; ++i) {
     c.inc(Counter::rcvd_pkts);
-    rx_one(c, rx[i], opt);
-    rte_pktmbuf_free(rx[i]);
+    if (!rx_one(c, rx[i], opt)) rte_pktmbuf_free(rx[i]);
   }
 
   c.timers.advance(now_ns, [&c](uint32_t index) {
