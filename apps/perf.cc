@@ -55,11 +55,13 @@
 // object on stdout, the rest on stderr). SIGINT/SIGTERM stop the run; what was
 // measured is still printed. Exit: 0 ok, 1 failure or interrupted, 2 usage.
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <random>
@@ -85,6 +87,7 @@
 #include "apps/perf_tcp.h"
 #include "drivers/dpdk/dpdk_io.h"
 #include "drivers/dpdk/eal_args.h"
+#include "drivers/dpdk/fault_io.h"
 #include "drivers/dpdk/tsc_clock.h"
 #include "stack/engine/context.h"  // the engine's NetStack: neighbour resolution for the AH
 
@@ -128,6 +131,9 @@ constexpr OptSpec kPerfOptions[] = {
     {.name = "pcap", .kind = OptKind::kString, .def = "", .help = "capture every frame of the port to FILE", .meta = "FILE"},
     {.name = "counters", .help = "print the device counters that are not zero at the end"},
     {.name = "json", .help = "write the results as JSON on stdout (everything else goes to stderr)"},
+    {.name = "drop-rate", .kind = OptKind::kDouble, .def = "0", .help = "test hook: lose this fraction of the frames received and sent, at random (drivers/dpdk/fault_io.h)", .min = 0, .max = 1},
+    {.name = "drop-seed", .kind = OptKind::kUint, .def = "1", .help = "seed of --drop-rate's losses"},
+    {.name = "save-buffer", .kind = OptKind::kString, .def = "", .help = "at the end, write the registered buffer (send areas, then the areas the peer targets) to FILE", .meta = "FILE"},
     {.name = "tcp", .kind = OptKind::kChoice, .def = "off", .help = "run the test over kernel TCP instead (send/write bw and lat): block = blocking calls, busy = non-blocking + spin", .choices = "off|block|busy"},
     {.name = "busy-poll", .kind = OptKind::kUint, .def = "0", .help = "--tcp: SO_BUSY_POLL microseconds (0: not set)", .max = 1000000},
 };
@@ -233,6 +239,9 @@ struct Config {
   std::string pcap;
   bool counters = false;
   bool json = false;
+  double drop_rate = 0;
+  uint64_t drop_seed = 1;
+  std::string save_buffer;
 };
 
 /// INC(): an address step, the size rounded up to the cache line.
@@ -339,8 +348,11 @@ class Perf {
   uint32_t cache_line = kCacheLineBytes;
   uint32_t out_reads() const { return out_reads_; }
   void print_counters(std::FILE* out) const;
+  std::string counters_json() const;
+  bool save_buffer(const std::string& path, std::string& err) const;
 
  private:
+  void for_each_counter(const std::function<void(std::string_view, uint64_t)>& f) const;
   bool resolve(const Gid& ip, MacAddr& mac, std::string& err);
   uint64_t slot() const { return slot_bytes(max_size_, cycle_buffer); }
   uint8_t* send_area(uint32_t qi) { return buf_ + uint64_t(qi) * slot(); }
@@ -354,6 +366,7 @@ class Perf {
 
   const Config& cfg_;
   std::unique_ptr<dpdk::DpdkPort> port_;
+  std::optional<dpdk::RandomDropIo> fault_;  // --drop-rate
   std::optional<dpdk::TscClock> clock_;
   ContextPtr ctx_;
   Gid gid_;
@@ -405,7 +418,9 @@ bool Perf::open(std::string& err) {
   dc.mac = cfg_.mac ? *cfg_.mac : port_->info().mac;
   dc.gid = gid_;
   dc.max_qp = cfg_.num_qp + 4;
-  auto ctx = open_device(port_->queue(0), dc);
+  PacketIo* io = &port_->queue(0);
+  if (cfg_.drop_rate > 0) io = &fault_.emplace(*io, cfg_.drop_rate, cfg_.drop_seed);
+  auto ctx = open_device(*io, dc);
   if (!ctx.ok()) {
     err = std::string("open_device: ") + ctx.status().message();
     return false;
@@ -436,7 +451,17 @@ bool Perf::setup(std::string& err) {
   buf_bytes_ = 2 * uint64_t(cfg_.num_qp) * addr_step(slot(), cache_line) + cache_line;
   mem_.reset(new (std::align_val_t(4096)) uint8_t[buf_bytes_]);
   buf_ = mem_.get();
-  std::memset(buf_, 0, buf_bytes_);
+  // As perftest's create_single_mr: pseudo-random bytes, except write_lat,
+  // which polls its receive slot for the iteration count and starts at zero.
+  if (verb == Verb::kWrite && cfg_.test.tst == Tst::kLat) {
+    std::memset(buf_, 0, buf_bytes_);
+  } else {
+    std::mt19937_64 fill(std::random_device{}());
+    for (uint64_t i = 0; i < buf_bytes_; i += 8) {
+      const uint64_t v = fill();
+      std::memcpy(buf_ + i, &v, std::min<uint64_t>(8, buf_bytes_ - i));
+    }
+  }
   auto mr = reg_mr(pd_, buf_, buf_bytes_,
                    kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic);
   if (!mr.ok()) {
@@ -956,13 +981,43 @@ bool Perf::run_lat(uint32_t size, LatReport& rep, std::string& err) {
   return true;
 }
 
-void Perf::print_counters(std::FILE* out) const {
+/// The device counters that are not zero, then the --drop-rate hook's losses
+/// (hook_rx_dropped / hook_tx_dropped) when it is on and the port's rx_missed.
+void Perf::for_each_counter(const std::function<void(std::string_view, uint64_t)>& f) const {
   const Counters& c = query_counters(ctx_.get());
-  std::fprintf(out, "# counters:");
   for (size_t i = 0; i < kCounterNames.size(); ++i) {
-    if (c.v[i]) std::fprintf(out, " %.*s=%llu", int(kCounterNames[i].size()), kCounterNames[i].data(), (unsigned long long)c.v[i]);
+    if (c.v[i]) f(kCounterNames[i], c.v[i]);
   }
+  if (fault_) {
+    f("hook_rx_dropped", fault_->rx_dropped());
+    f("hook_tx_dropped", fault_->tx_dropped());
+  }
+  // Frames the port itself lost (af_packet: the kernel's ring was full).
+  if (auto st = port_->stats(); st.ok() && st->rx_missed) f("port_rx_missed", st->rx_missed);
+}
+
+void Perf::print_counters(std::FILE* out) const {
+  std::fprintf(out, "# counters:");
+  for_each_counter([&](std::string_view n, uint64_t v) {
+    std::fprintf(out, " %.*s=%llu", int(n.size()), n.data(), (unsigned long long)v);
+  });
   std::fprintf(out, "\n");
+}
+
+std::string Perf::counters_json() const {
+  std::string j = "{";
+  for_each_counter([&](std::string_view n, uint64_t v) {
+    j += (j.size() > 1 ? ",\"" : "\"") + std::string(n) + "\":" + std::to_string(v);
+  });
+  return j + "}";
+}
+
+bool Perf::save_buffer(const std::string& path, std::string& err) const {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  bool ok = f && std::fwrite(buf_, 1, buf_bytes_, f) == buf_bytes_;
+  if (f && std::fclose(f) != 0) ok = false;
+  if (!ok) err = "cannot write " + path + ": " + std::strerror(errno);
+  return ok;
 }
 
 // ---------------------------------------------------------------- the out-of-band protocol
@@ -1263,14 +1318,14 @@ bool run_test(Perf& perf, Oob& oob, const Config& cfg, Output& out, std::string&
   return true;
 }
 
-void print_json(const Config& cfg, const Output& out, bool ok, const std::string& error) {
+void print_json(const Config& cfg, const Output& out, bool ok, const std::string& error, const std::string& counters) {
   std::printf("{\"command\":\"perf\",\"test\":\"%.*s\",\"role\":\"%s\",\"size\":%u,\"iters\":%u,\"num_qp\":%u,"
               "\"bidirectional\":%s,\"all\":%s,\"results\":",
               int(cfg.test.name.size()), cfg.test.name.data(), cfg.server ? "server" : "client", cfg.size, cfg.iters,
               cfg.num_qp, cfg.duplex ? "true" : "false", cfg.all ? "true" : "false");
   out.print_json_results();
-  std::printf(",\"ok\":%s,\"interrupted\":%s,\"error\":\"%s\"}\n", ok ? "true" : "false", g_stop ? "true" : "false",
-              json_escape(error).c_str());
+  std::printf(",\"counters\":%s,\"ok\":%s,\"interrupted\":%s,\"error\":\"%s\"}\n", counters.c_str(),
+              ok ? "true" : "false", g_stop ? "true" : "false", json_escape(error).c_str());
 }
 
 }  // namespace
@@ -1367,6 +1422,9 @@ int cmd_perf(int argc, char** argv) {
   cfg.pcap = std::string(args.get_str("pcap"));
   cfg.counters = args.flag("counters");
   cfg.json = args.flag("json");
+  cfg.drop_rate = args.get_double("drop-rate");
+  cfg.drop_seed = args.get_uint("drop-seed");
+  cfg.save_buffer = std::string(args.get_str("save-buffer"));
 
   install_stop_handlers();
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
@@ -1402,7 +1460,8 @@ int cmd_perf(int argc, char** argv) {
     // Let the last ACKs and READ/atomic responses leave before the port closes.
     perf.drain(200);
   }
-  if (cfg.json) print_json(cfg, out, ok, err);
+  if (ok && !cfg.save_buffer.empty()) ok = perf.save_buffer(cfg.save_buffer, err);
+  if (cfg.json) print_json(cfg, out, ok, err, perf.counters_json());
   if (cfg.counters) perf.print_counters(out.info);
   if (!ok) {
     std::fprintf(stderr, "uroce perf (%.*s %s): %s\n", int(test.size()), test.data(), role, err.c_str());

@@ -65,6 +65,7 @@
 #include "apps/oob.h"
 #include "drivers/dpdk/dpdk_io.h"
 #include "drivers/dpdk/eal_args.h"
+#include "drivers/dpdk/fault_io.h"
 #include "drivers/dpdk/tsc_clock.h"
 #include "stack/engine/context.h"  // the engine's NetStack: neighbour resolution for the AH
 
@@ -105,6 +106,8 @@ constexpr OptSpec kPingpongOptions[] = {
     {.name = "counters", .help = "print the device counters that are not zero at the end"},
     {.name = "zero-copy", .help = "send payloads of 512 bytes and more from the registered buffer in place, where the port takes chained mbufs (counters tx_zero_copy / tx_copied)"},
     {.name = "json", .help = "write the results as JSON on stdout (everything else goes to stderr)"},
+    {.name = "drop-rate", .kind = OptKind::kDouble, .def = "0", .help = "test hook: lose this fraction of the frames received and sent, at random (drivers/dpdk/fault_io.h)", .min = 0, .max = 1},
+    {.name = "drop-seed", .kind = OptKind::kUint, .def = "1", .help = "seed of --drop-rate's losses"},
 };
 
 constexpr std::string_view kPingpongDetails =
@@ -161,6 +164,8 @@ struct Config {
   std::string pcap;
   bool counters = false;
   bool json = false;
+  double drop_rate = 0;
+  uint64_t drop_seed = 1;
 };
 
 const char* kind_name(Kind k) {
@@ -248,6 +253,7 @@ class Pingpong {
 
   const Config& cfg_;
   std::unique_ptr<dpdk::DpdkPort> port_;
+  std::optional<dpdk::RandomDropIo> fault_;  // --drop-rate
   std::optional<dpdk::TscClock> clock_;
   ContextPtr ctx_;
   Gid gid_;
@@ -301,7 +307,9 @@ bool Pingpong::open(std::string& err) {
   if (cfg_.gid4) dc.gid = *cfg_.gid4;
   dc.max_qp = cfg_.num_qp + 4;
   dc.tx_zero_copy = cfg_.zero_copy;
-  auto ctx = open_device(port_->queue(0), dc);
+  PacketIo* io = &port_->queue(0);
+  if (cfg_.drop_rate > 0) io = &fault_.emplace(*io, cfg_.drop_rate, cfg_.drop_seed);
+  auto ctx = open_device(*io, dc);
   if (!ctx.ok()) {
     err = std::string("open_device: ") + ctx.status().message();
     return false;
@@ -686,6 +694,10 @@ void Pingpong::print_counters(std::FILE* out) const {
   for (size_t i = 0; i < kCounterNames.size(); ++i) {
     if (c.v[i]) std::fprintf(out, " %.*s=%llu", int(kCounterNames[i].size()), kCounterNames[i].data(), (unsigned long long)c.v[i]);
   }
+  if (fault_) {
+    std::fprintf(out, " hook_rx_dropped=%llu hook_tx_dropped=%llu", (unsigned long long)fault_->rx_dropped(),
+                 (unsigned long long)fault_->tx_dropped());
+  }
   std::fprintf(out, "\n");
 }
 
@@ -756,6 +768,8 @@ int cmd_pingpong(int argc, char** argv) {
   cfg.timeout_s = uint32_t(args.get_uint("timeout"));
   cfg.pcap = std::string(args.get_str("pcap"));
   cfg.counters = args.flag("counters");
+  cfg.drop_rate = args.get_double("drop-rate");
+  cfg.drop_seed = args.get_uint("drop-seed");
   cfg.json = args.flag("json");
 
   install_stop_handlers();

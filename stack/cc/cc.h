@@ -68,10 +68,8 @@ static_assert(CongestionController<LineRate>);
 static_assert(CongestionController<Dcqcn>);
 static_assert(CongestionController<Timely>);
 
-/// Variant order: Algorithm values are the variant indices.
-enum class Algorithm : uint8_t { kNone, kDcqcn, kTimely };
-inline constexpr std::string_view kAlgorithmNames[] = {"none", "dcqcn", "timely"};
-constexpr std::string_view algorithm_name(Algorithm a) { return kAlgorithmNames[uint8_t(a)]; }
+/// Variant order: CcAlgorithm values (include/uroce/cc.h) are the variant indices.
+using Algorithm = CcAlgorithm;
 
 /// The congestion control of one QP, held by value in the QP.
 class CongestionControl {

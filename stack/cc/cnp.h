@@ -16,15 +16,13 @@
 
 #include <cstdint>
 
+#include <uroce/cc.h>
+
 #include "stack/cc/units.h"
 
 namespace uroce::cc {
 
-struct CnpParams {
-  uint32_t min_time_between_cnps = 4;  ///< MIN_TIME_BETWEEN_CNPS, us (paper: N = 50)
-  uint8_t cnp_dscp = 48;               ///< CNP_DSCP
-  uint8_t cnp_802p_prio = 6;           ///< CNP_802P_PRIO
-};
+using uroce::CnpParams;
 
 class CnpGenerator {
  public:

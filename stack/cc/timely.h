@@ -36,28 +36,13 @@
 
 #include <uroce/status.h>
 
+#include <uroce/cc.h>
+
 #include "stack/cc/units.h"
 
 namespace uroce::cc {
 
-/// TIMELY parameters, named as in the paper. Defaults: the paper's Section 5
-/// values (alpha 0.875, beta 0.8, T_low 50 us, T_high 500 us, minRTT 20 us,
-/// delta 10 Mb/s, N = 5); the same alpha, beta, T_low, T_high and minRTT are
-/// the TIMELY defaults of the HPCC ns-3 model (alibaba-edu/
-/// High-Precision-Congestion-Control, rdma-hw.cc: TimelyAlpha 0.875,
-/// TimelyBeta 0.8, TimelyTLow 50000 ns, TimelyTHigh 500000 ns, TimelyMinRtt
-/// 20000 ns). delta and N are recalled from the paper, not cross-checked.
-struct TimelyParams {
-  double alpha = 0.875;               ///< EWMA weight of the newest RTT difference
-  double beta = 0.8;                  ///< multiplicative-decrease factor
-  uint64_t delta_bps = 10'000'000;    ///< additive-increase step delta
-  uint64_t t_low_ns = 50'000;         ///< below: always increase
-  uint64_t t_high_ns = 500'000;       ///< above: always decrease
-  uint64_t min_rtt_ns = 20'000;       ///< gradient normaliser (propagation RTT)
-  uint32_t hai_thresh = 5;            ///< samples with gradient <= 0 before HAI
-  uint32_t hai_n = 5;                 ///< HAI multiplier N
-  uint64_t min_rate_bps = 10'000'000; ///< floor (ours; the paper states none)
-};
+using uroce::TimelyParams;
 
 /// Checks ranges of p for a port of line_rate_bps. Control path.
 Status validate(const TimelyParams& p, uint64_t line_rate_bps);

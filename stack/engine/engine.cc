@@ -3,11 +3,17 @@
 // (requests) or completer (responses), then the timers due at now_ns, then
 // the transmit turns of ready QPs (round-robin, bounded per poll), then one
 // tx_burst. Frames the port refuses stay staged for the next poll.
+// Congestion control (stack/transport/pacer.h) meets the engine here: CE-marked
+// requests make CNPs (DCQCN notification point), received CNPs reach their
+// QP's algorithm (reaction point), and the pacing timers put QPs the pacer
+// held back on the transmit schedule.
 #include <rte_mbuf.h>
 
 #include <span>
 
+#include "stack/cm/agent.h"
 #include "stack/engine/context.h"
+#include "stack/transport/frame.h"
 #include "stack/wire/packet.h"
 
 namespace uroce {
@@ -51,14 +57,56 @@ bool receives(QpState s) {  // IBA 10.3.1: the receive side works from RTR on, a
   return s == QpState::kRtr || s == QpState::kRts || s == QpState::kSqd || s == QpState::kSqe;
 }
 
+// DCQCN notification point (Zhu et al. 2015, 3.1; RoCEv2 CNP, IBA Annex
+// A17.9.2): a CE-marked request makes a CNP to the QP that sent it, at most
+// one per QP per min_time_between_cnps. The CNP is BTH opcode 0x81 to the
+// peer QP, PSN 0, then 16 reserved bytes and the ICRC; it goes out with the
+// CNP DSCP and 802.1p priority, not ECN-capable (it must not be marked itself).
+void notify_congestion(Context& ctx, QpImpl& qp) {
+  ctx.inc(Counter::np_ecn_marked_roce_packets);
+  if (!qp.cc.on_ce_marked(ctx.now_ns)) return ctx.inc(Counter::np_cnp_suppressed);
+  wire::PacketDesc d;
+  transport::fill_path(ctx, qp, qp.attr.ah_attr, qp.sgid, qp.attr.dest_qp_num, d);
+  const CnpParams& p = ctx.cfg.cc.cnp;
+  d.opcode = wire::kOpcodeCnp;
+  d.traffic_class = uint8_t(p.cnp_dscp << 2);  // ECN 00: Not-ECT
+  if (d.has_vlan) d.vlan_tci = uint16_t(p.cnp_802p_prio << 13 | (d.vlan_tci & 0x0fff));
+  rte_mbuf* m = nullptr;
+  if (!transport::begin_frame(ctx, d, &m)) return ctx.inc(Counter::np_cnp_no_room);
+  transport::end_frame(ctx, d, m);
+  ctx.inc(Counter::np_cnp_sent);
+}
+
+// DCQCN reaction point: a CNP cuts its QP's rate (QPs without DCQCN only count it).
+void rx_cnp(Context& ctx, const wire::PacketDesc& d) {
+  ctx.inc(Counter::rcvd_cnp);
+  QpImpl* qp = qp_of_qpn(ctx, d.dest_qp);
+  if (!qp) return ctx.inc(Counter::rp_cnp_ignored);
+  // As in rx_qp (IBA 9.6): only a connected QP's peer, whose NP saw the
+  // marks, may slow it down; a CNP from anyone else is dropped.
+  if (qp->qp_type != QpType::kUd && d.sgid != qp->attr.ah_attr.dgid) return ctx.inc(Counter::rx_drop_wrong_src);
+  Counters& qc = qp_counters_of(ctx, *qp);
+  qc.inc(Counter::rcvd_cnp);
+  qc.inc(Counter::rcvd_pkts);
+  ctx.cur_qp_counters = &qc;
+  ctx.inc(qp->cc.on_cnp(ctx.now_ns) ? Counter::rp_cnp_handled : Counter::rp_cnp_ignored);
+  ctx.cur_qp_counters = nullptr;
+}
+
 // The part of receive that concerns one QP; counted in its block too.
 void rx_qp(Context& ctx, QpImpl& qp, const wire::PacketDesc& d, const uint8_t* frame) {
   const uint32_t flags = d.op().flags;
   // IBA 9.2.4: the P_Key must match ours, ignoring the membership bit.
   if ((d.pkey & 0x7fff) != (transport::kDefaultPkey & 0x7fff)) return ctx.inc(Counter::rx_drop_bad_pkey);
   if (!(flags & service_flag(qp.qp_type))) return ctx.inc(Counter::rx_drop_opcode_mismatch);
+  // IBA 9.6 (packet header validation; rxe's check_addr): a connected QP
+  // takes packets only from its peer, the GID its address vector names.
+  // Anyone else who learns the QPN and PSN could otherwise write into the
+  // connection (RC BTH carries no source QPN, so the address is the check).
+  if (qp.qp_type != QpType::kUd && d.sgid != qp.attr.ah_attr.dgid) return ctx.inc(Counter::rx_drop_wrong_src);
   if (flags & wire::kReq) {
     if (!receives(qp.state)) return ctx.inc(Counter::rx_drop_qp_state);
+    if (d.ecn() == 3 && ctx.cfg.cc.np_enabled && qp.qp_type != QpType::kUd) notify_congestion(ctx, qp);
     transport::responder_rx(ctx, qp, d, frame);
   } else {
     if (qp.state != QpState::kRts && qp.state != QpState::kSqd) return ctx.inc(Counter::rx_drop_qp_state);
@@ -66,17 +114,8 @@ void rx_qp(Context& ctx, QpImpl& qp, const wire::PacketDesc& d, const uint8_t* f
   }
 }
 
-void rx_one(Context& ctx, rte_mbuf* m, const wire::ParseOptions& opt) {
-  if (m->nb_segs != 1) return ctx.inc(Counter::rx_drop_multiseg);
-  const auto* frame = rte_pktmbuf_mtod(m, const uint8_t*);
-  wire::PacketDesc d;
-  const wire::ParseError e = wire::parse({frame, rte_pktmbuf_data_len(m)}, d, opt);
-  if (e != wire::ParseError::kOk) {
-    // ARP, IPv6 ND and ICMP echo go to the addressing layer; replies join this poll's burst.
-    net::TxBurst tx(ctx.tx_pool, ctx.tx.data(), kTxBurst, ctx.tx_n);
-    if (wire::is_not_roce(e) && ctx.net->handle(m, ctx.now_ns, tx)) return;
-    return ctx.inc(drop_counter(e));
-  }
+// A frame that parsed as RoCE: address checks, then the QP's roles.
+void rx_roce(Context& ctx, const wire::PacketDesc& d, const uint8_t* frame) {
   // Ours: the device MAC or the source MAC of any GID table entry (a GID may
   // sit on a VLAN interface with a MAC of its own).
   if (d.dst_mac != ctx.mac && !ctx.net->gids().owns_mac(d.dst_mac)) return ctx.inc(Counter::rx_drop_wrong_mac);
@@ -84,7 +123,8 @@ void rx_one(Context& ctx, rte_mbuf* m, const wire::ParseOptions& opt) {
   const uint16_t vlan = d.has_vlan ? uint16_t(d.vlan_tci & 0x0fff) : net::kNoVlan;
   if (!ctx.net->gids().find(d.dgid, vlan, gid_type)) return ctx.inc(Counter::rx_drop_wrong_gid);
   const uint32_t flags = d.op().flags;
-  if (flags & wire::kCnpOp) return ctx.inc(Counter::rcvd_cnp);  // seam for congestion control (#8)
+  if (flags & wire::kCnpOp) return rx_cnp(ctx, d);
+  if (d.dest_qp == cm::kGsiQpn) return cm::gsi_rx(ctx, d, frame);  // QP1: the connection manager
   QpImpl* qp = qp_of_qpn(ctx, d.dest_qp);
   if (!qp) return ctx.inc(Counter::rx_drop_unknown_qp);
   Counters& qc = qp_counters_of(ctx, *qp);
@@ -92,6 +132,44 @@ void rx_one(Context& ctx, rte_mbuf* m, const wire::ParseOptions& opt) {
   ctx.cur_qp_counters = &qc;
   rx_qp(ctx, *qp, d, frame);
   ctx.cur_qp_counters = nullptr;
+}
+
+// Keeps a non-RoCE frame for rx_non_roce (DeviceConfig::app_rx_ring).
+// Returns true if the ring took it (the caller must not free it).
+bool keep_for_app(Context& ctx, rte_mbuf* m) {
+  if (ctx.app_rx.empty()) {
+    ctx.inc(Counter::rx_drop_not_roce);
+    return false;
+  }
+  if (ctx.app_rx_n == ctx.app_rx.size()) {
+    ctx.inc(Counter::rx_drop_app_ring_full);
+    return false;
+  }
+  ctx.app_rx[(ctx.app_rx_head + ctx.app_rx_n++) % ctx.app_rx.size()] = m;
+  ctx.inc(Counter::rx_to_app);
+  return true;
+}
+
+// Returns true if the frame was kept (for the application), false if the
+// caller frees it.
+bool rx_one(Context& ctx, rte_mbuf* m, const wire::ParseOptions& opt) {
+  if (m->nb_segs != 1) {
+    ctx.inc(Counter::rx_drop_multiseg);
+    return false;
+  }
+  const auto* frame = rte_pktmbuf_mtod(m, const uint8_t*);
+  wire::PacketDesc d;
+  const wire::ParseError e = wire::parse({frame, rte_pktmbuf_data_len(m)}, d, opt);
+  if (e != wire::ParseError::kOk) {
+    // ARP, IPv6 ND and ICMP echo go to the addressing layer; replies join this poll's burst.
+    // Anything else that is not RoCE belongs to the application if it asked for it.
+    net::TxBurst tx(ctx.tx_pool, ctx.tx.data(), kTxBurst, ctx.tx_n);
+    if (wire::is_not_roce(e)) return !ctx.net->handle(m, ctx.now_ns, tx) && keep_for_app(ctx, m);
+    ctx.inc(drop_counter(e));
+    return false;
+  }
+  rx_roce(ctx, d, frame);
+  return false;
 }
 
 // One QP's transmit turn: responses first (they are ordered before later
@@ -103,6 +181,16 @@ bool tx_turn(Context& ctx, QpImpl& qp) {
 
 }  // namespace
 
+uint16_t rx_non_roce(Context* ctx, rte_mbuf** out, uint16_t n) {
+  Context& c = *ctx;
+  uint16_t k = 0;
+  for (; k < n && c.app_rx_n; ++k, --c.app_rx_n) {
+    out[k] = c.app_rx[c.app_rx_head];
+    c.app_rx_head = uint32_t((c.app_rx_head + 1) % c.app_rx.size());
+  }
+  return k;
+}
+
 uint32_t poll(Context* ctx, uint64_t now_ns) {
   Context& c = *ctx;
   c.now_ns = now_ns;
@@ -112,8 +200,7 @@ uint32_t poll(Context* ctx, uint64_t now_ns) {
   const wire::ParseOptions opt{.verify_icrc = !c.io.caps().rx_icrc_checked};
   for (uint16_t i = 0; i < n_rx; ++i) {
     c.inc(Counter::rcvd_pkts);
-    rx_one(c, rx[i], opt);
-    rte_pktmbuf_free(rx[i]);
+    if (!rx_one(c, rx[i], opt)) rte_pktmbuf_free(rx[i]);
   }
 
   c.timers.advance(now_ns, [&c](uint32_t index) {
@@ -123,10 +210,14 @@ uint32_t poll(Context* ctx, uint64_t now_ns) {
       c.cur_qp_counters = nullptr;
     }
   });
+  c.pace_timers.advance(now_ns, [&c](uint32_t index) {
+    if (QpImpl* qp = c.qps.at(index)) mark_ready(c, *qp);  // the pacer lets it send again
+  });
   {
     net::TxBurst tx(c.tx_pool, c.tx.data(), kTxBurst, c.tx_n);
     c.net->poll(now_ns, tx);  // ARP / neighbour solicitations due now
   }
+  if (c.cm) cm::gsi_poll(c, now_ns);  // CM timers and MADs to send
 
   // Each QP ready at the start of this poll gets one turn; those with more to
   // send go to the back of the ring.

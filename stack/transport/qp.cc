@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "stack/engine/context.h"
+#include "stack/engine/telemetry.h"
 #include "stack/transport/cq.h"
 
 namespace uroce {
@@ -68,6 +69,8 @@ void qp_to_sqe(Context& ctx, QpImpl& qp) {
 
 void qp_reset(Context& ctx, QpImpl& qp) {
   ctx.timers.cancel(qp.index);
+  ctx.pace_timers.cancel(qp.index);
+  qp.cc.init(ctx.cfg.cc, qp.qp_type);
   qp.sq.clear();
   qp.rq.ring.clear();
   qp.req = RequesterState{};
@@ -98,7 +101,11 @@ Result<Qp*> create_qp(Pd* pd, const QpInitAttr& a) {
     return Status(StatusCode::kInvalidArgument, "cq or srq of another device or pd");
   }
   uint32_t index = 0;
-  QpImpl* qp = ctx.qps.add(&index);
+  QpImpl* qp = nullptr;
+  {
+    std::lock_guard lock(engine::telemetry_mutex());  // telemetry reads the table (telemetry.h)
+    qp = ctx.qps.add(&index);
+  }
   if (!qp) return Status(StatusCode::kResourceExhausted, "max_qp reached");
   qp->context = &ctx;
   qp->qp_context = a.qp_context;
@@ -111,6 +118,7 @@ Result<Qp*> create_qp(Pd* pd, const QpInitAttr& a) {
   qp->qp_type = a.qp_type;
   qp->index = index;
   qp->init_attr = a;
+  qp->cc.init(ctx.cfg.cc, a.qp_type);
 
   // A UD QP has no path: its MTU is the port's active MTU (IBA 11.4.1.1 /
   // 9.8: a UD message is one packet of at most the PMTU; rxe's get_mtu uses
@@ -146,10 +154,12 @@ Status destroy_qp(Qp* q) {
   QpImpl& qp = transport::impl(q);
   if (ctx.qps.at(qp.index) != &qp) return Status(StatusCode::kNotFound, "unknown qp");
   ctx.timers.cancel(qp.index);
+  ctx.pace_timers.cancel(qp.index);
   --transport::impl(qp.send_cq).refs;
   --transport::impl(qp.recv_cq).refs;
   if (qp.srq) --transport::impl(qp.srq).refs;
   --static_cast<PdImpl*>(qp.pd)->refs;
+  std::lock_guard lock(engine::telemetry_mutex());  // telemetry reads the table (telemetry.h)
   ctx.qps.remove(&qp);
   return {};
 }

@@ -158,7 +158,7 @@ struct QpImpl : Qp {
   uint32_t index = 0;     // slot in the device's QP table and timer wheel
   uint16_t udp_sport = 0; // RC/UC: set at RTR from both QPNs
   net::GidEntry sgid;     // RC/UC: the GID table entry the path sends from (pinned by modify_qp)
-  Pacer pacer;
+  QpCc cc;               // congestion control, pacer, CNP notification point, RTT sampler
 
   Ring<SendWqe> sq;
   std::unique_ptr<Sge[]> sq_sges;         // max_send_sge per SQ slot

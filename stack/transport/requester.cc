@@ -3,7 +3,7 @@
 // First/Middle/Last opcodes, assigns PSNs (a READ takes as many PSNs as
 // response packets), sets AckReq on the last packet of every message and
 // every kAckReqEveryPkts packets inside long ones, enforces fences,
-// max_rd_atomic and the PSN window, asks the pacer (congestion-control seam),
+// max_rd_atomic and the PSN window, obeys the QP's pacer (congestion control),
 // and arms the local ACK timer. Retransmission regenerates packets from the
 // WQE and registered memory from the PSN requester_rewind sets (go-back-N).
 #include <algorithm>
@@ -87,7 +87,7 @@ ReqState chk_local(ReqRun& r) {
 
 // LOCAL_INV (IBA 10.6.6.1): executes in order and completes like any WQE.
 ReqState exec_local(ReqRun& r) {
-  if (!r.ctx.mrs.invalidate(r.wqe->invalidate_rkey, r.qp.pd)) {
+  if (!r.ctx.mrs.invalidate(r.wqe->invalidate_rkey, r.qp.pd, false)) {
     r.err = WcStatus::kLocProtErr;
     return ReqState::kErrLocal;
   }
@@ -119,12 +119,15 @@ ReqState chk_window(ReqRun& r) {
   return ReqState::kChkPacer;
 }
 
+// Congestion control (stack/transport/pacer.h): a packet the pacer holds
+// waits, never dropped; the engine's pacing timer puts the QP back on the
+// transmit schedule when the pacer lets it go.
 ReqState chk_pacer(ReqRun& r) {
-  if (!r.qp.pacer.may_send(r.ctx.now_ns, r.qp.mtu())) {
-    r.more = true;
-    return ReqState::kDone;
-  }
-  return ReqState::kSendPacket;
+  QpCc& cc = r.qp.cc;
+  if (cc.may_send(r.ctx.now_ns, r.qp.mtu())) return ReqState::kSendPacket;
+  r.ctx.inc(Counter::cc_tx_paced);
+  r.ctx.pace_timers.arm(r.qp.index, cc.next_send_ns(r.qp.mtu()));
+  return ReqState::kDone;
 }
 
 // Stages the frame d with its payload from byte off of the WQE's data: in
@@ -204,8 +207,9 @@ ReqState send_packet(ReqRun& r) {
     r.more = true;
     return ReqState::kDone;
   }
-  qp.pacer.on_sent(r.ctx.now_ns, d.payload_len);
-  if (psn_cmp(psn, qp.req.psn_hwm) < 0) r.ctx.inc(Counter::retransmits);
+  const bool retransmit = psn_cmp(psn, qp.req.psn_hwm) < 0;
+  qp.cc.on_sent(r.ctx.now_ns, uint32_t(wire::frame_len(d)) + kWireOverheadBytes, psn, d.ack_req, retransmit);
+  if (retransmit) r.ctx.inc(Counter::retransmits);
   // IBA 9.7.6.1.3: the local ACK timer runs while anything is unacknowledged.
   if (qp.qp_type == QpType::kRc && qp.attr.timeout && !r.ctx.timers.armed(qp.index)) {
     r.ctx.timers.arm(qp.index, r.ctx.now_ns + local_ack_timeout_ns(qp.attr.timeout));

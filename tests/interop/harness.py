@@ -41,6 +41,7 @@ import zlib
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import build_guest  # noqa: E402
+import verify_data  # noqa: E402
 
 NET4 = "10.70.0"
 GUEST_IP4, KERNEL_IP4, STACK_IP4, GUEST_B_IP4 = (f"{NET4}.{i}" for i in (1, 2, 3, 4))
@@ -712,6 +713,23 @@ def smoke(out: str, only: list[str] | None = None) -> int:
     return 0
 
 
+# ------------------------------------------------------------- our stack's port on the tap
+# net_af_packet's RX ring: the kernel copies every frame of the tap into it and drops the frame
+# when the ring is full (DPDK 22.11's PMD does not report those drops). Its default, 512 frames
+# of 2048 bytes, holds ~25 ms of what the TCG guest sends in a READ response stream; our polling
+# process is descheduled longer than that on a loaded 2-core host, and a run lost up to 25% of
+# the guest's frames there. 16384 frames hold ~1 s.
+AFP_FRAMES = 16384
+
+
+def afp_vdev(mtu: int = 1500) -> str:
+    """The --vdev of our port on the tap. MTU 9000 (path MTU 4096): ring frames of 8192 bytes
+    (the PMD indexes frames at framesz steps, so framesz must divide blocksz)."""
+    frame = 2048 if mtu <= 1500 else 8192
+    return (f"net_af_packet0,iface=$UROCE_TAP,blocksz={max(frame, 4096)},framesz={frame},"
+            f"framecnt={AFP_FRAMES if mtu <= 1500 else AFP_FRAMES // 4}")
+
+
 # ------------------------------------------------------------- uroce pingpong interop matrix
 PP_TOOLS = ("rc", "uc", "ud", "srq")
 # Per tool: the stock tool's and our flags (both sides get the same ones, as rdma-core wants).
@@ -759,7 +777,7 @@ def pp_host_script(uroce: str, role: str, cells: list[str], out: str) -> str:
             ours += f" --ip6 {STACK_IP6} -g 1"
         ours += f" --listen {KERNEL_IP4}" if role == "server" else f" {GUEST_IP4}"
         eal = ("--no-huge --no-pci --no-shconf -m 256 -l 0 --log-level=lib.*:error "
-               "--vdev=net_af_packet0,iface=$UROCE_TAP")
+               f"--vdev={afp_vdev()}")
         lines += [f"echo UROCE-HOST-STEP-BEGIN {c}; t=$(date +%s%N)",
                   f"{shlex.quote(uroce)} pingpong {eal} -- {ours} --counters; rc=$?",
                   f'echo "UROCE-HOST-STEP-END {c} rc=$rc ms=$(( ($(date +%s%N) - t) / 1000000 ))"']
@@ -792,7 +810,8 @@ def run_pingpong_matrix(out: str, uroce: str, roles: list[str], cells: list[str]
         res["boots"][role] = {"boot_s": r.get("boot_s"), "total_s": r.get("total_s"),
                               "guest_rc": r["guest"]["rc"], "host_rc": r.get("host", {}).get("rc"),
                               "guest_log": r["guest"]["log"], "host_log": r.get("host", {}).get("log"),
-                              "guest_pcap": r["pcap"], "guest_pcap_summary": r["pcap_summary"]}
+                              "guest_pcap": r["pcap"], "guest_pcap_summary": r["pcap_summary"],
+                              "guest_dump_verify_rc": pp_dump_verify(uroce, r["pcap"])["rc"]}
         for c in cells:
             pcap = os.path.join(rdir, f"{role}-{c}.pcap")
             g = r["guest"]["steps"].get(c, {})
@@ -808,7 +827,9 @@ def run_pingpong_matrix(out: str, uroce: str, roles: list[str], cells: list[str]
                 "pcap": pcap, "ok": ok}
             if d["rc"] != 0:
                 res["cells"][f"{role}/{c}"]["dump_tail"] = d["out"][-800:]
-    res["ok"] = bool(res["cells"]) and all(c["ok"] for c in res["cells"].values())
+    # Every frame of the guest's NIC too (rxe's and ours as rxe saw them, the whole boot).
+    res["ok"] = (bool(res["cells"]) and all(c["ok"] for c in res["cells"].values())
+                 and all(b["guest_dump_verify_rc"] == 0 for b in res["boots"].values()))
     return res
 
 
@@ -846,7 +867,9 @@ def pingpong_main(a) -> int:
         json.dump(res, f, indent=1, default=list)
     print(pp_table(res))
     for role, b in res["boots"].items():
-        log(f"our {role}: boot {b['boot_s']} s, boot+cells {b['total_s']} s, logs "
+        log(f"our {role}: boot {b['boot_s']} s, boot+cells {b['total_s']} s, guest capture "
+            f"{b['guest_pcap_summary']['roce']} RoCE frames, dump --verify "
+            f"{'ok' if b['guest_dump_verify_rc'] == 0 else 'rc=%s' % b['guest_dump_verify_rc']}, logs "
             f"{b['guest_log']} {b['host_log']}")
     log(f"results: {os.path.join(a.out, 'pingpong.json')}; total {res['total_s']} s; "
         f"{'all cells passed' if res['ok'] else 'FAILED'}")
@@ -869,11 +892,35 @@ PERF_CELLS = {
     "write_bw_q4": ("ib_write_bw",  "-q 4 -s 4096 -n 25",        "write_bw"),
     "write_bw_b":  ("ib_write_bw",  "-b -s 4096 -n 50",          "write_bw"),
     "send_bw_b":   ("ib_send_bw",   "-b -s 4096 -n 50",          "send_bw"),
+    # Sizes: -a runs 2 B .. 8 MiB (perftest's MAX_SIZE) at 5 iterations each, plus 1 B.
     "write_bw_a":  ("ib_write_bw",  "-a -n 5",                   "write_bw"),
-    "read_bw_a":   ("ib_read_bw",   "-a -n 5",                   "read_bw"),
+    # -o 1: rxe queues every response of every outstanding READ at once, and 5 x 8 MiB
+    # overflow the guest's transmit queue (guest/init).
+    "read_bw_a":   ("ib_read_bw",   "-a -n 5 -o 1",              "read_bw"),
+    "send_bw_a":   ("ib_send_bw",   "-a -n 5",                   "send_bw"),
+    "write_bw_1b": ("ib_write_bw",  "-s 1 -n 50",                "write_bw"),
+    "read_bw_1b":  ("ib_read_bw",   "-s 1 -n 50",                "read_bw"),
+    "send_bw_1b":  ("ib_send_bw",   "-s 1 -n 50",                "send_bw"),
+    "write_bw_loss1": ("ib_write_bw", "-s 16384 -n 50",          "write_bw"),
+    "write_bw_loss5": ("ib_write_bw", "-s 16384 -n 50",          "write_bw"),
+    "read_bw_loss1":  ("ib_read_bw",  "-s 16384 -n 50",          "read_bw"),
+    "read_bw_loss5":  ("ib_read_bw",  "-s 16384 -n 50",          "read_bw"),
+    # Path MTU 4096: the guest's link has MTU 9000 (rxe's active MTU 4096), a boot of its own.
+    "write_bw_mtu4096": ("ib_write_bw", "-m 4096 -s 65536 -n 50", "write_bw"),
+    "read_bw_mtu4096":  ("ib_read_bw",  "-m 4096 -s 65536 -n 50", "read_bw"),
+    "send_lat_mtu4096": ("ib_send_lat", "-m 4096 -s 4096 -n 100", "send_lat"),
 }
+PERF_JUMBO = {c for c in PERF_CELLS if c.endswith("_mtu4096")}  # cells on a 9000-byte link
+# Loss cells: our port loses this fraction of the frames it receives and of those it sends
+# (`uroce perf --drop-rate`, drivers/dpdk/fault_io.h; seeded, so a cell's losses repeat), so rxe
+# and our stack both retransmit. The cell also checks the data (verify_data.py) and that the
+# counters show the losses and the retransmissions.
+PERF_LOSS = {"write_bw_loss1": 0.01, "write_bw_loss5": 0.05, "read_bw_loss1": 0.01,
+             "read_bw_loss5": 0.05}
 PERF_DEFAULT_CELLS = ["write_bw", "send_lat", "send_bw", "read_bw", "atomic_bw_faa", "atomic_bw_cas",
-                      "write_lat", "read_lat", "atomic_lat", "write_bw_q4", "write_bw_b", "send_bw_b"]
+                      "write_lat", "read_lat", "atomic_lat", "write_bw_q4", "write_bw_b", "send_bw_b",
+                      "write_bw_a", "read_bw_a", "send_bw_a", "write_bw_1b", "read_bw_1b", "send_bw_1b",
+                      *PERF_LOSS, *sorted(PERF_JUMBO)]
 PERF_STEP_TIMEOUT = 180    # one stock tool run in the guest (rxe retries forever: bound it)
 PERF_HOST_TIMEOUT = 150    # --timeout of one `uroce perf`
 
@@ -896,12 +943,21 @@ def perf_guest_script(role: str, cells: list[str]) -> str:
     return "\n".join(lines)
 
 
+def perf_buffer_path(pcap: str) -> str:
+    return pcap[:-len(".pcap")] + ".buf"
+
+
 def perf_host_cmd(uroce: str, role: str, cell: str, pcap: str) -> str:
     _, flags, test = PERF_CELLS[cell]
+    mtu = 9000 if cell in PERF_JUMBO else 1500
     eal = ("--no-huge --no-pci --no-shconf -m 256 -l 0 --log-level=lib.*:error "
-           "--vdev=net_af_packet0,iface=$UROCE_TAP")
+           f"--vdev={afp_vdev(mtu)}")
     ours = (f"{test} --ip {STACK_IP4} --mac {STACK_MAC} --timeout {PERF_HOST_TIMEOUT} --pcap {pcap} "
-            f"{flags}")
+            f"--port-mtu {mtu} {flags}")
+    if cell in PERF_LOSS:
+        seed = 1 + sorted(PERF_CELLS).index(cell) + (100 if role == "client" else 0)
+        ours += (f" --drop-rate {PERF_LOSS[cell]} --drop-seed {seed} "
+                 f"--save-buffer {perf_buffer_path(pcap)}")
     ours += f" --listen {KERNEL_IP4}" if role == "server" else f" {GUEST_IP4}"
     return f"{shlex.quote(uroce)} perf {eal} -- {ours} --counters"
 
@@ -912,9 +968,10 @@ def perf_host_script(uroce: str, role: str, cells: list[str], out: str) -> str:
     lines = ["set -u"]
     for c in cells:
         pcap = os.path.join(out, f"{role}-{c}.pcap")
-        lines += [f"echo UROCE-HOST-STEP-BEGIN {c}; t=$(date +%s%N)",
+        lines += [f"t=$(date +%s%N); echo UROCE-HOST-STEP-BEGIN {c} epoch=$(( t / 1000000000 ))",
                   perf_host_cmd(uroce, role, c, pcap) + "; rc=$?",
-                  f'echo "UROCE-HOST-STEP-END {c} rc=$rc ms=$(( ($(date +%s%N) - t) / 1000000 ))"']
+                  f'echo "UROCE-HOST-STEP-END {c} rc=$rc ms=$(( ($(date +%s%N) - t) / 1000000 )) '
+                  f'epoch=$(date +%s)"']
     return "\n".join(lines)
 
 
@@ -943,24 +1000,75 @@ def perf_rows(text: str) -> list[str]:
     return rows
 
 
+_COUNTERS = re.compile(r"^\s*(?:[\d.]+ )?# counters:(.*)$", re.M)  # host log lines carry a time
+# What the table shows of our counters (include/uroce/counters.h): the hook's losses, our
+# requester's retransmissions and their causes, our responder's answers to rxe's resends.
+PERF_SHOWN_COUNTERS = (("hook_rx_dropped", "rx lost"), ("hook_tx_dropped", "tx lost"),
+                       ("retransmits", "retransmits"), ("local_ack_timeout_err", "timeouts"),
+                       ("rcvd_seq_err", "seq NAKs rcvd"), ("implied_nak_seq_err", "implied NAKs"),
+                       ("duplicate_request", "dup requests"), ("seq_nak_sent", "seq NAKs sent"),
+                       ("read_replayed", "reads replayed"))
+
+
+def parse_counters(text: str) -> dict[str, int]:
+    m = _COUNTERS.findall(text)
+    return {k: int(v) for k, v in (kv.split("=", 1) for kv in m[-1].split())} if m else {}
+
+
+def perf_loss_check(uroce_role: str, cell: str, pcap: str, guest_frames: list[dict],
+                    host_step: dict, counters: dict[str, int]) -> dict:
+    """A loss cell's data check (verify_data.check_cell) plus: the hook lost frames both ways and
+    our counters show the retransmissions of the side whose frames were lost."""
+    _, flags, test = PERF_CELLS[cell]
+    size = int(re.search(r"-s (\d+)", flags).group(1))
+    iters = int(re.search(r"-n (\d+)", flags).group(1))
+    buf = perf_buffer_path(pcap)
+    if not os.path.exists(buf):
+        return {"ok": False, "why": "no --save-buffer file"}
+    ours = open(buf, "rb").read()
+    our_frames = [f for f in map(verify_data.roce, read_pcap(pcap)) if f]
+    lo = host_step.get("epoch_begin", int(time.time()) - 3600) - 120
+    hi = host_step.get("epoch_end", int(time.time())) + 120
+    r = verify_data.check_cell(test, uroce_role, size, iters, ours, our_frames, guest_frames,
+                               STACK_IP4, GUEST_IP4, lo, hi)
+    lost = counters.get("hook_rx_dropped", 0) + counters.get("hook_tx_dropped", 0)
+    # Our requester (write_bw client, read_bw client) must have resent; rxe as the requester
+    # must have resent to us (duplicates in our capture) and our responder answered them.
+    requester_us = uroce_role == "client"
+    resent = (counters.get("retransmits", 0) if requester_us else r.get("peer_retransmitted", 0))
+    r["lost"] = lost
+    r["resent"] = resent
+    if r["ok"] and (not lost or not resent):
+        r["ok"] = False
+        r["why"] = f"no loss or no retransmission seen: {counters}"
+    return r
+
+
 def run_perf_matrix(out: str, uroce: str, roles: list[str], cells: list[str],
                     timeout: float = 1500, cache: str | None = None) -> dict:
     """Per role one guest boot running every cell in turn; per cell: the stock tool's rc, ours,
     `uroce dump --verify` of our capture and the harness's own ICRC check of it."""
     res: dict = {"cells": {}, "boots": {}}
-    for role in roles:
-        rdir = os.path.join(out, f"our-{role}")
+    groups = [(1500, [c for c in cells if c not in PERF_JUMBO]), (9000, [c for c in cells if c in PERF_JUMBO])]
+    for role, mtu, cells in [(r_, m, g) for r_ in roles for m, g in groups if g]:
+        boot = role if mtu == 1500 else f"{role}-mtu{mtu}"
+        rdir = os.path.join(out, f"our-{boot}")
         os.makedirs(rdir, exist_ok=True)
         r = run_single(rdir, perf_guest_script(role, cells),
-                       perf_host_script(uroce, role, cells, rdir), timeout=timeout, cache=cache)
+                       perf_host_script(uroce, role, cells, rdir), mtu=mtu, timeout=timeout, cache=cache)
         host_text = open(r["host"]["log"]).read() if "host" in r else ""
         guest_text = open(r["guest"]["log"]).read() if r["guest"].get("log") else ""
-        host_steps = {m.group(1): {"rc": int(m.group(2)), "ms": int(m.group(3))} for m in
-                      re.finditer(r"UROCE-HOST-STEP-END (\S+) rc=(\d+) ms=(\d+)", host_text)}
-        res["boots"][role] = {"boot_s": r.get("boot_s"), "total_s": r.get("total_s"),
+        host_steps = {m.group(1): {"rc": int(m.group(2)), "ms": int(m.group(3)),
+                                   "epoch_end": int(m.group(4))} for m in
+                      re.finditer(r"UROCE-HOST-STEP-END (\S+) rc=(\d+) ms=(\d+) epoch=(\d+)", host_text)}
+        for m in re.finditer(r"UROCE-HOST-STEP-BEGIN (\S+) epoch=(\d+)", host_text):
+            host_steps.setdefault(m.group(1), {})["epoch_begin"] = int(m.group(2))
+        res["boots"][boot] = {"boot_s": r.get("boot_s"), "total_s": r.get("total_s"),
                               "guest_rc": r["guest"]["rc"], "host_rc": r.get("host", {}).get("rc"),
                               "guest_log": r["guest"]["log"], "host_log": r.get("host", {}).get("log"),
-                              "guest_pcap": r["pcap"], "guest_pcap_summary": r["pcap_summary"]}
+                              "guest_pcap": r["pcap"], "guest_pcap_summary": r["pcap_summary"],
+                              "guest_dump_verify_rc": pp_dump_verify(uroce, r["pcap"])["rc"]}
+        guest_frames = None
         for c in cells:
             tool, flags, test = PERF_CELLS[c]
             pcap = os.path.join(rdir, f"{role}-{c}.pcap")
@@ -970,31 +1078,59 @@ def run_perf_matrix(out: str, uroce: str, roles: list[str], cells: list[str],
             ps = pcap_summary(pcap)
             ok = (g.get("rc") == 0 and h.get("rc") == 0 and d["rc"] == 0 and ps["roce"] > 0
                   and ps["icrc_bad"] == 0)
+            our_text = _section(host_text, f"UROCE-HOST-STEP-BEGIN {c}", f"UROCE-HOST-STEP-END {c}")
+            counters = parse_counters(our_text)
             cell = {"tool": f"{tool} {flags}", "ours": role, "test": test, "guest_step": g,
                     "host_step": h, "dump_verify_rc": d["rc"], "roce_frames": ps["roce"],
-                    "icrc_bad": ps["icrc_bad"], "opcodes": ps["opcodes"], "pcap": pcap, "ok": ok,
-                    "host_cmd": perf_host_cmd(uroce, role, c, pcap),
+                    "icrc_bad": ps["icrc_bad"], "opcodes": ps["opcodes"], "pcap": pcap,
+                    "host_cmd": perf_host_cmd(uroce, role, c, pcap), "counters": counters,
                     "stock_rows": perf_rows(_section(guest_text, f"UROCE-STEP-BEGIN {c}",
                                                      f"UROCE-STEP-END {c}")),
-                    "our_rows": perf_rows(_section(host_text, f"UROCE-HOST-STEP-BEGIN {c}",
-                                                   f"UROCE-HOST-STEP-END {c}"))}
+                    "our_rows": perf_rows(our_text)}
+            if c in PERF_LOSS:
+                if guest_frames is None:
+                    guest_frames = [f for f in map(verify_data.roce, read_pcap(r["pcap"])) if f]
+                cell["loss"] = PERF_LOSS[c]
+                cell["data"] = perf_loss_check(role, c, pcap, guest_frames, h, counters)
+                ok = ok and cell["data"]["ok"]
+            cell["ok"] = ok
             if d["rc"] != 0:
                 cell["dump_tail"] = d["out"][-800:]
             res["cells"][f"{role}/{c}"] = cell
-    res["ok"] = bool(res["cells"]) and all(c["ok"] for c in res["cells"].values())
+    # Every frame of the guest's NIC too (rxe's and ours as rxe saw them, the whole boot).
+    res["ok"] = (bool(res["cells"]) and all(c["ok"] for c in res["cells"].values())
+                 and all(b["guest_dump_verify_rc"] == 0 for b in res["boots"].values()))
     return res
+
+
+def counters_text(counters: dict[str, int]) -> str:
+    return ", ".join(f"{label} {counters[k]}" for k, label in PERF_SHOWN_COUNTERS
+                     if counters.get(k)) or "-"
+
+
+def data_text(cell: dict) -> str:
+    d = cell.get("data")
+    if not d:
+        return "-"
+    if not d["ok"]:
+        return "FAIL: " + d.get("why", "")
+    via = f"seed {d['seed']}" if "seed" in d else "guest capture"
+    return (f"ok ({d['bytes']} B of {d['messages']} msgs, {via}; rxe resent {d['peer_retransmitted']})")
 
 
 def perf_table(res: dict) -> str:
     rows = [("cell", "stock tool", "uroce", "guest rc", "uroce rc", "ms (uroce)", "RoCE frames",
-             "ICRC bad", "dump --verify", "stock result", "uroce result", "result")]
+             "ICRC bad", "dump --verify", "stock result", "uroce result", "uroce counters", "data",
+             "result")]
     for name, cell in res["cells"].items():
-        rows.append((name.split("/", 1)[1], cell["tool"], cell["ours"],
+        tool = cell["tool"] + (f" + {cell['loss']:.0%} loss" if "loss" in cell else "")
+        rows.append((name.split("/", 1)[1], tool, cell["ours"],
                      str(cell["guest_step"].get("rc", "-")), str(cell["host_step"].get("rc", "-")),
                      str(cell["host_step"].get("ms", "-")), str(cell["roce_frames"]),
                      str(cell["icrc_bad"]), "ok" if cell["dump_verify_rc"] == 0 else
                      f"rc={cell['dump_verify_rc']}", "; ".join(cell["stock_rows"][-1:]) or "-",
-                     "; ".join(cell["our_rows"][-1:]) or "-", "PASS" if cell["ok"] else "FAIL"))
+                     "; ".join(cell["our_rows"][-1:]) or "-", counters_text(cell["counters"]),
+                     data_text(cell), "PASS" if cell["ok"] else "FAIL"))
     w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     out = ["| " + " | ".join(r[i].ljust(w[i]) for i in range(len(r))) + " |" for r in rows]
     out.insert(1, "|" + "|".join("-" * (x + 2) for x in w) + "|")
@@ -1019,7 +1155,9 @@ def perf_main(a) -> int:
         json.dump(res, f, indent=1, default=list)
     print(perf_table(res))
     for role, b in res["boots"].items():
-        log(f"our {role}: boot {b['boot_s']} s, boot+cells {b['total_s']} s, logs "
+        log(f"our {role}: boot {b['boot_s']} s, boot+cells {b['total_s']} s, guest capture "
+            f"{b['guest_pcap_summary']['roce']} RoCE frames, dump --verify "
+            f"{'ok' if b['guest_dump_verify_rc'] == 0 else 'rc=%s' % b['guest_dump_verify_rc']}, logs "
             f"{b['guest_log']} {b['host_log']}")
     log(f"results: {os.path.join(a.out, 'perf.json')}; total {res['total_s']} s; "
         f"{'all cells passed' if res['ok'] else 'FAILED'}")
@@ -1087,7 +1225,7 @@ def main(argv: list[str] | None = None) -> int:
     pf.add_argument("--roles", nargs="+", default=["server", "client"], choices=("server", "client"),
                     help="our roles; one guest boot each")
     pf.add_argument("--cells", nargs="+", default=PERF_DEFAULT_CELLS, choices=list(PERF_CELLS),
-                    help="default: all but the -a cells")
+                    help="default: all cells")
     pf.add_argument("--timeout", type=float, default=1500, help="per boot")
     pc = sub.add_parser("pcap", help="summarize a pcap: RoCEv2 opcodes, ICRC check")
     pc.add_argument("--oob", action="store_true", help="also print the TCP/18515 payloads")

@@ -34,7 +34,7 @@ TEST(CongestionControl, DispatchesToDcqcn) {
   ASSERT_TRUE(r.ok());
   CongestionControl& cc = r.value();
   EXPECT_EQ(cc.algorithm(), Algorithm::kDcqcn);
-  EXPECT_EQ(algorithm_name(cc.algorithm()), "dcqcn");
+  EXPECT_EQ(cc_algorithm_name(cc.algorithm()), "dcqcn");
   cc.on_cnp(0);
   EXPECT_EQ(cc.rate_bps(), 50 * kG);
   EXPECT_EQ(cc.next_timer_ns(), 55'000u);
