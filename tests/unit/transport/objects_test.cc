@@ -216,17 +216,19 @@ TEST(QpState, FitsInTwoKilobytes) {
 
 // Everything the stack holds per QP, measured on the heap: the device's
 // per-QP tables (QP slot, timer, ready ring, per-QP counters; open_device with
-// max_qp = N against max_qp = 1) plus what create_qp allocates for a QP whose
-// rings hold one WQE each (QpImpl, its one-slot SQ/RQ rings and scatter lists:
-// so this is an upper bound on the state without the user-sized rings).
-// Issue 6 asks for at most 2 KiB; uroce compare's docs quote this figure.
+// max_qp = N against max_qp = 1) plus what create_qp allocates. The rings the
+// user sizes (SQ and RQ slots with their scatter lists) are taken out the way
+// the issue defines the figure: QPs are made with rings of 1 and of 64 slots,
+// and the QP's own part is the 1-slot figure less one slot's worth of the
+// difference (allocation is linear in the slots). Issue 6 asks for at most
+// 2 KiB; docs/PERFORMANCE.md quotes what this prints.
 TEST(QpState, WholeFootprintPerQpFitsInTwoKilobytes) {
   auto heap = [] { return mallinfo2().uordblks; };
-  constexpr uint32_t kQps = 4096;
+  constexpr uint32_t kQps = 2048;
   TestPort port(MacAddr{{2, 0, 0, 0, 0, 9}}, 9000);
   DeviceConfig small, big;
   small.max_qp = 1;
-  big.max_qp = kQps;
+  big.max_qp = 2 * kQps;
   const size_t h0 = heap();
   ContextPtr c1 = must(open_device(port, small));
   const size_t h1 = heap();
@@ -237,22 +239,26 @@ TEST(QpState, WholeFootprintPerQpFitsInTwoKilobytes) {
   if (h1 == h0) GTEST_SKIP() << "mallinfo2 does not see this allocator (sanitizer build)";
   Pd* pd = must(alloc_pd(ctx.get()));
   Cq* cq = must(create_cq(ctx.get(), 8));
-  QpInitAttr ia;
-  ia.send_cq = ia.recv_cq = cq;
-  ia.cap.max_send_wr = 1;
-  ia.cap.max_recv_wr = 1;
   std::vector<Qp*> qps;
-  const size_t h4 = heap();
-  for (uint32_t i = 0; i < kQps; ++i) qps.push_back(must(create_qp(pd, ia)));
-  const size_t h5 = heap();
-  const double tables = double((h3 - h2) - (h1 - h0)) / double(kQps - 1);
-  const double objects = double(h5 - h4) / double(kQps);
-  RecordProperty("per_qp_tables_bytes", int(tables));
-  RecordProperty("per_qp_objects_bytes", int(objects));
-  std::printf("per QP: device tables %.0f B + QP objects %.0f B (sizeof(QpImpl) %zu) = %.0f B\n", tables, objects,
-              transport::kQpStateBytes, tables + objects);
-  EXPECT_GE(objects, double(transport::kQpStateBytes));
-  EXPECT_LE(tables + objects, 2048.0);
+  auto per_qp = [&](uint32_t slots) {
+    QpInitAttr ia;
+    ia.send_cq = ia.recv_cq = cq;
+    ia.cap.max_send_wr = slots;
+    ia.cap.max_recv_wr = slots;
+    const size_t before = heap();
+    for (uint32_t i = 0; i < kQps; ++i) qps.push_back(must(create_qp(pd, ia)));
+    return double(heap() - before) / double(kQps);
+  };
+  const double tables = double((h3 - h2) - (h1 - h0)) / double(2 * kQps - 1);
+  const double one_slot = per_qp(1);
+  const double per_slot = (per_qp(64) - one_slot) / 63.0;
+  const double own = tables + one_slot - per_slot;
+  RecordProperty("per_qp_bytes", int(own));
+  std::printf("per QP: device tables %.0f B + QP objects with 1-slot rings %.0f B (sizeof(QpImpl) %zu), "
+              "one ring slot %.0f B: own state %.0f B (%.0f B with the 1-slot rings)\n",
+              tables, one_slot, transport::kQpStateBytes, per_slot, own, tables + one_slot);
+  EXPECT_GE(one_slot - per_slot, double(transport::kQpStateBytes));
+  EXPECT_LE(own, 2048.0);
   for (Qp* q : qps) ASSERT_TRUE(destroy_qp(q).ok());
 }
 
