@@ -52,6 +52,7 @@
 
 #include "apps/args.h"
 #include "apps/commands.h"
+#include "apps/sim_cc.h"
 #include "drivers/loopback/fabric.h"
 #include "drivers/loopback/rng.h"
 
@@ -84,6 +85,64 @@ constexpr OptSpec kSimOptions[] = {
     {.name = "json", .help = "write the summary as JSON (fields below) instead of text"},
     {.name = "quiet", .short_name = 'q', .help = "print only violations and the summary"},
     {.name = "verbose", .short_name = 'v', .help = "print one line per seed"},
+    // Congestion-control scenarios (apps/sim_cc.cc).
+    {.name = "scenario", .kind = OptKind::kChoice, .def = "faults", .help = "faults: the seeded fault runs above; or a congestion-control scenario on one bottleneck (see below)", .choices = "faults|incast|share|join-leave|mixed"},
+    {.name = "cc", .kind = OptKind::kChoice, .def = "dcqcn", .help = "congestion control of every host", .choices = "none|dcqcn|timely"},
+    {.name = "flows", .kind = OptKind::kUint, .def = "8", .help = "incast: senders (N:1); mixed: hosts (2 long flows, the rest short flows)", .min = 2, .max = 128},
+    {.name = "link-gbps", .kind = OptKind::kUint, .def = "100", .help = "rate of every link, Gb/s", .min = 1, .max = 400},
+    {.name = "link-delay-ns", .kind = OptKind::kUint, .def = "1000", .help = "propagation delay host <-> switch, ns"},
+    {.name = "buffer-kb", .kind = OptKind::kUint, .def = "1024", .help = "switch egress buffer per port, KiB (tail drop beyond)", .min = 8, .max = 65536},
+    {.name = "red-kmin-kb", .kind = OptKind::kUint, .def = "5", .help = "RED/ECN Kmin, KiB (DCQCN paper: 5)"},
+    {.name = "red-kmax-kb", .kind = OptKind::kUint, .def = "200", .help = "RED/ECN Kmax, KiB (DCQCN paper: 200)", .min = 1},
+    {.name = "red-pmax", .kind = OptKind::kDouble, .def = "0.01", .help = "RED/ECN marking probability at Kmax (DCQCN paper: 0.01)", .max = 1},
+    {.name = "pfc", .help = "PFC on the switch (lossless): pause a sender while the queue toward its destination is above --pfc-xoff-kb"},
+    {.name = "pfc-xoff-kb", .kind = OptKind::kUint, .def = "2048", .help = "PFC: pause above this backlog, KiB", .min = 1},
+    {.name = "pfc-xon-kb", .kind = OptKind::kUint, .def = "1024", .help = "PFC: resume when the backlog would have drained to this, KiB"},
+    {.name = "nic-queue-kb", .kind = OptKind::kUint, .def = "256", .help = "host NIC transmit queue, KiB (frames beyond wait in the engine)", .min = 8},
+    {.name = "msg-kb", .kind = OptKind::kUint, .def = "64", .help = "RDMA WRITE size, KiB (a multiple of the 4 KiB path MTU)", .min = 4, .max = 1024},
+    {.name = "sq-depth", .kind = OptKind::kUint, .def = "16", .help = "WRITEs a flow keeps outstanding", .min = 1, .max = 1024},
+    {.name = "duration-us", .kind = OptKind::kUint, .def = "20000", .help = "virtual time the scenario runs, us", .min = 100},
+    {.name = "step-ns", .kind = OptKind::kUint, .def = "250", .help = "virtual time between engine polls, ns", .min = 10, .max = 100000},
+    {.name = "sample-us", .kind = OptKind::kUint, .def = "100", .help = "time-series sample interval, us", .min = 1},
+    {.name = "window-us", .kind = OptKind::kUint, .def = "1000", .help = "fairness window for the convergence test, us (a multiple of --sample-us)", .min = 1},
+    {.name = "converge-jain", .kind = OptKind::kDouble, .def = "0.95", .help = "converged: every later window has Jain's index >= X", .max = 1},
+    {.name = "converge-util", .kind = OptKind::kDouble, .def = "0.9", .help = "converged: every later window has bottleneck utilisation >= X", .max = 1},
+    {.name = "qp-timeout", .kind = OptKind::kUint, .def = "10", .help = "RC local ACK timeout code (4.096 us * 2^N)", .min = 1, .max = 31},
+    {.name = "pacer-burst", .kind = OptKind::kUint, .def = "16384", .help = "pacer burst tolerance, bytes"},
+    {.name = "dcqcn-preset", .kind = OptKind::kChoice, .def = "connectx", .help = "DCQCN base parameters: ConnectX firmware defaults or Zhu et al. 2015; the rpg-/dce-/rate- flags override single ones", .choices = "connectx|paper"},
+    {.name = "rpg-time-reset", .kind = OptKind::kUint, .def = "300", .help = "DCQCN rate-increase timer, us"},
+    {.name = "rpg-byte-reset", .kind = OptKind::kUint, .def = "32767", .help = "DCQCN byte counter, bytes (0: off)"},
+    {.name = "rpg-threshold", .kind = OptKind::kUint, .def = "1", .help = "DCQCN F: increase events in fast recovery"},
+    {.name = "rpg-max-rate", .kind = OptKind::kUint, .def = "0", .help = "DCQCN maximum rate, Mb/s (0: line rate)"},
+    {.name = "rpg-ai-rate", .kind = OptKind::kUint, .def = "5", .help = "DCQCN additive increase, Mb/s"},
+    {.name = "rpg-hai-rate", .kind = OptKind::kUint, .def = "50", .help = "DCQCN hyper increase, Mb/s"},
+    {.name = "rpg-gd", .kind = OptKind::kUint, .def = "11", .help = "DCQCN log2 Gd (cut = RC * alpha / 2^gd, alpha in 1/1024)", .max = 30},
+    {.name = "rpg-min-dec-fac", .kind = OptKind::kUint, .def = "50", .help = "DCQCN smallest share of RC one cut leaves, %", .min = 1, .max = 100},
+    {.name = "rpg-min-rate", .kind = OptKind::kUint, .def = "1", .help = "DCQCN minimum rate, Mb/s", .min = 1},
+    {.name = "rate-to-set-on-first-cnp", .kind = OptKind::kUint, .def = "0", .help = "DCQCN rate on the first CNP, Mb/s (0: current)"},
+    {.name = "dce-tcp-g", .kind = OptKind::kUint, .def = "1019", .help = "DCQCN alpha kept per update, 1/1024 (g = (1024 - x) / 1024)", .max = 1024},
+    {.name = "dce-tcp-rtt", .kind = OptKind::kUint, .def = "1", .help = "DCQCN alpha timer, us", .min = 1},
+    {.name = "rate-reduce-monitor-period", .kind = OptKind::kUint, .def = "4", .help = "DCQCN minimum time between cuts, us"},
+    {.name = "initial-alpha-value", .kind = OptKind::kUint, .def = "1023", .help = "DCQCN alpha on the first CNP, 1/1024", .max = 1024},
+    {.name = "clamp-tgt-rate", .kind = OptKind::kUint, .def = "0", .help = "DCQCN: RT = RC on every cut (1) or not (0)", .max = 1},
+    {.name = "clamp-tgt-rate-after-time-inc", .kind = OptKind::kUint, .def = "1", .help = "DCQCN: RT = RC on a cut after a timer increase", .max = 1},
+    {.name = "min-time-between-cnps", .kind = OptKind::kUint, .def = "4", .help = "DCQCN NP: at most one CNP per QP per this many us"},
+    {.name = "timely-t-low-ns", .kind = OptKind::kUint, .def = "50000", .help = "TIMELY T_low, ns (paper: 50 us)"},
+    {.name = "timely-t-high-ns", .kind = OptKind::kUint, .def = "500000", .help = "TIMELY T_high, ns (paper: 500 us)", .min = 1},
+    {.name = "timely-min-rtt-ns", .kind = OptKind::kUint, .def = "20000", .help = "TIMELY minRTT (gradient normaliser), ns (paper: 20 us)", .min = 1},
+    {.name = "timely-delta-mbps", .kind = OptKind::kUint, .def = "10", .help = "TIMELY additive step delta, Mb/s"},
+    {.name = "timely-min-rate-mbps", .kind = OptKind::kUint, .def = "10", .help = "TIMELY rate floor, Mb/s (ours: the paper states none)", .min = 1},
+    {.name = "timely-beta", .kind = OptKind::kDouble, .def = "0.8", .help = "TIMELY multiplicative decrease beta", .max = 1},
+    {.name = "timely-alpha", .kind = OptKind::kDouble, .def = "0.875", .help = "TIMELY EWMA weight alpha", .max = 1},
+    {.name = "pcap", .kind = OptKind::kString, .def = "", .help = "scenario: capture every frame the switch sees to FILE", .meta = "FILE"},
+    {.name = "csv-dir", .kind = OptKind::kString, .def = "", .help = "scenario: write LABEL.series.csv and LABEL.fct.csv to DIR", .meta = "DIR"},
+    {.name = "expect-util", .kind = OptKind::kDouble, .def = "0", .help = "scenario: fail unless bottleneck utilisation after convergence >= X", .max = 1},
+    {.name = "expect-jain", .kind = OptKind::kDouble, .def = "0", .help = "scenario: fail unless Jain's index after convergence >= X", .max = 1},
+    {.name = "expect-jain-below", .kind = OptKind::kDouble, .def = "1", .help = "scenario: fail unless Jain's index < X (unfairness contrast)", .max = 1},
+    {.name = "expect-p99-queue-kb", .kind = OptKind::kDouble, .def = "0", .help = "scenario: fail unless the p99 queue after convergence <= X KiB", .max = 1u << 30},
+    {.name = "expect-converged", .help = "scenario: fail unless the flows converge (see --converge-jain)"},
+    {.name = "expect-no-drops", .help = "scenario: fail on any buffer drop or retransmission"},
+    {.name = "expect-drops", .help = "scenario: fail unless there are buffer drops and retransmissions"},
 };
 
 constexpr std::string_view kSimDetails =
@@ -96,7 +155,15 @@ constexpr std::string_view kSimDetails =
     "wrs_success, wrs_error (first error of a QP), wrs_flushed, recv_cqes,\n"
     "retransmits, frames (seen by the switch), faults {loss, reorder, duplicate,\n"
     "corrupt, link_down_drops, buffer_drops}, qps_failed, violations (count) and\n"
-    "violation_list [{seed, invariant, detail, pcap}], virtual_ms, wall_s.\n";
+    "violation_list [{seed, invariant, detail, pcap}], virtual_ms, wall_s.\n"
+    "\n"
+    "Congestion-control scenarios (--scenario incast|share|join-leave|mixed): hosts\n"
+    "1..N send to host 0 over one switch (RED/ECN on each egress queue); see\n"
+    "apps/sim_cc.cc. One summary line (--json: util, jain, converged,\n"
+    "convergence_ms, p99_queue_kb, max_queue_kb, drops, retransmits, timeouts,\n"
+    "ecn_marked, cnp_sent, cnp_handled, fct_p50_us, fct_p99_us, ...); --csv-dir\n"
+    "writes the time series (per-flow goodput and send rate, queue, utilisation)\n"
+    "and flow completion times. tests/cc/report.sh turns them into docs/CC.md.\n";
 
 constexpr CommandSpec kSimCommand = {
     .name = "sim",
@@ -1258,6 +1325,7 @@ bool parse_seed_range(std::string_view text, uint64_t& first, uint64_t& count) {
 int cmd_sim(int argc, char** argv) {
   Args args;
   if (auto rc = parse_command_line(kSimCommand, argc, argv, args)) return *rc;
+  if (args.get_str("scenario") != "faults") return run_cc_scenario(args);
   SimConfig cfg;
   cfg.first_seed = args.get_uint("seed-start");
   cfg.count = args.get_uint("seed-count");

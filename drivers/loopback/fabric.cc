@@ -94,6 +94,12 @@ void Fabric::schedule_link(uint32_t port, uint64_t at_ns, bool up) {
 
 void Fabric::set_faults(uint32_t port, const FaultConfig& faults) { ports_.at(port)->cfg_.faults = faults; }
 
+uint64_t Fabric::queue_bytes(uint32_t i) const {
+  const Port& p = *ports_[i];
+  if (p.down_busy_until_ns_ <= now_ns_) return 0;
+  return (p.down_busy_until_ns_ - now_ns_) * p.cfg_.link.rate_bps / 8'000'000'000ull;
+}
+
 PortCounters Fabric::totals() const {
   PortCounters t;
   for (const auto& p : ports_) t += p->counters_;

@@ -73,7 +73,8 @@ namespace uroce::loopback {
   X(fault_duplicate)                                                                     \
   X(fault_reorder)                                                                       \
   X(fault_jitter)          /* frames given a nonzero jitter delay */                     \
-  X(ecn_marked)            /* CE set by RED at the egress queue */
+  X(ecn_marked)            /* CE set by RED at the egress queue */                     \
+  X(pfc_pause_rx)          /* PFC pauses this host's NIC obeyed (counted on the paused port) */
 
 enum class PortCounter : uint8_t {
 #define UROCE_LB_ENUM(name) name,
@@ -110,6 +111,20 @@ struct RedConfig {
   double pmax = 0.01;
 };
 
+/// Priority flow control (IEEE 802.1Qbb), simplified to one class and an
+/// egress trigger: when a frame queued toward this port leaves the backlog
+/// above xoff_bytes, the switch pauses the port the frame came from. The pause
+/// reaches that host one propagation delay later and lasts until the queue
+/// would have drained to xon_bytes, plus the propagation delay of the resume;
+/// later frames above xoff extend it. A paused NIC starts no frame (tx_burst
+/// refuses what its queue cannot hold); frames already started keep going,
+/// so the headroom a switch needs is what the hosts' NIC queues and links hold.
+struct PfcConfig {
+  bool enabled = false;
+  uint32_t xoff_bytes = 2 << 20;
+  uint32_t xon_bytes = 1 << 20;
+};
+
 /// The cable between a port and the switch, both directions alike.
 struct LinkConfig {
   uint64_t rate_bps = 100'000'000'000;  ///< serialization rate, bits/s (> 0)
@@ -118,6 +133,7 @@ struct LinkConfig {
   uint32_t tx_queue_bytes = 256 * 1024; ///< host NIC transmit queue; tx_burst refuses beyond it
   uint16_t overhead_bytes = 24;         ///< per frame on the wire: preamble+SFD 8, FCS 4, IFG 12
   RedConfig red;
+  PfcConfig pfc;                        ///< PFC at the switch egress queue toward this port
 };
 
 /// Serialization time of a frame of len bytes (Ethernet padding to 60 and the
@@ -208,6 +224,8 @@ class Port final : public PacketIo {
   bool up_ = true;
   uint64_t up_busy_until_ns_ = 0;    // uplink, host -> switch
   uint64_t down_busy_until_ns_ = 0;  // downlink, switch -> host (egress queue)
+  uint64_t pause_from_ns_ = 0;       // PFC: this host's NIC starts nothing in [from, until)
+  uint64_t pause_until_ns_ = 0;
   uint64_t down_fifo_arrival_ns_ = 0;  // latest in-order arrival, for jitter
   std::vector<rte_mbuf*> rx_ring_;
   uint32_t rx_head_ = 0;
@@ -255,6 +273,10 @@ class Fabric {
     hook_user_ = user;
   }
 
+  /// Bytes waiting in the switch's egress queue toward port i at now_ns():
+  /// the backlog tail drop and RED see (what is still to be serialized).
+  uint64_t queue_bytes(uint32_t i) const;
+
   /// Frames the switch has seen (= captured when capturing).
   uint64_t frames_seen() const { return frames_seen_; }
   /// Counters summed over all ports.
@@ -276,6 +298,9 @@ class Fabric {
   void handle(const Event& ev);
   void at_switch(uint32_t src, rte_mbuf* m, uint64_t t);
   void egress(Port& dst, rte_mbuf* m, uint64_t t);
+  /// PFC: after a frame from src was queued toward dst at t, pause src if
+  /// dst's backlog is above its xoff.
+  void pfc_check(Port& dst, Port& src, uint64_t t);
   /// Queues m on dst's downlink at time t (tail drop, RED); returns the time
   /// its last bit leaves the switch, or 0 if it was dropped (and freed).
   uint64_t enqueue_downlink(Port& dst, rte_mbuf* m, uint64_t t);

@@ -157,7 +157,8 @@ uint16_t Port::tx_burst(rte_mbuf** in, uint16_t n) {
       counters_.inc(PortCounter::tx_oversize);
       break;
     }
-    const uint64_t start = std::max(now, up_busy_until_ns_);
+    uint64_t start = std::max(now, up_busy_until_ns_);
+    if (start >= pause_from_ns_ && start < pause_until_ns_) start = pause_until_ns_;  // PFC pause
     const uint64_t backlog = (start - now) * cfg_.link.rate_bps / 8'000'000'000ull;
     if (backlog + len > cfg_.link.tx_queue_bytes && start > now) {
       counters_.inc(PortCounter::tx_queue_full);
@@ -253,6 +254,7 @@ void Fabric::at_switch(uint32_t src, rte_mbuf* m, uint64_t t) {
     for (auto& p : ports_) {
       if (p->mac_ == dst) {
         egress(*p, m, t);
+        if (p->cfg_.link.pfc.enabled) pfc_check(*p, sp, t);
         return;
       }
     }
@@ -300,6 +302,21 @@ uint64_t Fabric::enqueue_downlink(Port& dst, rte_mbuf* m, uint64_t t) {
   }
   dst.down_busy_until_ns_ = start + serialization_ns(link, len);
   return dst.down_busy_until_ns_;
+}
+
+void Fabric::pfc_check(Port& dst, Port& src, uint64_t t) {
+  const LinkConfig& link = dst.cfg_.link;
+  if (dst.down_busy_until_ns_ <= t) return;
+  const uint64_t backlog = (dst.down_busy_until_ns_ - t) * link.rate_bps / 8'000'000'000ull;
+  if (backlog <= link.pfc.xoff_bytes) return;
+  const uint64_t to_xon = backlog > link.pfc.xon_bytes ? backlog - link.pfc.xon_bytes : 0;
+  const uint64_t drain_ns = to_xon * 8'000'000'000ull / link.rate_bps;
+  const uint64_t arrive = t + src.cfg_.link.prop_delay_ns;
+  if (arrive >= src.pause_until_ns_) {  // a new pause, not an extension of one in force
+    src.pause_from_ns_ = arrive;
+    src.counters_.inc(PortCounter::pfc_pause_rx);
+  }
+  src.pause_until_ns_ = std::max(src.pause_until_ns_, t + drain_ns + src.cfg_.link.prop_delay_ns);
 }
 
 void Fabric::egress(Port& dst, rte_mbuf* m, uint64_t t) {

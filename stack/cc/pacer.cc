@@ -12,9 +12,16 @@ Pacer::Pacer(uint64_t rate_bps, uint32_t burst_bytes)
 
 void Pacer::recompute_tau() { tau_ns_ = tx_time_ns(burst_bytes_); }
 
-void Pacer::set_rate_bps(uint64_t rate_bps) {
+void Pacer::set_rate_bps(uint64_t rate_bps, uint64_t now_ns) {
   if (rate_bps == 0) rate_bps = 1;
   if (rate_bps == rate_bps_) return;
+  if (tat_ns_ > now_ns) {
+    // remaining ns at the old rate -> the same bits at the new rate.
+    // (ns left) * rate can pass 2^64 (32 ms x 1 Tb/s): 128-bit product.
+    __extension__ using U128 = unsigned __int128;
+    const U128 bits_x_1e9 = U128(tat_ns_ - now_ns) * rate_bps_;
+    tat_ns_ = now_ns + uint64_t(bits_x_1e9 / rate_bps);
+  }
   rate_bps_ = rate_bps;
   frac_ = 0;  // the remainder was in units of the old rate
   recompute_tau();

@@ -4,7 +4,7 @@
 // The requester asks may_send(bytes, now) before each packet and calls
 // on_sent(bytes, now) after it; next_send_ns(bytes) tells the engine when to
 // poll again. The rate comes from the QP's congestion control
-// (set_rate_bps(cc.rate_bps())). No allocation, no clock: time is injected.
+// (set_rate_bps(cc.rate_bps(), now)). No allocation, no clock: time is injected.
 #pragma once
 
 #include <cstdint>
@@ -20,9 +20,12 @@ class Pacer {
   /// bucket is empty, so a burst smaller than a packet means strict pacing).
   Pacer(uint64_t rate_bps, uint32_t burst_bytes);
 
-  /// Changes the rate from now on. Debt already incurred (time reserved by
-  /// packets already sent) is kept as it is.
-  void set_rate_bps(uint64_t rate_bps);
+  /// Changes the rate at now_ns. The debt not yet paid off (bytes already
+  /// sent whose time runs past now_ns) is rescaled to the new rate, as a NIC
+  /// rate limiter schedules its next departure at the current rate: a flow
+  /// cut to 1 Mb/s that sent a 4 KB packet is not held 32 ms after its rate
+  /// has been raised again.
+  void set_rate_bps(uint64_t rate_bps, uint64_t now_ns);
   uint64_t rate_bps() const { return rate_bps_; }
   uint32_t burst_bytes() const { return burst_bytes_; }
 

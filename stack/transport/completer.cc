@@ -86,6 +86,13 @@ CompState get_wqe(Resp& c) {
 
 CompState chk_psn(Resp& c) {
   const SendWqe& w = *c.wqe;
+  // IBA 9.7.5.1: a response must answer a request that was sent; one for a
+  // PSN at or past the highest ever sent is invalid and silently dropped
+  // (it would otherwise complete WQEs the responder never saw).
+  if (psn_cmp(c.pkt.psn, c.qp.req.psn_hwm) >= 0) {
+    c.ctx.inc(Counter::unsent_psn_response);
+    return CompState::kDone;
+  }
   if (psn_cmp(c.pkt.psn, c.qp.comp.comp_psn) < 0) return CompState::kDrop;  // stale or duplicate
   if (psn_cmp(c.pkt.psn, w.last_psn) > 0) {
     // IBA 9.7.5.1.5: a response to a later request acknowledges an

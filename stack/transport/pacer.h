@@ -24,6 +24,7 @@
 // the delay TIMELY means to control.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 
@@ -58,21 +59,26 @@ class QpCc {
     settle(now_ns);
     return pacer_.may_send(bytes, now_ns);
   }
-  /// When may_send(t, bytes) becomes true at the current rate.
-  uint64_t next_send_ns(uint32_t bytes) const { return pacer_.next_send_ns(bytes); }
+  /// When to ask may_send again for a held frame of bytes: when the pacer
+  /// lets it go at the current rate, or earlier when the algorithm's next
+  /// timer may raise the rate (a DCQCN flow cut to a few Mb/s must not sleep
+  /// through the rate-increase timer that would wake it up).
+  uint64_t next_send_ns(uint32_t bytes) const {
+    return std::min(pacer_.next_send_ns(bytes), cc_.next_timer_ns());
+  }
 
   /// A frame of wire_bytes (kWireOverheadBytes included) with PSN psn left at now_ns.
   void on_sent(uint64_t now_ns, uint32_t wire_bytes, uint32_t psn, bool ack_req, bool retransmit) {
     if (paced_) {
       pacer_.on_sent(wire_bytes, now_ns);
       cc_.on_bytes_sent(wire_bytes, now_ns);
+      pacer_.set_rate_bps(cc_.rate_bps(), now_ns);
     }
     if (retransmit) {
       rtt_head_ = rtt_tail_;  // Karn: no sample across a retransmission
     } else if (ack_req && rtt_tail_ - rtt_head_ < kRttSlots) {
       rtt_[rtt_tail_++ % kRttSlots] = {psn, now_ns};
     }
-    pacer_.set_rate_bps(cc_.rate_bps());
   }
 
   /// Every PSN before comp_psn is acknowledged at now_ns (bytes newly
@@ -89,7 +95,7 @@ class QpCc {
       last_rtt_ns_ = rtt;
     }
     cc_.on_ack(bytes, rtt, now_ns);
-    pacer_.set_rate_bps(cc_.rate_bps());
+    pacer_.set_rate_bps(cc_.rate_bps(), now_ns);
     return rtt != 0;
   }
 
@@ -98,7 +104,7 @@ class QpCc {
   bool on_cnp(uint64_t now_ns) {
     if (cc_.algorithm() != CcAlgorithm::kDcqcn) return false;
     cc_.on_cnp(now_ns);
-    pacer_.set_rate_bps(cc_.rate_bps());
+    pacer_.set_rate_bps(cc_.rate_bps(), now_ns);
     return true;
   }
 
@@ -120,7 +126,7 @@ class QpCc {
   void settle(uint64_t now_ns) {
     if (cc_.next_timer_ns() <= now_ns) {
       cc_.on_timer(now_ns);
-      pacer_.set_rate_bps(cc_.rate_bps());
+      pacer_.set_rate_bps(cc_.rate_bps(), now_ns);
     }
   }
 

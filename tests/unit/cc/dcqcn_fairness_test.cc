@@ -153,6 +153,8 @@ TEST(DcqcnFairness, EightStaggeredFlowsConvergeWithPaperParams) {
 // unbounded queue). Either the firmware's byte-counter unit or clamp rule
 // differs from the documented text, or the fluid model is too coarse; to be
 // settled against packet-level `uroce sim` runs and, if possible, a NIC.
+// The packet-level runs (`tests/cc/report.sh`, docs/CC.md "ConnectX
+// defaults") show the same: the queue is held only by the flows' windows.
 TEST(DcqcnFairness, DISABLED_FourStaggeredFlowsConvergeWithConnectXDefaults) {
   // Events: as the paper case, with ConnectX RP/NP defaults.
   // Expect: Jain >= 0.99 (fails today: see above).

@@ -64,16 +64,29 @@ TEST(Pacer, PacketLargerThanBurstWaitsForEmptyBucket) {
   EXPECT_EQ(send_times(p, 9000, 3, 0), (std::vector<uint64_t>{0, 7200, 14400}));
 }
 
-TEST(Pacer, RateChangeKeepsDebtAndUsesNewRate) {
-  // Events: 10 Gb/s, send 1000 B at 0 (debt until 800 ns), rate -> 5 Gb/s.
-  // Expect: next send at 800 ns, the one after 1600 ns later (2400 ns).
+TEST(Pacer, RateChangeRescalesDebtToNewRate) {
+  // Events: 10 Gb/s, send 1000 B at 0 (debt until 800 ns), rate -> 5 Gb/s at 0.
+  // Expect: the 1000 B owed now take 1600 ns: next send at 1600 ns, the one
+  // after 1600 ns later (3200 ns).
   Pacer p(10'000'000'000, 1000);
   p.on_sent(1000, 0);
-  p.set_rate_bps(5'000'000'000);
-  EXPECT_EQ(p.next_send_ns(1000), 800u);
-  p.on_sent(1000, 800);
-  EXPECT_EQ(p.next_send_ns(1000), 2400u);
+  p.set_rate_bps(5'000'000'000, 0);
+  EXPECT_EQ(p.next_send_ns(1000), 1600u);
+  p.on_sent(1000, 1600);
+  EXPECT_EQ(p.next_send_ns(1000), 3200u);
   EXPECT_EQ(p.rate_bps(), 5'000'000'000u);
+}
+
+TEST(Pacer, RaisedRateReleasesPacketSentAtMinimumRate) {
+  // Events: 1 Mb/s (a DCQCN flow at rpg_min_rate), burst 0, send 1000 B at 0
+  // (debt until 8 ms); at 100 ns the rate goes back to 10 Gb/s.
+  // Expect: the 7,999,900 ns left at 1 Mb/s are 799 ns at 10 Gb/s (7999.9
+  // bits, truncated): next send at 899 ns, not 8 ms.
+  Pacer p(1'000'000, 0);
+  p.on_sent(1000, 0);
+  EXPECT_EQ(p.next_send_ns(1000), 8'000'000u);
+  p.set_rate_bps(10'000'000'000, 100);
+  EXPECT_EQ(p.next_send_ns(1000), 899u);
 }
 
 }  // namespace

@@ -429,6 +429,68 @@ TEST(Fabric, EgressBufferOverflowTailDrops) {
   EXPECT_EQ(got.size() + dropped, 400u);
 }
 
+TEST(Fabric, PfcPausesSendersInsteadOfDropping) {
+  // Send: the same 2:1 incast of 2 KB frames into a 32 KB egress buffer, with
+  // PFC toward B (pause above 16 KB, resume at 8 KB) and 8 KB NIC queues;
+  // each sender offers its 200 frames as fast as its NIC takes them.
+  // Expect (IEEE 802.1Qbb, lossless): no tail drop, all 400 frames delivered
+  // in order per sender, both senders paused, and B's queue never beyond
+  // xoff plus the headroom the two NIC queues and links hold.
+  auto f = make_fabric();
+  PortConfig pc;
+  pc.link.tx_queue_bytes = 8 * 1024;
+  PortConfig pb = pc;
+  pb.link.buffer_bytes = 32 * 1024;
+  pb.link.pfc = {.enabled = true, .xoff_bytes = 16 * 1024, .xon_bytes = 8 * 1024};
+  Port& a = add(*f, kMacA, pc);
+  Port& b = add(*f, kMacB, pb);
+  Port& c = add(*f, kMacC, pc);
+  struct Sender {
+    Port& port;
+    MacAddr mac;
+    uint32_t base;
+    uint32_t next = 0;
+  };
+  Sender senders[] = {{a, kMacA, 0}, {c, kMacC, 1000}};
+  std::vector<uint32_t> got;
+  uint64_t max_queue = 0;
+  rte_mbuf* burst[32];
+  for (uint64_t now = 0; now < 10'000'000; now += 100) {
+    f->advance(now);
+    max_queue = std::max(max_queue, f->queue_bytes(b.index()));
+    for (Sender& s : senders) {
+      while (s.next < 200) {
+        rte_mbuf* m = make_frame(s.port.tx_pool(), s.mac, kMacB, s.base + s.next, 2000);
+        if (s.port.tx_burst(&m, 1) != 1) {
+          rte_pktmbuf_free(m);
+          break;
+        }
+        ++s.next;
+      }
+    }
+    for (uint16_t n; (n = b.rx_burst(burst, 32)) != 0;) {
+      for (uint16_t i = 0; i < n; ++i) {
+        got.push_back(tag_of(burst[i]));
+        rte_pktmbuf_free(burst[i]);
+      }
+    }
+    if (got.size() == 400) break;
+  }
+  EXPECT_EQ(b.counters().get(PortCounter::drop_buffer), 0u);
+  ASSERT_EQ(got.size(), 400u);
+  for (uint32_t base : {0u, 1000u}) {
+    std::vector<uint32_t> mine;
+    for (uint32_t t : got) {
+      if (t >= base && t < base + 1000) mine.push_back(t - base);
+    }
+    ASSERT_EQ(mine.size(), 200u);
+    for (uint32_t i = 0; i < 200; ++i) EXPECT_EQ(mine[i], i);
+  }
+  EXPECT_GT(a.counters().get(PortCounter::pfc_pause_rx), 0u);
+  EXPECT_GT(c.counters().get(PortCounter::pfc_pause_rx), 0u);
+  EXPECT_LE(max_queue, 16u * 1024 + 2 * (8 * 1024 + 2 * 2100));
+}
+
 TEST(Fabric, RedMarksEcnCapableFramesAndKeepsThemValid) {
   // Send: 2:1 incast of ECT(0) frames with RED kmin = 4 KB, kmax = 16 KB and
   // a large buffer. Expect: some frames arrive with CE set; every frame still

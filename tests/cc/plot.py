@@ -1,0 +1,198 @@
+#!/usr/bin/python3
+"""Turns the runs of tests/cc/report.sh into docs/cc/*.png and the generated
+part of docs/CC.md (between <!-- cc-report:begin --> and <!-- cc-report:end -->).
+
+Usage: plot.py RUN_DIR DOCS_DIR COMMIT
+RUN_DIR holds runs.jsonl (one `uroce sim --json` summary per line, with a
+"run" name) and csv/ (LABEL.series.csv, LABEL.fct.csv from --csv-dir).
+"""
+import csv
+import json
+import os
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+SCHEMES = [("dcqcn", "DCQCN"), ("timely", "TIMELY"), ("none", "no CC")]
+COLORS = {"dcqcn": "tab:blue", "timely": "tab:orange", "none": "tab:red"}
+
+
+def series(run_dir, label, sub="csv"):
+    path = os.path.join(run_dir, sub, label + ".series.csv")
+    with open(path) as f:
+        rows = list(csv.DictReader(f))
+    t = [float(r["t_us"]) / 1000 for r in rows]
+    flows = sorted((k for k in rows[0] if k.startswith("goodput_gbps_")), key=lambda k: int(k.rsplit("_", 1)[1]))
+    return t, rows, flows
+
+
+def fcts(run_dir, label):
+    with open(os.path.join(run_dir, "csv", label + ".fct.csv")) as f:
+        return [r for r in csv.DictReader(f)]
+
+
+def save(fig, docs, name):
+    os.makedirs(os.path.join(docs, "cc"), exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(os.path.join(docs, "cc", name), dpi=72)
+    plt.close(fig)
+
+
+def rate_grid(run_dir, docs, name, labels, title):
+    """Per-flow goodput over time, one column per scheme, one row per label suffix."""
+    fig, axes = plt.subplots(len(labels), 3, figsize=(13, 2.8 * len(labels)), sharey="row", squeeze=False)
+    for row, (suffix, rtitle) in enumerate(labels):
+        for col, (cc, cname) in enumerate(SCHEMES):
+            ax = axes[row][col]
+            t, rows, flows = series(run_dir, suffix.format(cc=cc))
+            for k in flows:
+                ax.plot(t, [float(r[k]) for r in rows], lw=0.7)
+            ax.set_title(f"{cname}: {rtitle}", fontsize=9)
+            ax.set_xlabel("time (ms)", fontsize=8)
+            ax.set_ylabel("goodput per flow (Gb/s)", fontsize=8)
+            ax.tick_params(labelsize=7)
+    fig.suptitle(title, fontsize=10)
+    save(fig, docs, name)
+
+
+def queue_plot(run_dir, docs, ns, buffer_kb):
+    fig, axes = plt.subplots(1, len(ns) + 1, figsize=(4.3 * (len(ns) + 1), 2.8), squeeze=False)
+    ax = axes[0][len(ns)]
+    for cc, cname in SCHEMES:
+        t, rows, _ = series(run_dir, f"incast-{cc}-n{ns[-1]}")
+        total, cum = 0, []
+        for r in rows:
+            total += int(r["retransmits"])
+            cum.append(total)
+        ax.plot(t, cum, lw=0.8, color=COLORS[cc], label=cname)
+    ax.set_title(f"{ns[-1]}:1 incast: packets retransmitted (cumulative)", fontsize=9)
+    ax.set_xlabel("time (ms)", fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.legend(fontsize=7)
+    for i, n in enumerate(ns):
+        ax = axes[0][i]
+        for cc, cname in SCHEMES:
+            t, rows, _ = series(run_dir, f"incast-{cc}-n{n}")
+            ax.plot(t, [max(float(r["queue_max_kb"]), 0.1) for r in rows], lw=0.8, color=COLORS[cc], label=cname)
+        ax.axhline(buffer_kb, color="k", ls="--", lw=0.6, label="buffer")
+        ax.set_yscale("log")
+        ax.set_title(f"{n}:1 incast: switch egress queue (max per sample)", fontsize=9)
+        ax.set_xlabel("time (ms)", fontsize=8)
+        ax.set_ylabel("KiB", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.legend(fontsize=7)
+    save(fig, docs, "incast_queue.png")
+
+
+def fct_plot(run_dir, docs):
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3))
+    sizes = sorted({int(r["bytes"]) for r in fcts(run_dir, "mixed-dcqcn-n8")})
+    width = 0.27
+    for j, (cc, cname) in enumerate(SCHEMES):
+        rows = fcts(run_dir, f"mixed-{cc}-n8")
+        done = sorted(float(r["fct_us"]) for r in rows if float(r["fct_us"]) >= 0)
+        if done:
+            axes[0].plot(done, [(i + 1) / len(rows) for i in range(len(done))], color=COLORS[cc], label=cname)
+        med = []
+        for s in sizes:
+            v = sorted(float(r["fct_us"]) for r in rows if int(r["bytes"]) == s and float(r["fct_us"]) >= 0)
+            med.append(v[len(v) // 2] if v else 0)
+        axes[1].bar([i + (j - 1) * width for i in range(len(sizes))], med, width, color=COLORS[cc], label=cname)
+    axes[0].set_xscale("log")
+    axes[0].set_xlabel("flow completion time (us)", fontsize=8)
+    axes[0].set_ylabel("fraction of short flows done", fontsize=8)
+    axes[0].set_title("short flows next to 2 long flows: FCT CDF", fontsize=9)
+    axes[0].legend(fontsize=7)
+    axes[1].set_xticks(range(len(sizes)))
+    axes[1].set_xticklabels([f"{s // 1024} KiB" for s in sizes], fontsize=8)
+    axes[1].set_yscale("log")
+    axes[1].set_ylabel("median FCT (us)", fontsize=8)
+    axes[1].set_title("median FCT by flow size", fontsize=9)
+    axes[1].legend(fontsize=7)
+    save(fig, docs, "fct.png")
+
+
+def fmt_conv(r):
+    return f"{r['convergence_ms']:.1f}" if r["converged"] else "not converged"
+
+
+def tables(runs, commit):
+    out = [f"Generated by `tests/cc/report.sh` at commit `{commit}` (parameters: `tests/cc/config.sh`).", ""]
+    out.append("**N:1 incast** (steady-state figures: second half of the run, or from convergence on if later;"
+               " drops, retransmissions and timeouts over the whole run)")
+    out.append("")
+    out.append("| N | scheme | utilisation | Jain | convergence (ms) | p99 queue (KiB) | max queue (KiB) | buffer (KiB) |"
+               " drops | retransmits | timeouts | CNPs | PFC pauses |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    names = [("dcqcn", "DCQCN"), ("dcqcn_cx", "DCQCN, ConnectX defaults"),
+             ("dcqcn_cx64", "DCQCN, ConnectX, byte counter x64"), ("timely", "TIMELY"), ("none", "no CC"),
+             ("dcqcn_pfc", "DCQCN + PFC"), ("none_pfc", "no CC + PFC")]
+    for n in (2, 8, 32, 64):
+        for key, name in names:
+            r = runs.get(f"incast-{key}-n{n}")
+            if not r:
+                continue
+            failed = f" ({r['failed_flows']} flows failed)" if r["failed_flows"] else ""
+            out.append(f"| {n} | {name} | {r['util']:.3f} | {r['jain']:.4f} | {fmt_conv(r)} | {r['p99_queue_kb']:.0f} |"
+                       f" {r['max_queue_kb']:.0f} | {r['buffer_kb']:.0f} | {r['drops']} | {r['retransmits']}{failed} |"
+                       f" {r['timeouts']} | {r['cnp_handled']} | {r['pfc_pauses']} |")
+    out.append("")
+    out.append("**Other scenarios** (8 hosts for mixed: 2 long flows, 6 hosts sending 16 KiB - 1 MiB flows)")
+    out.append("")
+    out.append("| scenario | scheme | utilisation | Jain | convergence (ms) | p99 queue (KiB) | drops | retransmits |"
+               " short flows | FCT p50 (us) | FCT p99 (us) |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|---|")
+    for s in ("share", "join-leave", "mixed"):
+        for key, name in SCHEMES:
+            r = runs.get(f"{s}-{key}")
+            if not r:
+                continue
+            shorts = f"{r['short_flows'] - r['unfinished']}/{r['short_flows']}" if r["short_flows"] else "-"
+            fct50 = f"{r['fct_p50_us']:.0f}" if r["short_flows"] else "-"
+            fct99 = f"{r['fct_p99_us']:.0f}" if r["short_flows"] else "-"
+            out.append(f"| {s} | {name} | {r['util']:.3f} | {r['jain']:.4f} | {fmt_conv(r)} | {r['p99_queue_kb']:.0f} |"
+                       f" {r['drops']} | {r['retransmits']} | {shorts} | {fct50} | {fct99} |")
+    out.append("")
+    out.append("![per-flow goodput, incast](cc/incast_rates.png)")
+    out.append("")
+    out.append("![queue depth, incast](cc/incast_queue.png)")
+    out.append("")
+    out.append("![two flows sharing a link; a flow joining and leaving](cc/scenarios.png)")
+    out.append("")
+    out.append("![flow completion times](cc/fct.png)")
+    return "\n".join(out)
+
+
+def main():
+    run_dir, docs, commit = sys.argv[1], sys.argv[2], sys.argv[3]
+    runs = {}
+    with open(os.path.join(run_dir, "runs.jsonl")) as f:
+        for line in f:
+            r = json.loads(line)
+            runs[r["run"]] = r
+    buffer_kb = runs["incast-dcqcn-n8"]["buffer_kb"]
+    rate_grid(run_dir, docs, "incast_rates.png",
+              [("incast-{cc}-n8", "8:1 incast"), ("incast-{cc}-n64", "64:1 incast")],
+              "per-flow goodput (each line one flow)")
+    queue_plot(run_dir, docs, (8, 64), buffer_kb)
+    rate_grid(run_dir, docs, "scenarios.png",
+              [("share-{cc}-n2", "2 flows, the second joins at T/5"),
+               ("join-leave-{cc}-n3", "flow 1 joins at T/4, flow 2 runs T/2..3T/4")],
+              "per-flow goodput")
+    fct_plot(run_dir, docs)
+    md_path = os.path.join(docs, "CC.md")
+    with open(md_path) as f:
+        md = f.read()
+    begin, end = "<!-- cc-report:begin -->", "<!-- cc-report:end -->"
+    a, b = md.index(begin) + len(begin), md.index(end)
+    md = md[:a] + "\n" + tables(runs, commit) + "\n" + md[b:]
+    with open(md_path, "w") as f:
+        f.write(md)
+    print(f"plot.py: wrote {md_path} and {docs}/cc/*.png", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
