@@ -17,6 +17,7 @@ pkgs=(
   libgmock-dev
   libgtest-dev
   libisal-dev
+  make
   meson
   ninja-build
   pkg-config

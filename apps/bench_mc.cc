@@ -20,6 +20,12 @@
 //                    multi-packet above the path MTU); the client checks READ
 //                    data and atomic results, the server each received SEND and
 //                    WRITE-imm payload and immediate. Exit 0 only if all verify.
+//                    With --duration S the rounds run for S seconds instead
+//                    (the soak, docs/ROBUSTNESS.md), and both sides end by
+//                    checking that every mbuf is back in its pool, every QP
+//                    is in RTS with nothing outstanding and the RSS did not
+//                    grow after the first minute. --drop-every N loses every
+//                    Nth frame each queue transmits (drivers/dpdk/fault_io.h).
 // --placement aligned puts QP j on engine j % N at both ends (memif queue i
 // meets the peer's queue i: no frame changes engine); cross puts the client's
 // QP j on engine (j + j / N) % N, so frames of half the QPs arrive on another
@@ -28,6 +34,7 @@
 // Output: the config echo, one line per engine per side ("engine side=S e=E
 // polls= rx_pkts= sent_pkts= fwd_out= fwd_in= fwd_drop= msgs="), then the
 // perftest-style result row. Exit: 0 pass, 1 failure, 2 usage.
+#include <rte_mempool.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -58,6 +65,7 @@
 #include "drivers/dpdk/dpdk_io.h"
 #include "drivers/dpdk/eal_args.h"
 #include "drivers/dpdk/engine_launcher.h"
+#include "drivers/dpdk/fault_io.h"
 
 namespace uroce::apps {
 namespace {
@@ -74,6 +82,8 @@ constexpr OptSpec kOptions[] = {
     {.name = "seconds", .kind = OptKind::kDouble, .def = "3", .help = "rate: measured interval, s", .min = 0, .max = 3600},
     {.name = "warmup", .kind = OptKind::kDouble, .def = "1", .help = "rate: unmeasured start, s", .min = 0, .max = 3600},
     {.name = "rounds", .kind = OptKind::kUint, .def = "50", .help = "verify: rounds of the six ops per QP", .min = 1, .max = 1u << 20},
+    {.name = "duration", .kind = OptKind::kDouble, .def = "0", .help = "verify: run rounds for this many seconds instead of --rounds, then check mbufs, QP states and RSS (the soak; 0: --rounds)", .min = 0, .max = 86400},
+    {.name = "drop-every", .kind = OptKind::kUint, .def = "0", .help = "test hook: lose every Nth frame each engine queue transmits (0: none)", .max = 1u << 30},
     {.name = "timeout", .kind = OptKind::kUint, .def = "60", .help = "give up after this many seconds of no progress", .min = 1, .max = 3600},
     {.name = "lcore-map", .kind = OptKind::kChoice, .def = "auto", .help = "launch: pin engine lcores to CPUs, float them over all CPUs, or auto (pin if 2N CPUs)", .choices = "auto|pin|float"},
 };
@@ -103,7 +113,33 @@ struct Config {
   double seconds = 3;
   double warmup = 1;
   uint32_t rounds = 50;
+  double duration_s = 0;    // verify: > 0 runs rounds for this long (soak) instead of `rounds`
+  uint32_t drop_every = 0;  // DropEveryNthIo on every queue
   uint32_t timeout_s = 60;
+};
+
+// Resident set size of this process in KiB (/proc/self/statm), 0 if unreadable.
+uint64_t rss_kib() {
+  std::ifstream f("/proc/self/statm");
+  uint64_t size = 0, resident = 0;
+  f >> size >> resident;
+  return f ? resident * uint64_t(sysconf(_SC_PAGESIZE)) / 1024 : 0;
+}
+
+// Soak: RSS samples of one process, every 10 s of its main thread's waiting.
+struct RssLog {
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now(), next = start;
+  uint64_t first = 0, at_1min = 0, last = 0, max = 0;
+  int samples = 0;
+  void sample() {
+    const auto t = std::chrono::steady_clock::now();
+    if (t < next) return;
+    next = t + std::chrono::seconds(10);
+    last = rss_kib();
+    if (!samples++) first = last;
+    if (!at_1min && t - start >= std::chrono::seconds(60)) at_1min = last;
+    max = std::max(max, last);
+  }
 };
 
 uint64_t splitmix(uint64_t x) {
@@ -206,7 +242,10 @@ class Endpoint {
   void report(const char* side);
 
   const Config& cfg_;
+  bool soak_checks(const char* side, RssLog& rss, std::string& err);
+
   std::unique_ptr<dpdk::DpdkPort> port_;
+  std::vector<std::unique_ptr<dpdk::DropEveryNthIo>> lossy_;
   std::unique_ptr<EngineGroup> group_;
   std::vector<Pd*> pds_;
   std::vector<Cq*> scqs_, rcqs_;
@@ -237,7 +276,14 @@ bool Endpoint::open(std::string& err) {
   }
   port_ = std::move(port).value();
   std::vector<PacketIo*> queues;
-  for (uint16_t q = 0; q < port_->n_queues(); ++q) queues.push_back(&port_->queue(q));
+  for (uint16_t q = 0; q < port_->n_queues(); ++q) {
+    if (cfg_.drop_every) {
+      lossy_.push_back(std::make_unique<dpdk::DropEveryNthIo>(port_->queue(q), cfg_.drop_every));
+      queues.push_back(lossy_.back().get());
+    } else {
+      queues.push_back(&port_->queue(q));
+    }
+  }
   DeviceConfig dc;
   dc.mac = port_->info().mac;
   const uint8_t ip[4] = {10, 0, 1, uint8_t(cfg_.server ? 1 : 2)};
@@ -552,6 +598,7 @@ void Endpoint::verify_loop(uint32_t e, const dpdk::TscClock& clock, const std::a
   }
   Wc wc[64];
   size_t left = mine.size();
+  const uint64_t end_ns = clock.now_ns() + uint64_t(cfg_.duration_s * 1e9);
   while (!stop.load(std::memory_order_relaxed) && left && run.error.empty()) {
     for (QpSlot* s : mine) {
       if (!s->done && s->outstanding == 0) post_round(*s);
@@ -574,7 +621,8 @@ void Endpoint::verify_loop(uint32_t e, const dpdk::TscClock& clock, const std::a
         break;
       }
       run.msgs.fetch_add(6, std::memory_order_relaxed);
-      if (++s.round == cfg_.rounds) {
+      ++s.round;
+      if (cfg_.duration_s > 0 ? clock.now_ns() >= end_ns : s.round == cfg_.rounds) {
         s.done = true;
         --left;
       }
@@ -626,8 +674,12 @@ int Endpoint::run() {
   std::string err;
   const auto now = [] { return std::chrono::steady_clock::now(); };
   const std::string done_path = path("client.done");
+  RssLog rss;
   if (cfg_.server) {
-    while (!g_stop && !std::filesystem::exists(done_path)) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    while (!g_stop && !std::filesystem::exists(done_path)) {
+      rss.sample();
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
     (void)launcher.stop();
     uint64_t good = 0, bad = 0;
     for (uint32_t e = 0; e < cfg_.engines; ++e) {
@@ -644,6 +696,7 @@ int Endpoint::run() {
     report(side);
     std::printf("# server: %llu receives verified, %llu bad%s%s%s\n", (unsigned long long)good, (unsigned long long)bad,
                 cfg_.verify ? strf(" (want %llu)", (unsigned long long)want).c_str() : "", err.empty() ? "" : "; ", err.c_str());
+    if (cfg_.duration_s > 0 && !soak_checks(side, rss, err)) ok = false;
   } else if (cfg_.verify) {
     auto last_progress = now();
     uint64_t last = 0;
@@ -655,6 +708,7 @@ int Endpoint::run() {
         total += runs_[e].msgs.load(std::memory_order_relaxed);
       }
       if (finished == cfg_.engines) break;
+      rss.sample();
       if (total != last) last = total, last_progress = now();
       if (g_stop || now() - last_progress > std::chrono::seconds(cfg_.timeout_s)) {
         err = g_stop ? "interrupted" : "no progress";
@@ -671,15 +725,19 @@ int Endpoint::run() {
       bad += runs_[e].bad.load();
       if (err.empty()) err = runs_[e].error;
     }
-    const uint64_t want_ops = uint64_t(cfg_.qps) * cfg_.rounds * 6;
+    uint64_t rounds = 0;  // completed, over all QPs (= qps * --rounds without --duration)
+    for (const QpSlot& s : slots_) rounds += s.round;
+    const uint64_t want_ops = (cfg_.duration_s > 0 ? rounds : uint64_t(cfg_.qps) * cfg_.rounds) * 6;
     ok = err.empty() && bad == 0 && good == want_ops;
-    const uint64_t want_recv = uint64_t(cfg_.qps) * cfg_.rounds * 2;  // SEND imm + WRITE imm per round
+    const uint64_t want_recv = rounds * 2;  // SEND imm + WRITE imm per round
     write_file(done_path, &want_recv, sizeof(want_recv));
     report(side);
     std::printf("#%-9s %-6s %-8s %-6s %-10s %-10s %s\n", "engines", "qps", "bytes", "rounds", "ops", "verified", "placement");
-    std::printf(" %-9u %-6u %-8u %-6u %-10llu %-10s %s\n", cfg_.engines, cfg_.qps, cfg_.size, cfg_.rounds,
-                (unsigned long long)good, ok ? "yes" : "NO", cfg_.cross ? "cross" : "aligned");
+    std::printf(" %-9u %-6u %-8u %-6llu %-10llu %-10s %s\n", cfg_.engines, cfg_.qps, cfg_.size,
+                (unsigned long long)(rounds / cfg_.qps), (unsigned long long)good, ok ? "yes" : "NO",
+                cfg_.cross ? "cross" : "aligned");
     if (!err.empty()) std::printf("# client: %s\n", err.c_str());
+    if (cfg_.duration_s > 0 && !soak_checks(side, rss, err)) ok = false;
   } else {
     auto sum = [this] {
       uint64_t t = 0;
@@ -709,6 +767,42 @@ int Endpoint::run() {
     if (!err.empty()) std::printf("# client: %s\n", err.c_str());
   }
   return ok ? kExitOk : kExitFailure;
+}
+
+// After a soak (--duration), with the engines stopped: every mbuf is back in
+// its queue's pool, every QP is in RTS with nothing outstanding, and the RSS
+// grew by at most 4 MiB from the 1-minute sample to the end (the first minute
+// warms caches and mempool objects; steady traffic must not grow memory).
+bool Endpoint::soak_checks(const char* side, RssLog& rss, std::string& err) {
+  rss.next = {};
+  rss.sample();
+  uint64_t in_use = 0, pool_size = 0;
+  for (uint16_t q = 0; q < port_->n_queues(); ++q) {
+    rte_mempool* p = port_->queue(q).tx_pool();
+    in_use += rte_mempool_in_use_count(p);
+    pool_size += p->size;
+  }
+  uint32_t stuck = 0;
+  for (const QpSlot& s : slots_) {
+    QpAttr a;
+    QpInitAttr ia;
+    if (!query_qp(s.qp, &a, &ia).ok() || a.qp_state != QpState::kRts || s.outstanding) ++stuck;
+  }
+  uint64_t dropped = 0;
+  for (const auto& l : lossy_) dropped += l->dropped();
+  const uint64_t base = rss.at_1min ? rss.at_1min : rss.first;
+  const int64_t growth = int64_t(rss.last) - int64_t(base);
+  std::printf("# soak %s: frames_dropped=%llu mbufs_in_use=%llu/%llu qps_stuck=%u rss_kib first=%llu at_1min=%llu "
+              "last=%llu max=%llu growth_since_1min=%lld samples=%d\n",
+              side, (unsigned long long)dropped, (unsigned long long)in_use, (unsigned long long)pool_size, stuck,
+              (unsigned long long)rss.first, (unsigned long long)rss.at_1min, (unsigned long long)rss.last,
+              (unsigned long long)rss.max, (long long)growth, rss.samples);
+  if (in_use) err += strf("%s%llu mbufs not returned to their pool", err.empty() ? "" : "; ", (unsigned long long)in_use);
+  if (stuck) err += strf("%s%u QPs stuck", err.empty() ? "" : "; ", stuck);
+  if (growth > 4096) err += strf("%sRSS grew %lld KiB after the first minute", err.empty() ? "" : "; ", (long long)growth);
+  if (!in_use && !stuck && growth <= 4096) return true;
+  std::printf("# soak %s: FAILED: %s\n", side, err.c_str());
+  return false;
 }
 
 int run_endpoint(const Config& cfg, const Args& args, const dpdk::SplitArgs& split) {
@@ -760,7 +854,7 @@ int launch(const Args& args, const dpdk::SplitArgs& split, const Config& cfg) {
   PairLaunch pair{.tool = "bench-mc",
                   .sock = dir + "/memif.sock",
                   .grace_s = 10,
-                  .deadline_s = int(4 * cfg.timeout_s + cfg.warmup + cfg.seconds)};
+                  .deadline_s = int(4 * cfg.timeout_s + cfg.warmup + cfg.seconds + cfg.duration_s)};
   for (int i = 0; i < 2; ++i) {
     const bool server = i == 0;
     std::vector<std::string>& av = pair.argv[i];
@@ -805,6 +899,16 @@ int cmd_bench_mc(int argc, char** argv) {
   cfg.seconds = args.get_double("seconds");
   cfg.warmup = args.get_double("warmup");
   cfg.rounds = uint32_t(args.get_uint("rounds"));
+  cfg.duration_s = args.get_double("duration");
+  cfg.drop_every = uint32_t(args.get_uint("drop-every"));
+  if (cfg.drop_every == 1) {
+    std::fprintf(stderr, "uroce bench-mc: --drop-every 1 would drop everything (see uroce bench-mc --help)\n");
+    return kExitUsage;
+  }
+  if (cfg.duration_s > 0 && !cfg.verify) {
+    std::fprintf(stderr, "uroce bench-mc: --duration needs --workload verify (see uroce bench-mc --help)\n");
+    return kExitUsage;
+  }
   cfg.timeout_s = uint32_t(args.get_uint("timeout"));
   if (cfg.qps < cfg.engines) {
     std::fprintf(stderr, "uroce bench-mc: --qps must be at least --engines (see uroce bench-mc --help)\n");

@@ -9,6 +9,10 @@ int cmd_demo(int argc, char** argv);
 int cmd_dump(int argc, char** argv);
 int cmd_perf(int argc, char** argv);
 int cmd_pingpong(int argc, char** argv);
+int cmd_rping(int argc, char** argv);
+int cmd_ucmatose(int argc, char** argv);
+int cmd_udaddy(int argc, char** argv);
 int cmd_sim(int argc, char** argv);
+int cmd_stat(int argc, char** argv);
 
 }  // namespace uroce::apps

@@ -9,6 +9,8 @@
 #include <arpa/inet.h>
 
 #include <array>
+#include <map>
+#include <tuple>
 #include <cstdarg>
 #include <cstdio>
 #include <span>
@@ -22,6 +24,7 @@
 #include "stack/wire/icrc.h"
 #include "stack/wire/opcodes.h"
 #include "stack/wire/packet.h"
+#include "stack/wire/psn.h"
 #include "stack/wire/pcap.h"
 
 namespace uroce::apps {
@@ -30,6 +33,8 @@ namespace {
 constexpr OptSpec kDumpOptions[] = {
     {.name = "verify", .help = "exit 1 if any RoCE frame is malformed or has a bad ICRC"},
     {.name = "json", .help = "write JSON (fields below) instead of text lines"},
+    {.name = "explain", .short_name = 'e', .help = "after each frame, say in plain words what it does and how the receiver must answer (IBA 9.7); JSON: an \"explain\" field"},
+    {.name = "mtu", .kind = OptKind::kUint, .def = "1024", .help = "path MTU the capture used, for --explain's READ response PSN ranges", .min = 256, .max = 4096},
 };
 
 // The JSON field names are a stable interface (tests/tools/tshark_compare.py reads them).
@@ -218,6 +223,210 @@ struct Summary {
   }
   bool verify_failed() const { return icrc_bad != 0 || malformed != 0; }
 };
+
+// ---- --explain: what a frame does, in the words of IBA 9.7 ----
+
+std::string psn_text(uint32_t psn) {
+  std::string s;
+  appendf(s, "0x%06x", psn & wire::kBthPsnMask);
+  return s;
+}
+
+// Position of a packet in its message, from the opcode table.
+std::string_view position(uint32_t flags) {
+  if ((flags & wire::kOnly) == wire::kOnly) return "Only";
+  if (flags & wire::kFirst) return "First";
+  if (flags & wire::kMiddle) return "Middle";
+  if (flags & wire::kLast) return "Last";
+  return "";
+}
+
+// The responder's duty for a reliable request packet (IBA 9.7.5.1: a request
+// with AckReq must be acknowledged; the responder may also acknowledge, or
+// coalesce into a later ACK, any other).
+void explain_ack_duty(std::string& s, const wire::PacketDesc& d) {
+  if (d.ack_req) {
+    appendf(s, "; AckReq set: the responder must ACK PSN %s (or NAK it)", psn_text(d.psn).c_str());
+  } else {
+    s += "; AckReq clear: no ACK needed for this packet alone, a later ACK covers it";
+  }
+}
+
+// What --explain remembers across the frames of one file: the highest request
+// PSN seen per connection direction (source, destination, destination QP), to
+// recognise retransmissions.
+struct ExplainState {
+  std::map<std::tuple<std::string, std::string, uint32_t>, uint32_t> max_req_psn;
+};
+
+// A request whose PSN is not beyond the highest one seen on its connection is
+// sent again: go-back-N after a NAK or timeout. IBA 9.7.5.2: a responder that
+// has executed it already treats it as a duplicate (re-ACK, READ/atomic
+// replayed from its responder resources, nothing executed twice).
+std::string retransmission_note(const wire::PacketDesc& d, ExplainState& st) {
+  const auto key = std::make_tuple(gid_text(d.sgid), gid_text(d.dgid), d.dest_qp);
+  const auto it = st.max_req_psn.find(key);
+  std::string note;
+  if (it != st.max_req_psn.end() && wire::psn_cmp(d.psn, it->second) <= 0) {
+    appendf(note, " [PSN not beyond %s, the highest seen on this connection: sent again (go-back-N after a NAK "
+                  "or timeout) or late; a responder that has executed it already treats it as a duplicate: "
+                  "acknowledged again, not executed twice]",
+            psn_text(it->second).c_str());
+    return note;
+  }
+  st.max_req_psn[key] = d.psn;
+  return note;
+}
+
+std::string explain_frame(const wire::PacketDesc& d, uint32_t mtu) {
+  const wire::OpcodeInfo& op = d.op();
+  const uint32_t f = op.flags;
+  const bool rc = f & wire::kRc, uc = f & wire::kUc, ud = f & wire::kUd;
+  std::string s;
+  if (f & wire::kCnpOp) {
+    appendf(s, "CNP to QP 0x%06x: its receiver got packets marked ECN CE (congestion) from this QP; the sender "
+               "must cut its rate (DCQCN: Rc = Rc * (1 - alpha/2)). Not acknowledged",
+            d.dest_qp);
+    return s;
+  }
+  if (f & wire::kReq) {
+    const std::string_view pos = position(f);
+    if (f & wire::kRead) {
+      const uint32_t n = d.reth_len ? (d.reth_len + mtu - 1) / mtu : 1;
+      appendf(s, "READ Request PSN %s for %u bytes at va 0x%llx (R_Key 0x%08x): the responder must answer with ",
+              psn_text(d.psn).c_str(), d.reth_len, static_cast<unsigned long long>(d.reth_va), d.reth_rkey);
+      if (n == 1) {
+        appendf(s, "one READ Response Only, PSN %s", psn_text(d.psn).c_str());
+      } else {
+        std::string middles;
+        if (n > 2) appendf(middles, "%u Middle, ", n - 2);
+        appendf(s, "%u READ Response packets (First, %sLast) at path MTU %u, PSNs %s..%s", n, middles.c_str(), mtu,
+                psn_text(d.psn).c_str(), psn_text(d.psn + n - 1).c_str());
+      }
+      s += "; the request takes as many PSNs, so the next request is PSN " + psn_text(d.psn + n);
+      return s;
+    }
+    if (f & wire::kAtomic) {
+      if (d.opcode == wire::kRcCompareSwap) {
+        appendf(s, "CmpSwap PSN %s at va 0x%llx: if the 8 bytes there equal 0x%llx, write 0x%llx", psn_text(d.psn).c_str(),
+                static_cast<unsigned long long>(d.atomic_va), static_cast<unsigned long long>(d.atomic_compare),
+                static_cast<unsigned long long>(d.atomic_swap_add));
+      } else {
+        appendf(s, "FetchAdd PSN %s: add 0x%llx to the 8 bytes at va 0x%llx", psn_text(d.psn).c_str(),
+                static_cast<unsigned long long>(d.atomic_swap_add), static_cast<unsigned long long>(d.atomic_va));
+      }
+      s += "; the responder must answer with an Atomic Acknowledge, PSN " + psn_text(d.psn) +
+           ", carrying the original value (executed once; a duplicate gets the saved value)";
+      return s;
+    }
+    const bool send = f & wire::kSend;
+    appendf(s, "%s %.*s%s PSN %s, %u bytes", send ? "SEND" : "WRITE", int(pos.size()), pos.data(),
+            (f & wire::kImm) ? " with Immediate" : (f & wire::kInv) ? " with Invalidate" : "", psn_text(d.psn).c_str(),
+            d.payload_len);
+    if (op.has(wire::Hdr::kReth)) {
+      appendf(s, " to va 0x%llx (R_Key 0x%08x, message %u bytes)", static_cast<unsigned long long>(d.reth_va),
+              d.reth_rkey, d.reth_len);
+    }
+    if (ud) {
+      appendf(s, " from QP 0x%06x (Q_Key 0x%08x): UD, unreliable: never acknowledged; the receiver drops it if "
+                 "the Q_Key differs or no receive WQE is posted",
+              d.deth_src_qp, d.deth_qkey);
+      return s;
+    }
+    if (f & wire::kRwr) {
+      s += send ? "; completes a receive WQE" : "; the immediate data consumes a receive WQE";
+      if (rc) s += " (none posted: RNR NAK)";
+    } else if (send && (f & wire::kFirst)) {
+      s += "; starts a message that will fill one receive WQE";
+    }
+    if (d.se && (f & wire::kLast)) s += "; Solicited Event: the receiver's CQ raises an event";
+    if (uc) {
+      s += "; UC: never acknowledged, a PSN gap drops the rest of the message";
+      return s;
+    }
+    explain_ack_duty(s, d);
+    return s;
+  }
+  // Responses: ACK / NAK, READ responses, atomic ACK (to the requester's completer).
+  if (op.has(wire::Hdr::kAeth) && !(f & (wire::kRead | wire::kAtomic))) {
+    const uint8_t v = wire::aeth_value(d.aeth_syndrome);
+    switch (wire::aeth_type(d.aeth_syndrome)) {
+      case wire::AethType::kAck:
+        appendf(s, "ACK PSN %s (MSN %u): every request up to PSN %s is done; the requester retires those WQEs "
+                   "and completes the signaled ones",
+                psn_text(d.psn).c_str(), d.aeth_msn, psn_text(d.psn).c_str());
+        return s;
+      case wire::AethType::kRnrNak:
+        appendf(s, "RNR NAK PSN %s: the responder had no receive WQE; the requester waits the RNR timer "
+                   "(code %u = %.2f ms) and resends from PSN %s, spending one rnr_retry (7 = infinite)",
+                psn_text(d.psn).c_str(), unsigned(v), double(wire::rnr_timer_ns(v)) / 1e6, psn_text(d.psn).c_str());
+        return s;
+      case wire::AethType::kNak:
+        switch (wire::NakCode(v)) {
+          case wire::NakCode::kPsnSequenceError:
+            appendf(s, "NAK PSN Sequence Error: the responder expected PSN %s and got a later one; the requester "
+                       "must resend everything from PSN %s (go-back-N) and completes nothing before it",
+                    psn_text(d.psn).c_str(), psn_text(d.psn).c_str());
+            return s;
+          case wire::NakCode::kInvalidRequest:
+            appendf(s, "NAK Invalid Request for PSN %s: fatal; the requester completes that WQE with "
+                       "\"remote invalid request error\" and its QP goes to ERR",
+                    psn_text(d.psn).c_str());
+            return s;
+          case wire::NakCode::kRemoteAccessError:
+            appendf(s, "NAK Remote Access Error for PSN %s (bad R_Key, bounds or access rights): fatal; the "
+                       "requester completes that WQE with \"remote access error\" and its QP goes to ERR",
+                    psn_text(d.psn).c_str());
+            return s;
+          case wire::NakCode::kRemoteOperationalError:
+            appendf(s, "NAK Remote Operational Error for PSN %s: fatal; the requester completes that WQE with "
+                       "\"remote operation error\" and its QP goes to ERR",
+                    psn_text(d.psn).c_str());
+            return s;
+          case wire::NakCode::kInvalidRdRequest:
+            appendf(s, "NAK Invalid RD Request for PSN %s (reliable datagram only)", psn_text(d.psn).c_str());
+            return s;
+        }
+        appendf(s, "NAK with reserved code %u for PSN %s: the requester treats it as invalid", unsigned(v),
+                psn_text(d.psn).c_str());
+        return s;
+      case wire::AethType::kReserved:
+        appendf(s, "AETH with a reserved syndrome 0x%02x: the requester drops it", unsigned(d.aeth_syndrome));
+        return s;
+    }
+  }
+  if (f & wire::kRead) {
+    const std::string_view pos = position(f);
+    appendf(s, "READ Response %.*s PSN %s, %u bytes of the READ data", int(pos.size()), pos.data(),
+            psn_text(d.psn).c_str(), d.payload_len);
+    if (f & wire::kLast) {
+      appendf(s, "; ends the READ: the requester completes it (implicitly acknowledging every request before "
+                 "PSN %s) and sends no ACK",
+              psn_text(d.psn).c_str());
+    } else {
+      s += "; more follow at the next PSNs; the requester sends no ACK";
+    }
+    return s;
+  }
+  if (f & wire::kAtomic) {
+    appendf(s, "Atomic Acknowledge PSN %s: the original value was 0x%llx; the requester writes it to its buffer and "
+               "completes the atomic",
+            psn_text(d.psn).c_str(), static_cast<unsigned long long>(d.atomic_ack_orig));
+    return s;
+  }
+  return std::string(op.name);
+}
+
+std::string explain(const wire::PacketDesc& d, uint32_t mtu, ExplainState& st) {
+  std::string s = explain_frame(d, mtu);
+  const uint32_t f = d.op().flags;
+  if ((f & wire::kReq) && !(f & wire::kUd)) s += retransmission_note(d, st);
+  if (d.ecn() == 3) {
+    s += "; IP ECN is CE: a switch marked congestion, so the receiver's NIC sends a CNP back to the sending QP "
+         "(RoCEv2 congestion management)";
+  }
+  return s;
+}
 
 // ---- text output ----
 
@@ -415,6 +624,12 @@ int cmd_dump(int argc, char** argv) {
   if (auto rc = parse_command_line(kDumpCommand, argc, argv, args)) return *rc;
   const bool json = args.flag("json");
   const bool verify = args.flag("verify");
+  const bool explaining = args.flag("explain");
+  const uint32_t mtu = uint32_t(args.get_uint("mtu"));
+  if (mtu & (mtu - 1)) {
+    std::fprintf(stderr, "uroce dump: --mtu must be 256, 512, 1024, 2048 or 4096 (see uroce dump --help)\n");
+    return kExitUsage;
+  }
 
   if (json) {
     std::printf("{\"files\":[");
@@ -441,6 +656,7 @@ int cmd_dump(int argc, char** argv) {
       std::printf("# file %s: %zu frames\n", path.c_str(), records->size());
     }
     Summary file;
+    ExplainState explain_state;
     bool first_frame = true;
     uint64_t n = 0;
     for (const wire::PcapRecord& rec : *records) {
@@ -448,10 +664,14 @@ int cmd_dump(int argc, char** argv) {
       const Decoded f = decode(rec.data);
       file.add(f);
       if (wire::is_not_roce(f.err)) continue;
+      const std::string why = explaining && f.err == wire::ParseError::kOk ? explain(f.d, mtu, explain_state) : std::string();
       if (json) {
-        std::printf("%s\n%s", first_frame ? "" : ",", frame_json(n, rec.data.size(), f).c_str());
+        std::string obj = frame_json(n, rec.data.size(), f);
+        if (!why.empty()) obj.insert(obj.size() - 1, ",\"explain\":" + json_string(why));
+        std::printf("%s\n%s", first_frame ? "" : ",", obj.c_str());
       } else {
         std::printf("%s\n", frame_text(n, rec.data.size(), f).c_str());
+        if (!why.empty()) std::printf("       = %s\n", why.c_str());
       }
       first_frame = false;
     }

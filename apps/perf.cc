@@ -1009,7 +1009,7 @@ bool Perf::run_lat(uint32_t size, LatReport& rep, std::string& err) {
 }
 
 /// The device counters that are not zero, then the --drop-rate hook's losses
-/// (hook_rx_dropped / hook_tx_dropped) when it is on.
+/// (hook_rx_dropped / hook_tx_dropped) when it is on and the port's rx_missed.
 void Perf::for_each_counter(const std::function<void(std::string_view, uint64_t)>& f) const {
   const Counters& c = query_counters(ctx_.get());
   for (size_t i = 0; i < kCounterNames.size(); ++i) {
@@ -1019,6 +1019,8 @@ void Perf::for_each_counter(const std::function<void(std::string_view, uint64_t)
     f("hook_rx_dropped", fault_->rx_dropped());
     f("hook_tx_dropped", fault_->tx_dropped());
   }
+  // Frames the port itself lost (af_packet: the kernel's ring was full).
+  if (auto st = port_->stats(); st.ok() && st->rx_missed) f("port_rx_missed", st->rx_missed);
 }
 
 void Perf::print_counters(std::FILE* out) const {

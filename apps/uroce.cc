@@ -19,7 +19,11 @@ constexpr Command kCommands[] = {
     {"dump", uroce::apps::cmd_dump, "decode RoCE frames in a pcap file, check every ICRC"},
     {"perf", uroce::apps::cmd_perf, "perftest's ib_{send,write,read,atomic}_{bw,lat} on uroce, interoperable with the stock tools"},
     {"pingpong", uroce::apps::cmd_pingpong, "rdma-core's ibv_{rc,uc,ud,srq}_pingpong on uroce (--transport), interoperable with the stock tools"},
+    {"rping", uroce::apps::cmd_rping, "librdmacm's rping on uroce: RDMA CM over QP1, SEND/READ/WRITE pings, interoperable with the stock tool"},
     {"sim", uroce::apps::cmd_sim, "randomized workloads over the fault-injecting fabric, checked against a model"},
+    {"stat", uroce::apps::cmd_stat, "ports, QPs, counters and congestion control of a running uroce process (DPDK telemetry)"},
+    {"ucmatose", uroce::apps::cmd_ucmatose, "librdmacm's ucmatose on uroce: RC connections by RDMA CM, SENDs both ways"},
+    {"udaddy", uroce::apps::cmd_udaddy, "librdmacm's udaddy on uroce: UD peers found by SIDR, datagrams both ways"},
 };
 
 void usage(std::FILE* out) {

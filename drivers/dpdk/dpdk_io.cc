@@ -13,6 +13,11 @@
 #include <thread>
 #include <unordered_set>
 
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <rte_bus.h>
 #include <rte_dev.h>
 #include <rte_devargs.h>
@@ -71,12 +76,52 @@ bool all_digits(const std::string& s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
+// net_af_packet (DPDK 22.11) moves frames through a kernel ring of framesz
+// byte slots (devarg, default 2048): a slot holds a frame of up to framesz -
+// 66 bytes (the kernel puts the MAC header at TPACKET_ALIGN(TPACKET2_HDRLEN +
+// 16) - 14 = 66), and its RX queue setup wants mbufs of framesz - 32 bytes
+// (TPACKET2_HDRLEN 52 less the sockaddr_ll 20). Its dev_info says
+// max_rx_pktlen 1518 whatever the slots hold, so ethdev refuses any MTU above
+// 1500; the MTU that counts is the kernel interface's (see open()).
+constexpr uint32_t kAfPacketDefaultFrame = 2048;
+constexpr uint32_t kAfPacketMacOff = 66;
+constexpr uint32_t kAfPacketRxSlack = 32;
+
+// The framesz devarg of an af_packet port (kAfPacketDefaultFrame if absent).
+uint32_t af_packet_frame_size(const rte_eth_dev_info& di) {
+  const rte_devargs* da = di.device ? rte_dev_devargs(di.device) : nullptr;
+  const char* args = da && da->args ? da->args : "";
+  const char* at = std::strstr(args, "framesz=");
+  return at ? uint32_t(std::strtoul(at + 8, nullptr, 10)) : kAfPacketDefaultFrame;
+}
+
+// The kernel interface's MTU (SIOCGIFMTU), raised to mtu (SIOCSIFMTU, what the
+// PMD's own mtu_set does) if it is lower; 0 if the interface cannot be read.
+uint16_t kernel_mtu_at_least(uint32_t if_index, uint16_t mtu) {
+  ifreq ifr{};
+  if (if_index == 0 || if_indextoname(if_index, ifr.ifr_name) == nullptr) return 0;
+  const int s = socket(AF_INET, SOCK_DGRAM, 0);
+  if (s < 0) return 0;
+  uint16_t now = 0;
+  if (ioctl(s, SIOCGIFMTU, &ifr) == 0) {
+    now = uint16_t(ifr.ifr_mtu);
+    if (now < mtu) {
+      ifr.ifr_mtu = mtu;
+      if (ioctl(s, SIOCSIFMTU, &ifr) == 0) now = mtu;
+    }
+  }
+  close(s);
+  return now;
+}
+
 // Frame bytes one mbuf of the port's pools holds. kFrameRoomBytes, except on
 // net_af_xdp: its RX buffers are the pool's objects registered as an XDP
 // umem, and the kernel takes umem chunks of at most a page (XDP_UMEM_REG
 // fails with EINVAL for larger chunks unless the memory is hugetlb-backed),
 // so the whole mempool object must fit 4096 bytes (MTU ~3.7k, path MTU 2048).
-uint32_t frame_room_of(const std::string& driver) {
+// net_af_packet: large enough for its ring slots (above).
+uint32_t frame_room_of(const std::string& driver, const rte_eth_dev_info& di) {
+  if (driver == "net_af_packet") return std::max(kFrameRoomBytes, af_packet_frame_size(di) - kAfPacketRxSlack);
   if (driver != "net_af_xdp") return kFrameRoomBytes;
   uint32_t room = kFrameRoomBytes;
   while (room > 1024 && rte_mempool_calc_obj_size(uint32_t(sizeof(rte_mbuf)) + RTE_PKTMBUF_HEADROOM + room, 0,
@@ -190,12 +235,21 @@ Status DpdkPort::setup(const DpdkPortConfig& cfg) {
                        info_.driver.c_str(), di.max_rx_queues, di.max_tx_queues, cfg.n_queues,
                        info_.driver == "net_af_packet" ? " (add qpairs=N to the device spec)" : ""));
   }
-  const uint32_t room = frame_room_of(info_.driver);
-  info_.max_mtu = max_mtu_of(di, room);
+  const uint32_t room = frame_room_of(info_.driver, di);
+  const uint16_t ethdev_max_mtu = max_mtu_of(di, room);
+  const bool af_packet = info_.driver == "net_af_packet";
+  info_.max_mtu = ethdev_max_mtu;
+  if (af_packet) {
+    const uint32_t slot = af_packet_frame_size(di) - kAfPacketMacOff;
+    info_.max_mtu = uint16_t(std::max<uint32_t>(std::min(slot, room) - RTE_ETHER_HDR_LEN - RTE_VLAN_HLEN, ethdev_max_mtu));
+  }
   const uint16_t mtu = std::max<uint16_t>(std::min(cfg.mtu, info_.max_mtu), RTE_ETHER_MIN_MTU);
+  // Above what ethdev accepts (af_packet jumbo): ethdev keeps its largest and
+  // the kernel interface gets the MTU directly.
+  const uint16_t ethdev_mtu = std::min(mtu, ethdev_max_mtu);
 
   rte_eth_conf conf{};
-  conf.rxmode.mtu = mtu;
+  conf.rxmode.mtu = ethdev_mtu;
   const bool vdev = di.device && std::strcmp(rte_bus_name(rte_dev_bus(di.device)), "vdev") == 0;
   if (vdev && (di.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS)) {
     conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
@@ -217,13 +271,21 @@ Status DpdkPort::setup(const DpdkPortConfig& cfg) {
   configured_ = true;
   // configure() only records the MTU; PMDs backed by a kernel interface
   // (af_packet, tap) apply it in mtu_set. ENOTSUP (memif, ring) is fine.
-  if (int ret = rte_eth_dev_set_mtu(port, mtu); ret != 0 && ret != -ENOTSUP) {
-    return Status(StatusCode::kUnavailable,
-                  msgf("rte_eth_dev_set_mtu(%s, %u): %s", info_.name.c_str(), mtu, err_text(ret)));
+  if (mtu > ethdev_mtu) {
+    info_.mtu = std::min(kernel_mtu_at_least(di.if_index, mtu), mtu);
+    if (info_.mtu < mtu) {
+      return Status(StatusCode::kUnavailable, msgf("%s: cannot set MTU %u on its kernel interface (index %u)",
+                                                   info_.name.c_str(), mtu, di.if_index));
+    }
+  } else {
+    if (int ret = rte_eth_dev_set_mtu(port, mtu); ret != 0 && ret != -ENOTSUP) {
+      return Status(StatusCode::kUnavailable,
+                    msgf("rte_eth_dev_set_mtu(%s, %u): %s", info_.name.c_str(), mtu, err_text(ret)));
+    }
+    uint16_t mtu_now = mtu;
+    if (rte_eth_dev_get_mtu(port, &mtu_now) != 0) mtu_now = mtu;
+    info_.mtu = mtu_now;
   }
-  uint16_t mtu_now = mtu;
-  if (rte_eth_dev_get_mtu(port, &mtu_now) != 0) mtu_now = mtu;
-  info_.mtu = mtu_now;
 
   uint16_t rxd = cfg.rx_desc, txd = cfg.tx_desc;
   if (int ret = rte_eth_dev_adjust_nb_rx_tx_desc(port, &rxd, &txd); ret != 0) {

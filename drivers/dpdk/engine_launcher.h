@@ -15,7 +15,7 @@
 #include <uroce/engine_group.h>
 #include <uroce/status.h>
 
-#include "drivers/dpdk/tsc_clock.h"
+#include "tsc_clock.h"  // beside this file, in the tree and where it is installed (<uroce/dpdk/>)
 
 namespace uroce::dpdk {
 

@@ -19,6 +19,8 @@ namespace uroce {
   X(tx_copied)                 /* payload copied into the frame */             \
   /* receive drops, one per parse error (rx_drop_<reason>) */                              \
   X(rx_drop_not_roce)          /* ARP, TCP, other UDP: not ours */                         \
+  X(rx_to_app)                 /* not RoCE, not ARP/ND/ICMP: handed to the application */  \
+  X(rx_drop_app_ring_full)     /* ... but its ring (DeviceConfig::app_rx_ring) was full */ \
   X(rx_drop_short)                                                                         \
   X(rx_drop_bad_ip_version)                                                                \
   X(rx_drop_ip_options)                                                                    \
@@ -32,6 +34,7 @@ namespace uroce {
   X(rx_drop_wrong_mac)         /* destination MAC is not ours */                           \
   X(rx_drop_wrong_gid)         /* destination IP is not in our GID table */                \
   X(rx_drop_unknown_qp)        /* no QP with that number */                                \
+  X(rx_drop_wrong_src)         /* RC/UC: source GID is not the QP's peer (IBA 9.6) */      \
   X(rx_drop_qp_state)          /* QP not in a state that receives */                       \
   X(rx_drop_bad_pkey)                                                                      \
   X(rx_drop_bad_qkey)          /* UD Q_Key mismatch (C10-15) */                            \
@@ -75,6 +78,7 @@ namespace uroce {
   X(req_remote_access_errors)                                                              \
   X(req_remote_invalid_request)                                                            \
   X(duplicate_response)        /* ghost / stale ACK or response dropped */                 \
+  X(unsent_psn_response)       /* ACK/response for a PSN never sent: dropped */            \
   X(completer_bad_resp)        /* response that fits no outstanding request */             \
   X(uc_msg_dropped)            /* UC message abandoned after a PSN gap */                  \
   X(cq_overflow)
@@ -92,6 +96,10 @@ inline constexpr std::array<std::string_view, size_t(Counter::kCount)> kCounterN
 #undef UROCE_COUNTER_NAME
 };
 
+/// One block of counter values, indexed by Counter. Written only by the
+/// thread that polls the device; query_counters / query_qp_counters return
+/// references to the live block (read them on that thread, or accept a
+/// snapshot that may be one poll old, as DPDK telemetry does).
 struct Counters {
   std::array<uint64_t, size_t(Counter::kCount)> v{};
   void inc(Counter c, uint64_t n = 1) { v[size_t(c)] += n; }

@@ -18,13 +18,19 @@ std::vector<std::string> default_eal_args();
 
 /// Initialises EAL once per process with args (argv[0] is added). Later calls
 /// succeed without doing anything. Returns kUnavailable if EAL refuses.
+/// Control path: call it from the main thread before any other uroce call
+/// (not thread-safe). EAL's telemetry socket, which `uroce stat` and
+/// dpdk-telemetry.py read, lies in EAL's runtime directory
+/// (/var/run/dpdk/<--file-prefix> for root), with or without --no-shconf.
 Status init_eal(const std::vector<std::string>& args = default_eal_args());
 
 /// Mbuf data room for any RoCE frame up to a 4096-byte path MTU (plus VLAN,
 /// IPv6, the largest transport headers and ICRC), after the headroom.
 inline constexpr unsigned kFrameRoomBytes = 4352;
 
-/// Creates a packet-mbuf pool of n frames of kFrameRoomBytes (name must be unique).
+/// Creates a packet-mbuf pool of n frames of kFrameRoomBytes (name must be
+/// unique). Control path; the caller owns the pool (rte_mempool_free).
+/// Errors: kResourceExhausted.
 Result<rte_mempool*> create_frame_pool(const std::string& name, unsigned n);
 
 }  // namespace uroce

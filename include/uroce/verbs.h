@@ -10,7 +10,16 @@
 //
 // Errors: control-path calls return Status / Result. The data path
 // (post_send, post_recv, poll_cq, poll) never throws or allocates; protocol
-// faults show up as WcStatus values in completions.
+// faults show up as WcStatus values in completions. Status messages are
+// static strings (Status::message()); StatusCode names the class of error.
+//
+// Call classes used below: "control path" calls may allocate and take locks
+// (set up before the data path runs, or between polls); "data path" calls do
+// neither and are meant for the polling loop. Every call on a Context, and
+// on objects created from it, must come from the thread that polls it (an
+// application thread on another core uses an EngineChannel instead,
+// <uroce/engine_group.h>). DPDK telemetry reads a snapshot from its own thread
+// (`uroce stat`, /uroce/* in dpdk-telemetry.py).
 #pragma once
 
 #include <cstddef>
@@ -21,6 +30,8 @@
 #include <uroce/cc.h>
 #include <uroce/counters.h>
 #include <uroce/status.h>
+
+struct rte_mbuf;
 
 namespace uroce {
 
@@ -41,6 +52,12 @@ enum AccessFlags : uint32_t {  // IBV_ACCESS_*
   kAccessRemoteWrite = 2,
   kAccessRemoteRead = 4,
   kAccessRemoteAtomic = 8,
+  /// uroce extension (no IBV_ACCESS_* equivalent): a peer may invalidate
+  /// this region's R_Key with SEND with Invalidate. IBA 10.6.6 allows remote
+  /// invalidation only of keys made for it (fast-registered regions, type 2
+  /// memory windows), which uroce does not have; without this flag a plain
+  /// region cannot be revoked by a peer (as on rxe and mlx5 for ibv_reg_mr).
+  kAccessRemoteInvalidate = 1u << 24,
 };
 
 enum class WrOpcode : uint8_t {  // IBV_WR_*
@@ -132,11 +149,17 @@ enum QpAttrMask : uint32_t {
 
 struct Context;
 
+/// Protection domain (IBA 10.2.3): MRs, QPs, SRQs and AHs of one PD may be
+/// used together. Owned by its Context; released by dealloc_pd.
 struct Pd {
   Context* context;
   uint32_t handle;
 };
 
+/// Memory region (IBA 10.6): [addr, addr + length) of application memory,
+/// registered for local use (lkey, in Sge) and remote access (rkey, given to
+/// the peer). The memory stays the application's: it must stay valid until
+/// dereg_mr. Owned by its Context.
 struct Mr {
   Context* context;
   Pd* pd;
@@ -147,12 +170,15 @@ struct Mr {
   uint32_t rkey;
 };
 
+/// Completion queue (IBA 11.4.2): completions of the QPs that name it, reaped
+/// with poll_cq. Owned by its Context.
 struct Cq {
   Context* context;
   void* cq_context;
   uint32_t cqe;  ///< capacity actually allocated (>= requested)
 };
 
+/// Shared receive queue (IBA 10.2.9): receive WQEs shared by the QPs that name it.
 struct Srq {
   Context* context;
   Pd* pd;
@@ -171,6 +197,7 @@ struct AhAttr {
   uint8_t port_num = 1;
 };
 
+/// Address handle (IBA 10.2.2): the destination of UD sends (SendWr::ud.ah).
 struct Ah {
   Context* context;
   Pd* pd;
@@ -216,6 +243,9 @@ struct QpAttr {
   uint8_t rnr_retry = 0;           ///< 0..7, 7 = infinite
 };
 
+/// Queue pair (IBA 10.2.4, 10.3). qp_num is unique within its device (and
+/// its EngineGroup); state mirrors the QP's state after each modify_qp and
+/// after the engine moves it to ERR/SQE. Owned by its Context.
 struct Qp {
   Context* context;
   void* qp_context;
@@ -237,12 +267,18 @@ struct SrqInitAttr {
 
 // ---------------------------------------------------------------- work requests
 
+/// Scatter/gather element: length bytes at addr, inside the MR with lkey.
 struct Sge {
   uint64_t addr;
   uint32_t length;
   uint32_t lkey;
 };
 
+/// A send work request (IBA 10.8.3): opcode, local buffers, and the remote
+/// target (rdma / atomic) or destination (ud). wr_id comes back in its Wc.
+/// post_send copies what it needs (inline data included); the Sge array and
+/// the WR may be reused when it returns, the memory they point at only after
+/// the completion.
 struct SendWr {
   uint64_t wr_id = 0;
   SendWr* next = nullptr;
@@ -269,6 +305,8 @@ struct SendWr {
   } ud;
 };
 
+/// A receive work request: where an incoming SEND's payload goes. The buffers
+/// must stay valid until its completion.
 struct RecvWr {
   uint64_t wr_id = 0;
   RecvWr* next = nullptr;
@@ -276,6 +314,7 @@ struct RecvWr {
   int num_sge = 0;
 };
 
+/// A work completion (IBA 11.4.2.1), as poll_cq returns it.
 struct Wc {
   uint64_t wr_id;
   WcStatus status;
@@ -293,6 +332,8 @@ struct Wc {
 
 // ---------------------------------------------------------------- device
 
+/// Device parameters for open_device. Table sizes are fixed at open (no
+/// allocation on the data path later).
 struct DeviceConfig {
   MacAddr mac{};
   Gid gid{};                 ///< GID index 0: IPv4-mapped or IPv6
@@ -329,9 +370,19 @@ struct DeviceConfig {
   /// TIMELY), line rate, pacer burst, DCQCN NP/RP and TIMELY parameters
   /// (include/uroce/cc.h; ConnectX names and defaults). Checked by open_device.
   CcConfig cc;
+
+  /// Sharing the port with the application (examples/l2fwd_roce): frames
+  /// that are not RoCE and that the device's addressing layer does not
+  /// consume (ARP, IPv6 ND and ICMP echo addressed to its GIDs are answered
+  /// as always) are kept, up to app_rx_ring of them, for rx_non_roce() instead
+  /// of being dropped. 0 (the default): drop them, counting rx_drop_not_roce.
+  uint32_t app_rx_ring = 0;
 };
 
-/// Destroys a context and everything created from it.
+/// Destroys a context and everything created from it (QPs, CQs, MRs, ...;
+/// pointers to them become invalid), frees the frames it still held and
+/// leaves the telemetry registry. Control path; not while the context is
+/// being polled. Null is ignored.
 void close_device(Context* ctx);
 struct ContextDeleter {
   void operator()(Context* ctx) const { close_device(ctx); }
@@ -339,15 +390,31 @@ struct ContextDeleter {
 using ContextPtr = std::unique_ptr<Context, ContextDeleter>;
 
 /// Opens a device over a packet port. The port must outlive the context.
+/// Control path; EAL must be up (init_eal). The context owns its objects and
+/// is owned by the returned ContextPtr (close_device on destruction). It is
+/// registered with DPDK telemetry (/uroce/*). Errors: kInvalidArgument (table
+/// sizes out of range, port without a transmit pool, bad QoS settings or GID),
+/// kResourceExhausted.
 Result<ContextPtr> open_device(PacketIo& io, const DeviceConfig& cfg);
 
 /// One step of the engine: receive and process a burst, run timers due at
 /// now_ns, let requesters transmit, flush the transmit burst. Returns the
 /// number of frames received and sent. Time is injected: production passes
 /// the TSC in nanoseconds, tests a virtual clock.
+/// Data path; only the context's polling thread. now_ns must not go backwards.
 uint32_t poll(Context* ctx, uint64_t now_ns);
 
+/// Takes up to n frames that poll() received but that are not RoCE (see
+/// DeviceConfig::app_rx_ring) into out[0..ret), oldest first. Ownership of
+/// each mbuf passes to the caller, who frees it (rte_pktmbuf_free) or sends
+/// it on (the port's tx_burst). Data path; same thread as poll(). Frames the
+/// ring had no room for were dropped and counted (rx_drop_app_ring_full);
+/// frames handed over are counted as rx_to_app.
+uint16_t rx_non_roce(Context* ctx, rte_mbuf** out, uint16_t n);
+
 /// Device and per-reason counters (names modelled on rxe and mlx5 hw_counters).
+/// The reference stays valid while the context lives; read it on the polling
+/// thread (or accept a racy snapshot from another one).
 const Counters& query_counters(const Context* ctx);
 /// One QP's share of the device counters: what the engine counted while it
 /// served this QP (rcvd_pkts: frames dispatched to it; sent_pkts: frames it
@@ -355,34 +422,83 @@ const Counters& query_counters(const Context* ctx);
 /// the QP is destroyed.
 const Counters& query_qp_counters(Qp* qp);
 
+/// Allocates a protection domain. Control path. Errors: kInvalidArgument (null
+/// context), kResourceExhausted (max_pd).
 Result<Pd*> alloc_pd(Context* ctx);
+/// Frees a PD. Errors: kBusy (MRs, QPs, SRQs or AHs still use it), kNotFound,
+/// kInvalidArgument.
 Status dealloc_pd(Pd* pd);
 
+/// Registers [addr, addr + length) with access (AccessFlags) and draws random
+/// keys for it (IBA 10.6.3.1). Control path; the memory is not copied or
+/// pinned and must stay valid until dereg_mr. Errors: kInvalidArgument (null
+/// or foreign PD, bad flags, remote write/atomic without local write, a
+/// region that wraps), kResourceExhausted (max_mr).
 Result<Mr*> reg_mr(Pd* pd, void* addr, size_t length, uint32_t access);
+/// Deregisters an MR; its keys stop working at once (later requests that use
+/// them get a remote access error). Errors: kBusy (zero-copy frames from it
+/// are still in the port: poll and retry), kNotFound, kInvalidArgument.
 Status dereg_mr(Mr* mr);
 
+/// Creates a CQ with room for at least cqe completions (Cq::cqe says how
+/// many). A CQ that overflows moves its QPs to ERR (IBA 11.4.2.1) and counts
+/// cq_overflow. Control path. Errors: kInvalidArgument (cqe 0 or too big),
+/// kResourceExhausted (max_cq).
 Result<Cq*> create_cq(Context* ctx, uint32_t cqe, void* cq_context = nullptr);
+/// Errors: kBusy (a QP still uses it), kNotFound, kInvalidArgument.
 Status destroy_cq(Cq* cq);
 /// Reaps up to num_entries completions into wc; returns how many (data path).
 int poll_cq(Cq* cq, int num_entries, Wc* wc);
 
+/// Creates an SRQ. Control path. Errors: kInvalidArgument (null PD, max_wr or
+/// max_sge out of range), kResourceExhausted (max_srq).
 Result<Srq*> create_srq(Pd* pd, const SrqInitAttr& attr);
+/// Errors: kBusy (a QP still uses it), kNotFound, kInvalidArgument.
 Status destroy_srq(Srq* srq);
+/// Posts receive WRs to an SRQ, as post_recv. Data path.
 Status post_srq_recv(Srq* srq, RecvWr* wr, RecvWr** bad_wr);
 
+/// Creates an address handle; attr is copied, and the GID table entry it sends
+/// from is pinned (a later change of the table does not affect it). Control
+/// path. Errors: kInvalidArgument (null PD, port_num, flow_label or
+/// sgid_index out of range), kResourceExhausted (max_ah).
 Result<Ah*> create_ah(Pd* pd, const AhAttr& attr);
+/// Errors: kNotFound, kInvalidArgument.
 Status destroy_ah(Ah* ah);
 
+/// Creates a QP in RESET with its queues allocated (attr.cap, rounded up to
+/// powers of two). Control path. Errors: kInvalidArgument (missing PD/CQs,
+/// CQ or SRQ of another device, capabilities out of range, unknown type),
+/// kResourceExhausted (max_qp). In an EngineGroup use EngineGroup::create_qp.
 Result<Qp*> create_qp(Pd* pd, const QpInitAttr& attr);
 /// Moves the QP through RESET, INIT, RTR, RTS, SQD, SQE, ERR with the attribute
 /// checks of IBA 11.2.5.2 Table 91 (required and optional attributes per transition).
+/// Only the attributes named in attr_mask (QpAttrMask) are read. Control path.
+/// Errors: kInvalidArgument (a required attribute missing, one not allowed
+/// for the transition, a value out of range), kInvalidQpState (transition not
+/// allowed, cur_qp_state wrong). To ERR flushes every WQE with kWrFlushErr.
 Status modify_qp(Qp* qp, const QpAttr& attr, uint32_t attr_mask);
+/// Copies the current attributes and the creation attributes (either pointer
+/// may be null). Errors: kInvalidArgument.
 Status query_qp(Qp* qp, QpAttr* attr, QpInitAttr* init_attr);
+/// Destroys a QP at once: outstanding WQEs are dropped without completions
+/// (move it to ERR and drain its CQs first to get them flushed). Control path.
+/// Errors: kNotFound, kInvalidArgument.
 Status destroy_qp(Qp* qp);
 
 /// Posts a chain of send work requests (data path). On failure *bad_wr points
-/// at the first request not posted; earlier ones were posted.
+/// at the first request not posted; earlier ones were posted. The frames go
+/// out from the following poll() calls (in SQE and ERR they are accepted and
+/// completed with kWrFlushErr). Errors: kInvalidQpState (RESET, INIT, RTR),
+/// kResourceExhausted (send queue full: poll and retry),
+/// kInvalidArgument (opcode not valid for the QP type, too many SGEs, inline
+/// data too long, atomic without one 8-byte SGE, UD without an AH of the PD).
+/// Errors found later (remote access, retries exhausted, ...) come back as
+/// the WR's completion status.
 Status post_send(Qp* qp, SendWr* wr, SendWr** bad_wr);
+/// Posts a chain of receive work requests (data path), as post_send. Errors:
+/// kInvalidQpState (RESET), kResourceExhausted (receive queue full),
+/// kInvalidArgument (too many SGEs, the QP uses an SRQ).
 Status post_recv(Qp* qp, RecvWr* wr, RecvWr** bad_wr);
 
 }  // namespace uroce

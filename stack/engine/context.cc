@@ -5,6 +5,7 @@
 #include <rte_cycles.h>
 #include <rte_mbuf.h>
 
+#include "stack/engine/telemetry.h"
 #include "stack/transport/frame.h"
 
 namespace uroce {
@@ -35,6 +36,7 @@ Result<ContextPtr> open_device(PacketIo& io, const DeviceConfig& cfg) {
   ctx->ready_flag.assign(cfg.max_qp, 0);
   ctx->qp_counters.assign(cfg.max_qp, Counters{});
   ctx->qp_counters_gen.assign(cfg.max_qp, 0);
+  ctx->app_rx.assign(cfg.app_rx_ring, nullptr);
   net::NetConfig nc;
   nc.qos.dscp = cfg.dscp;
   nc.qos.force_dscp = cfg.force_dscp;
@@ -47,12 +49,17 @@ Result<ContextPtr> open_device(PacketIo& io, const DeviceConfig& cfg) {
     const Status st = ctx->net->gids().set(0, net::GidEntry{cfg.gid, net::GidType::kRoceV2, net::kNoVlan, ctx->mac});
     if (!st.ok()) return st;
   }
+  engine::telemetry_add(ctx.get());  // dpdk-telemetry.py / uroce stat: /uroce/*
   return ctx;
 }
 
 void close_device(Context* ctx) {
   if (!ctx) return;
+  engine::telemetry_remove(ctx);
   for (uint16_t i = 0; i < ctx->tx_n; ++i) rte_pktmbuf_free(ctx->tx[i]);
+  for (uint32_t i = 0; i < ctx->app_rx_n; ++i) {
+    rte_pktmbuf_free(ctx->app_rx[(ctx->app_rx_head + i) % ctx->app_rx.size()]);
+  }
   delete ctx;
 }
 

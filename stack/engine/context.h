@@ -24,6 +24,13 @@ struct rte_mbuf;
 
 namespace uroce {
 
+namespace cm {
+class Agent;  // stack/cm/agent.h: the connection manager on QP1
+struct AgentDeleter {
+  void operator()(Agent* a) const;
+};
+}  // namespace cm
+
 inline constexpr uint16_t kRxBurst = 32;
 inline constexpr uint16_t kTxBurst = 64;
 inline constexpr uint32_t kPktsPerQpTurn = 16;  // requester packets per QP per scheduling turn
@@ -70,12 +77,19 @@ struct Context {
   // lets its next packet go (stack/transport/pacer.h); firing reschedules it.
   engine::TimerWheel pace_timers;
   std::unique_ptr<net::NetStack> net;  // GID table, ARP/ND, ICMP echo
+  std::unique_ptr<cm::Agent, cm::AgentDeleter> cm;  // QP1 and CM ids; made by the first cm_create_id
 
 
   // QP slots with something to transmit, served round-robin. ready_flag is per
   // slot (not per QP) so a stale entry of a destroyed QP is never doubled.
   transport::Ring<uint32_t> ready;
   std::vector<uint8_t> ready_flag;
+
+  // Non-RoCE frames kept for the application (DeviceConfig::app_rx_ring,
+  // rx_non_roce): a fixed ring, app_rx_n frames from app_rx_head on.
+  std::vector<rte_mbuf*> app_rx;
+  uint32_t app_rx_head = 0;
+  uint32_t app_rx_n = 0;
 
   std::array<rte_mbuf*, kTxBurst> tx{};  // frames built, not yet taken by the port
   uint16_t tx_n = 0;

@@ -11,6 +11,7 @@
 
 #include <span>
 
+#include "stack/cm/agent.h"
 #include "stack/engine/context.h"
 #include "stack/transport/frame.h"
 #include "stack/wire/packet.h"
@@ -81,6 +82,9 @@ void rx_cnp(Context& ctx, const wire::PacketDesc& d) {
   ctx.inc(Counter::rcvd_cnp);
   QpImpl* qp = qp_of_qpn(ctx, d.dest_qp);
   if (!qp) return ctx.inc(Counter::rp_cnp_ignored);
+  // As in rx_qp (IBA 9.6): only a connected QP's peer, whose NP saw the
+  // marks, may slow it down; a CNP from anyone else is dropped.
+  if (qp->qp_type != QpType::kUd && d.sgid != qp->attr.ah_attr.dgid) return ctx.inc(Counter::rx_drop_wrong_src);
   Counters& qc = qp_counters_of(ctx, *qp);
   qc.inc(Counter::rcvd_cnp);
   qc.inc(Counter::rcvd_pkts);
@@ -95,6 +99,11 @@ void rx_qp(Context& ctx, QpImpl& qp, const wire::PacketDesc& d, const uint8_t* f
   // IBA 9.2.4: the P_Key must match ours, ignoring the membership bit.
   if ((d.pkey & 0x7fff) != (transport::kDefaultPkey & 0x7fff)) return ctx.inc(Counter::rx_drop_bad_pkey);
   if (!(flags & service_flag(qp.qp_type))) return ctx.inc(Counter::rx_drop_opcode_mismatch);
+  // IBA 9.6 (packet header validation; rxe's check_addr): a connected QP
+  // takes packets only from its peer, the GID its address vector names.
+  // Anyone else who learns the QPN and PSN could otherwise write into the
+  // connection (RC BTH carries no source QPN, so the address is the check).
+  if (qp.qp_type != QpType::kUd && d.sgid != qp.attr.ah_attr.dgid) return ctx.inc(Counter::rx_drop_wrong_src);
   if (flags & wire::kReq) {
     if (!receives(qp.state)) return ctx.inc(Counter::rx_drop_qp_state);
     if (d.ecn() == 3 && ctx.cfg.cc.np_enabled && qp.qp_type != QpType::kUd) notify_congestion(ctx, qp);
@@ -105,17 +114,8 @@ void rx_qp(Context& ctx, QpImpl& qp, const wire::PacketDesc& d, const uint8_t* f
   }
 }
 
-void rx_one(Context& ctx, rte_mbuf* m, const wire::ParseOptions& opt) {
-  if (m->nb_segs != 1) return ctx.inc(Counter::rx_drop_multiseg);
-  const auto* frame = rte_pktmbuf_mtod(m, const uint8_t*);
-  wire::PacketDesc d;
-  const wire::ParseError e = wire::parse({frame, rte_pktmbuf_data_len(m)}, d, opt);
-  if (e != wire::ParseError::kOk) {
-    // ARP, IPv6 ND and ICMP echo go to the addressing layer; replies join this poll's burst.
-    net::TxBurst tx(ctx.tx_pool, ctx.tx.data(), kTxBurst, ctx.tx_n);
-    if (wire::is_not_roce(e) && ctx.net->handle(m, ctx.now_ns, tx)) return;
-    return ctx.inc(drop_counter(e));
-  }
+// A frame that parsed as RoCE: address checks, then the QP's roles.
+void rx_roce(Context& ctx, const wire::PacketDesc& d, const uint8_t* frame) {
   // Ours: the device MAC or the source MAC of any GID table entry (a GID may
   // sit on a VLAN interface with a MAC of its own).
   if (d.dst_mac != ctx.mac && !ctx.net->gids().owns_mac(d.dst_mac)) return ctx.inc(Counter::rx_drop_wrong_mac);
@@ -124,6 +124,7 @@ void rx_one(Context& ctx, rte_mbuf* m, const wire::ParseOptions& opt) {
   if (!ctx.net->gids().find(d.dgid, vlan, gid_type)) return ctx.inc(Counter::rx_drop_wrong_gid);
   const uint32_t flags = d.op().flags;
   if (flags & wire::kCnpOp) return rx_cnp(ctx, d);
+  if (d.dest_qp == cm::kGsiQpn) return cm::gsi_rx(ctx, d, frame);  // QP1: the connection manager
   QpImpl* qp = qp_of_qpn(ctx, d.dest_qp);
   if (!qp) return ctx.inc(Counter::rx_drop_unknown_qp);
   Counters& qc = qp_counters_of(ctx, *qp);
@@ -131,6 +132,44 @@ void rx_one(Context& ctx, rte_mbuf* m, const wire::ParseOptions& opt) {
   ctx.cur_qp_counters = &qc;
   rx_qp(ctx, *qp, d, frame);
   ctx.cur_qp_counters = nullptr;
+}
+
+// Keeps a non-RoCE frame for rx_non_roce (DeviceConfig::app_rx_ring).
+// Returns true if the ring took it (the caller must not free it).
+bool keep_for_app(Context& ctx, rte_mbuf* m) {
+  if (ctx.app_rx.empty()) {
+    ctx.inc(Counter::rx_drop_not_roce);
+    return false;
+  }
+  if (ctx.app_rx_n == ctx.app_rx.size()) {
+    ctx.inc(Counter::rx_drop_app_ring_full);
+    return false;
+  }
+  ctx.app_rx[(ctx.app_rx_head + ctx.app_rx_n++) % ctx.app_rx.size()] = m;
+  ctx.inc(Counter::rx_to_app);
+  return true;
+}
+
+// Returns true if the frame was kept (for the application), false if the
+// caller frees it.
+bool rx_one(Context& ctx, rte_mbuf* m, const wire::ParseOptions& opt) {
+  if (m->nb_segs != 1) {
+    ctx.inc(Counter::rx_drop_multiseg);
+    return false;
+  }
+  const auto* frame = rte_pktmbuf_mtod(m, const uint8_t*);
+  wire::PacketDesc d;
+  const wire::ParseError e = wire::parse({frame, rte_pktmbuf_data_len(m)}, d, opt);
+  if (e != wire::ParseError::kOk) {
+    // ARP, IPv6 ND and ICMP echo go to the addressing layer; replies join this poll's burst.
+    // Anything else that is not RoCE belongs to the application if it asked for it.
+    net::TxBurst tx(ctx.tx_pool, ctx.tx.data(), kTxBurst, ctx.tx_n);
+    if (wire::is_not_roce(e)) return !ctx.net->handle(m, ctx.now_ns, tx) && keep_for_app(ctx, m);
+    ctx.inc(drop_counter(e));
+    return false;
+  }
+  rx_roce(ctx, d, frame);
+  return false;
 }
 
 // One QP's transmit turn: responses first (they are ordered before later
@@ -142,6 +181,16 @@ bool tx_turn(Context& ctx, QpImpl& qp) {
 
 }  // namespace
 
+uint16_t rx_non_roce(Context* ctx, rte_mbuf** out, uint16_t n) {
+  Context& c = *ctx;
+  uint16_t k = 0;
+  for (; k < n && c.app_rx_n; ++k, --c.app_rx_n) {
+    out[k] = c.app_rx[c.app_rx_head];
+    c.app_rx_head = uint32_t((c.app_rx_head + 1) % c.app_rx.size());
+  }
+  return k;
+}
+
 uint32_t poll(Context* ctx, uint64_t now_ns) {
   Context& c = *ctx;
   c.now_ns = now_ns;
@@ -151,8 +200,7 @@ uint32_t poll(Context* ctx, uint64_t now_ns) {
   const wire::ParseOptions opt{.verify_icrc = !c.io.caps().rx_icrc_checked};
   for (uint16_t i = 0; i < n_rx; ++i) {
     c.inc(Counter::rcvd_pkts);
-    rx_one(c, rx[i], opt);
-    rte_pktmbuf_free(rx[i]);
+    if (!rx_one(c, rx[i], opt)) rte_pktmbuf_free(rx[i]);
   }
 
   c.timers.advance(now_ns, [&c](uint32_t index) {
@@ -169,6 +217,7 @@ uint32_t poll(Context* ctx, uint64_t now_ns) {
     net::TxBurst tx(c.tx_pool, c.tx.data(), kTxBurst, c.tx_n);
     c.net->poll(now_ns, tx);  // ARP / neighbour solicitations due now
   }
+  if (c.cm) cm::gsi_poll(c, now_ns);  // CM timers and MADs to send
 
   // Each QP ready at the start of this poll gets one turn; those with more to
   // send go to the back of the ring.

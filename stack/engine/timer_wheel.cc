@@ -6,7 +6,7 @@ namespace uroce::engine {
 
 void TimerWheel::init(uint32_t n_ids, uint64_t now_ns) {
   nodes_.assign(n_ids, Node{});
-  heads_.assign(kSlots, kNil);
+  if (!heads_) heads_ = std::make_unique_for_overwrite<uint32_t[]>(kSlots);
   occupied_.fill(0);
   occupied_words_ = 0;
   armed_count_ = 0;
@@ -21,7 +21,7 @@ void TimerWheel::arm(uint32_t id, uint64_t deadline_ns) {
   n.deadline_ns = deadline_ns;
   n.slot = uint32_t(tick) & (kSlots - 1);
   n.prev = kNil;
-  n.next = heads_[n.slot];
+  n.next = occupied_[n.slot / 64] & (uint64_t(1) << (n.slot % 64)) ? heads_[n.slot] : kNil;
   if (n.next != kNil) nodes_[n.next].prev = id;
   heads_[n.slot] = id;
   occupied_[n.slot / 64] |= uint64_t(1) << (n.slot % 64);

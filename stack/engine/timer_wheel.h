@@ -12,6 +12,7 @@
 #include <array>
 #include <bit>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace uroce::engine {
@@ -77,7 +78,9 @@ class TimerWheel {
   }
 
   std::vector<Node> nodes_;
-  std::vector<uint32_t> heads_;
+  // List heads, valid only where the slot's occupied_ bit is set: left
+  // uninitialised, so init() costs the ids, not the slots.
+  std::unique_ptr<uint32_t[]> heads_;
   std::array<uint64_t, kSlots / 64> occupied_{};  // bit s%64 of word s/64: heads_[s] != kNil
   uint64_t occupied_words_ = 0;                   // bit w: occupied_[w] != 0
   uint32_t armed_count_ = 0;

@@ -15,7 +15,8 @@ uint64_t splitmix64(uint64_t& s) {
   return z ^ (z >> 31);
 }
 
-constexpr uint32_t kAllAccess = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
+constexpr uint32_t kAllAccess =
+    kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic | kAccessRemoteInvalidate;
 
 }  // namespace
 
@@ -80,9 +81,10 @@ const MrEntry* MrTable::check(uint32_t key, const Pd* pd, uint64_t va, uint64_t 
   return &e;
 }
 
-bool MrTable::invalidate(uint32_t key, const Pd* pd) {
+bool MrTable::invalidate(uint32_t key, const Pd* pd, bool remote) {
   MrEntry& e = slots_[key & index_mask_];
   if (!e.valid || e.pub.lkey != key || e.pub.pd != pd) return false;
+  if (remote && !(e.pub.access & kAccessRemoteInvalidate)) return false;
   e.valid = false;
   return true;
 }

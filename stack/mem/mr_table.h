@@ -52,9 +52,11 @@ class MrTable {
   /// (C9-88: a zero-length RDMA access carries no valid R_Key).
   const MrEntry* check(uint32_t key, const Pd* pd, uint64_t va, uint64_t len, uint32_t access) const;
 
-  /// SEND with Invalidate / LOCAL_INV (IBA 10.6.6): moves the region to the
-  /// Invalid state. False if the key names no valid region of pd.
-  bool invalidate(uint32_t key, const Pd* pd);
+  /// LOCAL_INV (remote = false) or SEND with Invalidate from a peer (remote =
+  /// true) (IBA 10.6.6): moves the region to the Invalid state. False if the
+  /// key names no valid region of pd or, for a remote invalidation, a region
+  /// registered without kAccessRemoteInvalidate.
+  bool invalidate(uint32_t key, const Pd* pd, bool remote);
 
  private:
   uint32_t next_key_bits();

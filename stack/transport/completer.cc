@@ -86,6 +86,13 @@ CompState get_wqe(Resp& c) {
 
 CompState chk_psn(Resp& c) {
   const SendWqe& w = *c.wqe;
+  // IBA 9.7.5.1: a response must answer a request that was sent; one for a
+  // PSN at or past the highest ever sent is invalid and silently dropped
+  // (it would otherwise complete WQEs the responder never saw).
+  if (psn_cmp(c.pkt.psn, c.qp.req.psn_hwm) >= 0) {
+    c.ctx.inc(Counter::unsent_psn_response);
+    return CompState::kDone;
+  }
   if (psn_cmp(c.pkt.psn, c.qp.comp.comp_psn) < 0) return CompState::kDrop;  // stale or duplicate
   if (psn_cmp(c.pkt.psn, w.last_psn) > 0) {
     // IBA 9.7.5.1.5: a response to a later request acknowledges an
@@ -178,6 +185,20 @@ void restart_timer(Context& ctx, QpImpl& qp) {
   else ctx.timers.arm(qp.index, ctx.now_ns + local_ack_timeout_ns(qp.attr.timeout));
 }
 
+// A READ response that is out of sequence (beyond a gap) or a duplicate (of
+// a PSN already placed) still shows that the responder is alive and working
+// through our READs. A responder that finishes the READs it has started
+// before it serves a re-request (rxe does; IBA 9.7.5.2 leaves the order of
+// the replay to it) streams seconds of them after one lost response of a
+// multi-MiB READ, and replays what earlier re-requests asked for. The local
+// ACK timer (IBA 9.7.6.1.3) is there to find a responder that went silent,
+// so it restarts on these instead of spending retry_cnt (and sending yet
+// more re-requests) while the stream is live. Not progress: retry_cnt is
+// not restored.
+void responder_alive(Resp& c) {
+  if ((c.flags & wire::kRead) && !c.qp.req.rnr_wait) restart_timer(c.ctx, c.qp);
+}
+
 CompState update_comp(Resp& c) {
   if (!c.qp.req.rnr_wait) restart_timer(c.ctx, c.qp);
   mark_ready(c.ctx, c.qp);  // the window, a fence or max_rd_atomic may have opened
@@ -187,7 +208,10 @@ CompState update_comp(Resp& c) {
 // Go-back-N from the oldest unacknowledged PSN (IBA 9.7.5.1.1), counted against retry_cnt.
 CompState retry(Resp& c) {
   CompleterState& s = c.qp.comp;
-  if (s.started_retry) return CompState::kDone;  // one retry per gap, until progress
+  if (s.started_retry) {  // one retry per gap, until progress
+    responder_alive(c);
+    return CompState::kDone;
+  }
   if (s.retry_left == 0) {
     c.ctx.inc(Counter::retry_exceeded_err);
     c.err = WcStatus::kRetryExcErr;
@@ -231,6 +255,7 @@ CompState err(Resp& c) {
 
 CompState drop(Resp& c) {
   c.ctx.inc(Counter::duplicate_response);
+  responder_alive(c);
   return CompState::kDone;
 }
 

@@ -35,6 +35,12 @@ Result<net::GidEntry> path_source(const Context& ctx, const AhAttr& av) {
 
 void fill_path(const Context& ctx, const QpImpl& qp, const AhAttr& av, const net::GidEntry& src, uint32_t dest_qpn,
                wire::PacketDesc& d) {
+  fill_path(ctx, av, src, dest_qpn,
+            qp.qp_type == QpType::kUd ? roce_udp_sport(qp.qp_num, dest_qpn) : qp.udp_sport, d);
+}
+
+void fill_path(const Context& ctx, const AhAttr& av, const net::GidEntry& src, uint32_t dest_qpn,
+               uint16_t udp_sport, wire::PacketDesc& d) {
   d.dst_mac = av.dmac;
   d.src_mac = src.mac;
   if (src.vlan_id != net::kNoVlan) {
@@ -52,7 +58,7 @@ void fill_path(const Context& ctx, const QpImpl& qp, const AhAttr& av, const net
   d.flow_label = av.flow_label;
   d.sgid = src.gid;
   d.dgid = av.dgid;
-  d.udp_sport = qp.qp_type == QpType::kUd ? roce_udp_sport(qp.qp_num, dest_qpn) : qp.udp_sport;
+  d.udp_sport = udp_sport;
   d.pkey = kDefaultPkey;
   d.dest_qp = dest_qpn;
 }

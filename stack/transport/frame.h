@@ -37,6 +37,9 @@ Result<net::GidEntry> path_source(const Context& ctx, const AhAttr& av);
 /// to av/dest_qpn shares.
 void fill_path(const Context& ctx, const QpImpl& qp, const AhAttr& av, const net::GidEntry& src,
                uint32_t dest_qpn, wire::PacketDesc& d);
+/// The same for a sender that is not a QpImpl (QP1, the GSI), with its UDP source port.
+void fill_path(const Context& ctx, const AhAttr& av, const net::GidEntry& src, uint32_t dest_qpn,
+               uint16_t udp_sport, wire::PacketDesc& d);
 
 /// Starts a frame for d (opcode, payload_len and pad set): returns where its
 /// payload goes, or nullptr if the transmit burst is full or the pool is empty

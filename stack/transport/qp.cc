@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "stack/engine/context.h"
+#include "stack/engine/telemetry.h"
 #include "stack/transport/cq.h"
 
 namespace uroce {
@@ -100,7 +101,11 @@ Result<Qp*> create_qp(Pd* pd, const QpInitAttr& a) {
     return Status(StatusCode::kInvalidArgument, "cq or srq of another device or pd");
   }
   uint32_t index = 0;
-  QpImpl* qp = ctx.qps.add(&index);
+  QpImpl* qp = nullptr;
+  {
+    std::lock_guard lock(engine::telemetry_mutex());  // telemetry reads the table (telemetry.h)
+    qp = ctx.qps.add(&index);
+  }
   if (!qp) return Status(StatusCode::kResourceExhausted, "max_qp reached");
   qp->context = &ctx;
   qp->qp_context = a.qp_context;
@@ -154,6 +159,7 @@ Status destroy_qp(Qp* q) {
   --transport::impl(qp.recv_cq).refs;
   if (qp.srq) --transport::impl(qp.srq).refs;
   --static_cast<PdImpl*>(qp.pd)->refs;
+  std::lock_guard lock(engine::telemetry_mutex());  // telemetry reads the table (telemetry.h)
   ctx.qps.remove(&qp);
   return {};
 }

@@ -87,7 +87,7 @@ ReqState chk_local(ReqRun& r) {
 
 // LOCAL_INV (IBA 10.6.6.1): executes in order and completes like any WQE.
 ReqState exec_local(ReqRun& r) {
-  if (!r.ctx.mrs.invalidate(r.wqe->invalidate_rkey, r.qp.pd)) {
+  if (!r.ctx.mrs.invalidate(r.wqe->invalidate_rkey, r.qp.pd, false)) {
     r.err = WcStatus::kLocProtErr;
     return ReqState::kErrLocal;
   }

@@ -250,7 +250,11 @@ RespState execute(Req& r) {
   const wire::PacketDesc& p = r.pkt;
   const uint32_t len = p.payload_len;
   if (r.flags & wire::kSend) {
-    if ((r.flags & wire::kInv) && !r.ctx.mrs.invalidate(p.ieth_rkey, r.qp.pd)) return RespState::kErrInvalidateRkey;
+    // IBA 10.6.6 / 9.7.5.2: a key that names no region of the QP's PD, or a
+    // region not open to remote invalidation, is an invalid request.
+    if ((r.flags & wire::kInv) && !r.ctx.mrs.invalidate(p.ieth_rkey, r.qp.pd, true)) {
+      return RespState::kErrInvalidateRkey;
+    }
     if (r.qp.qp_type == QpType::kUd) {
       // IBA 11.4.1.2: the first 40 bytes receive the GRH; for RoCEv2 over IPv4
       // the IPv4 header fills the last 20 of them.

@@ -15,7 +15,8 @@
 //            4-5    RETH/AtomicETH/IETH rkey := 0 keep, 1 the remote-write MR,
 //                   2 the remote-read-only MR, 3 the local-only MR; the VA is
 //                   moved into [base - 32, base + len + 32) of it
-//            6      address it to us: dst MAC, dst IP, P_Key, UD Q_Key
+//            6      address it to us from the peer: dst MAC, src and dst IP,
+//                   P_Key, UD Q_Key
 //            7      BTH PSN := the PSN the target QP expects (responder ePSN
 //                   for requests, oldest unacked PSN for responses) + delta
 //     flags1 0-2    PSN delta - 4
@@ -376,10 +377,15 @@ void fix_up(const Device& dev, uint8_t* f, size_t n, uint8_t flags0, uint8_t fla
     else put16(f + l3 + 4, uint16_t(n - l3 - 40));
     if (kind != wire::L3Kind::kGrh) put16(f + bth - 4, uint16_t(n - (bth - 8)));
   }
-  if (flags0 & 0x40) {  // address it to us
+  if (flags0 & 0x40) {  // address it to us, from the peer the connected QPs talk to
     std::memcpy(f, kOurMac.b, 6);
-    if (kind == wire::L3Kind::kIpv4) std::memcpy(f + l3 + 16, kOurIp, 4);
-    else std::memcpy(f + l3 + 24, Gid::from_ipv4(kOurIp).raw, 16);
+    if (kind == wire::L3Kind::kIpv4) {
+      std::memcpy(f + l3 + 12, kPeerIp, 4);
+      std::memcpy(f + l3 + 16, kOurIp, 4);
+    } else {
+      std::memcpy(f + l3 + 8, Gid::from_ipv4(kPeerIp).raw, 16);
+      std::memcpy(f + l3 + 24, Gid::from_ipv4(kOurIp).raw, 16);
+    }
   }
   if (n < bth + sizeof(wire::Bth)) return;
   const wire::OpcodeInfo& info = wire::kOpcodes[f[bth]];

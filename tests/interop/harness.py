@@ -713,6 +713,23 @@ def smoke(out: str, only: list[str] | None = None) -> int:
     return 0
 
 
+# ------------------------------------------------------------- our stack's port on the tap
+# net_af_packet's RX ring: the kernel copies every frame of the tap into it and drops the frame
+# when the ring is full (DPDK 22.11's PMD does not report those drops). Its default, 512 frames
+# of 2048 bytes, holds ~25 ms of what the TCG guest sends in a READ response stream; our polling
+# process is descheduled longer than that on a loaded 2-core host, and a run lost up to 25% of
+# the guest's frames there. 16384 frames hold ~1 s.
+AFP_FRAMES = 16384
+
+
+def afp_vdev(mtu: int = 1500) -> str:
+    """The --vdev of our port on the tap. MTU 9000 (path MTU 4096): ring frames of 8192 bytes
+    (the PMD indexes frames at framesz steps, so framesz must divide blocksz)."""
+    frame = 2048 if mtu <= 1500 else 8192
+    return (f"net_af_packet0,iface=$UROCE_TAP,blocksz={max(frame, 4096)},framesz={frame},"
+            f"framecnt={AFP_FRAMES if mtu <= 1500 else AFP_FRAMES // 4}")
+
+
 # ------------------------------------------------------------- uroce pingpong interop matrix
 PP_TOOLS = ("rc", "uc", "ud", "srq")
 # Per tool: the stock tool's and our flags (both sides get the same ones, as rdma-core wants).
@@ -760,7 +777,7 @@ def pp_host_script(uroce: str, role: str, cells: list[str], out: str) -> str:
             ours += f" --ip6 {STACK_IP6} -g 1"
         ours += f" --listen {KERNEL_IP4}" if role == "server" else f" {GUEST_IP4}"
         eal = ("--no-huge --no-pci --no-shconf -m 256 -l 0 --log-level=lib.*:error "
-               "--vdev=net_af_packet0,iface=$UROCE_TAP")
+               f"--vdev={afp_vdev()}")
         lines += [f"echo UROCE-HOST-STEP-BEGIN {c}; t=$(date +%s%N)",
                   f"{shlex.quote(uroce)} pingpong {eal} -- {ours} --counters; rc=$?",
                   f'echo "UROCE-HOST-STEP-END {c} rc=$rc ms=$(( ($(date +%s%N) - t) / 1000000 ))"']
@@ -793,7 +810,8 @@ def run_pingpong_matrix(out: str, uroce: str, roles: list[str], cells: list[str]
         res["boots"][role] = {"boot_s": r.get("boot_s"), "total_s": r.get("total_s"),
                               "guest_rc": r["guest"]["rc"], "host_rc": r.get("host", {}).get("rc"),
                               "guest_log": r["guest"]["log"], "host_log": r.get("host", {}).get("log"),
-                              "guest_pcap": r["pcap"], "guest_pcap_summary": r["pcap_summary"]}
+                              "guest_pcap": r["pcap"], "guest_pcap_summary": r["pcap_summary"],
+                              "guest_dump_verify_rc": pp_dump_verify(uroce, r["pcap"])["rc"]}
         for c in cells:
             pcap = os.path.join(rdir, f"{role}-{c}.pcap")
             g = r["guest"]["steps"].get(c, {})
@@ -809,7 +827,9 @@ def run_pingpong_matrix(out: str, uroce: str, roles: list[str], cells: list[str]
                 "pcap": pcap, "ok": ok}
             if d["rc"] != 0:
                 res["cells"][f"{role}/{c}"]["dump_tail"] = d["out"][-800:]
-    res["ok"] = bool(res["cells"]) and all(c["ok"] for c in res["cells"].values())
+    # Every frame of the guest's NIC too (rxe's and ours as rxe saw them, the whole boot).
+    res["ok"] = (bool(res["cells"]) and all(c["ok"] for c in res["cells"].values())
+                 and all(b["guest_dump_verify_rc"] == 0 for b in res["boots"].values()))
     return res
 
 
@@ -847,7 +867,9 @@ def pingpong_main(a) -> int:
         json.dump(res, f, indent=1, default=list)
     print(pp_table(res))
     for role, b in res["boots"].items():
-        log(f"our {role}: boot {b['boot_s']} s, boot+cells {b['total_s']} s, logs "
+        log(f"our {role}: boot {b['boot_s']} s, boot+cells {b['total_s']} s, guest capture "
+            f"{b['guest_pcap_summary']['roce']} RoCE frames, dump --verify "
+            f"{'ok' if b['guest_dump_verify_rc'] == 0 else 'rc=%s' % b['guest_dump_verify_rc']}, logs "
             f"{b['guest_log']} {b['host_log']}")
     log(f"results: {os.path.join(a.out, 'pingpong.json')}; total {res['total_s']} s; "
         f"{'all cells passed' if res['ok'] else 'FAILED'}")
@@ -870,13 +892,25 @@ PERF_CELLS = {
     "write_bw_q4": ("ib_write_bw",  "-q 4 -s 4096 -n 25",        "write_bw"),
     "write_bw_b":  ("ib_write_bw",  "-b -s 4096 -n 50",          "write_bw"),
     "send_bw_b":   ("ib_send_bw",   "-b -s 4096 -n 50",          "send_bw"),
+    # Sizes: -a runs 2 B .. 8 MiB (perftest's MAX_SIZE) at 5 iterations each, plus 1 B.
     "write_bw_a":  ("ib_write_bw",  "-a -n 5",                   "write_bw"),
-    "read_bw_a":   ("ib_read_bw",   "-a -n 5",                   "read_bw"),
+    # -o 1: rxe queues every response of every outstanding READ at once, and 5 x 8 MiB
+    # overflow the guest's transmit queue (guest/init).
+    "read_bw_a":   ("ib_read_bw",   "-a -n 5 -o 1",              "read_bw"),
+    "send_bw_a":   ("ib_send_bw",   "-a -n 5",                   "send_bw"),
+    "write_bw_1b": ("ib_write_bw",  "-s 1 -n 50",                "write_bw"),
+    "read_bw_1b":  ("ib_read_bw",   "-s 1 -n 50",                "read_bw"),
+    "send_bw_1b":  ("ib_send_bw",   "-s 1 -n 50",                "send_bw"),
     "write_bw_loss1": ("ib_write_bw", "-s 16384 -n 50",          "write_bw"),
     "write_bw_loss5": ("ib_write_bw", "-s 16384 -n 50",          "write_bw"),
     "read_bw_loss1":  ("ib_read_bw",  "-s 16384 -n 50",          "read_bw"),
     "read_bw_loss5":  ("ib_read_bw",  "-s 16384 -n 50",          "read_bw"),
+    # Path MTU 4096: the guest's link has MTU 9000 (rxe's active MTU 4096), a boot of its own.
+    "write_bw_mtu4096": ("ib_write_bw", "-m 4096 -s 65536 -n 50", "write_bw"),
+    "read_bw_mtu4096":  ("ib_read_bw",  "-m 4096 -s 65536 -n 50", "read_bw"),
+    "send_lat_mtu4096": ("ib_send_lat", "-m 4096 -s 4096 -n 100", "send_lat"),
 }
+PERF_JUMBO = {c for c in PERF_CELLS if c.endswith("_mtu4096")}  # cells on a 9000-byte link
 # Loss cells: our port loses this fraction of the frames it receives and of those it sends
 # (`uroce perf --drop-rate`, drivers/dpdk/fault_io.h; seeded, so a cell's losses repeat), so rxe
 # and our stack both retransmit. The cell also checks the data (verify_data.py) and that the
@@ -885,7 +919,8 @@ PERF_LOSS = {"write_bw_loss1": 0.01, "write_bw_loss5": 0.05, "read_bw_loss1": 0.
              "read_bw_loss5": 0.05}
 PERF_DEFAULT_CELLS = ["write_bw", "send_lat", "send_bw", "read_bw", "atomic_bw_faa", "atomic_bw_cas",
                       "write_lat", "read_lat", "atomic_lat", "write_bw_q4", "write_bw_b", "send_bw_b",
-                      *PERF_LOSS]
+                      "write_bw_a", "read_bw_a", "send_bw_a", "write_bw_1b", "read_bw_1b", "send_bw_1b",
+                      *PERF_LOSS, *sorted(PERF_JUMBO)]
 PERF_STEP_TIMEOUT = 180    # one stock tool run in the guest (rxe retries forever: bound it)
 PERF_HOST_TIMEOUT = 150    # --timeout of one `uroce perf`
 
@@ -914,10 +949,11 @@ def perf_buffer_path(pcap: str) -> str:
 
 def perf_host_cmd(uroce: str, role: str, cell: str, pcap: str) -> str:
     _, flags, test = PERF_CELLS[cell]
+    mtu = 9000 if cell in PERF_JUMBO else 1500
     eal = ("--no-huge --no-pci --no-shconf -m 256 -l 0 --log-level=lib.*:error "
-           "--vdev=net_af_packet0,iface=$UROCE_TAP")
+           f"--vdev={afp_vdev(mtu)}")
     ours = (f"{test} --ip {STACK_IP4} --mac {STACK_MAC} --timeout {PERF_HOST_TIMEOUT} --pcap {pcap} "
-            f"{flags}")
+            f"--port-mtu {mtu} {flags}")
     if cell in PERF_LOSS:
         seed = 1 + sorted(PERF_CELLS).index(cell) + (100 if role == "client" else 0)
         ours += (f" --drop-rate {PERF_LOSS[cell]} --drop-seed {seed} "
@@ -1013,11 +1049,13 @@ def run_perf_matrix(out: str, uroce: str, roles: list[str], cells: list[str],
     """Per role one guest boot running every cell in turn; per cell: the stock tool's rc, ours,
     `uroce dump --verify` of our capture and the harness's own ICRC check of it."""
     res: dict = {"cells": {}, "boots": {}}
-    for role in roles:
-        rdir = os.path.join(out, f"our-{role}")
+    groups = [(1500, [c for c in cells if c not in PERF_JUMBO]), (9000, [c for c in cells if c in PERF_JUMBO])]
+    for role, mtu, cells in [(r_, m, g) for r_ in roles for m, g in groups if g]:
+        boot = role if mtu == 1500 else f"{role}-mtu{mtu}"
+        rdir = os.path.join(out, f"our-{boot}")
         os.makedirs(rdir, exist_ok=True)
         r = run_single(rdir, perf_guest_script(role, cells),
-                       perf_host_script(uroce, role, cells, rdir), timeout=timeout, cache=cache)
+                       perf_host_script(uroce, role, cells, rdir), mtu=mtu, timeout=timeout, cache=cache)
         host_text = open(r["host"]["log"]).read() if "host" in r else ""
         guest_text = open(r["guest"]["log"]).read() if r["guest"].get("log") else ""
         host_steps = {m.group(1): {"rc": int(m.group(2)), "ms": int(m.group(3)),
@@ -1025,10 +1063,11 @@ def run_perf_matrix(out: str, uroce: str, roles: list[str], cells: list[str],
                       re.finditer(r"UROCE-HOST-STEP-END (\S+) rc=(\d+) ms=(\d+) epoch=(\d+)", host_text)}
         for m in re.finditer(r"UROCE-HOST-STEP-BEGIN (\S+) epoch=(\d+)", host_text):
             host_steps.setdefault(m.group(1), {})["epoch_begin"] = int(m.group(2))
-        res["boots"][role] = {"boot_s": r.get("boot_s"), "total_s": r.get("total_s"),
+        res["boots"][boot] = {"boot_s": r.get("boot_s"), "total_s": r.get("total_s"),
                               "guest_rc": r["guest"]["rc"], "host_rc": r.get("host", {}).get("rc"),
                               "guest_log": r["guest"]["log"], "host_log": r.get("host", {}).get("log"),
-                              "guest_pcap": r["pcap"], "guest_pcap_summary": r["pcap_summary"]}
+                              "guest_pcap": r["pcap"], "guest_pcap_summary": r["pcap_summary"],
+                              "guest_dump_verify_rc": pp_dump_verify(uroce, r["pcap"])["rc"]}
         guest_frames = None
         for c in cells:
             tool, flags, test = PERF_CELLS[c]
@@ -1058,7 +1097,9 @@ def run_perf_matrix(out: str, uroce: str, roles: list[str], cells: list[str],
             if d["rc"] != 0:
                 cell["dump_tail"] = d["out"][-800:]
             res["cells"][f"{role}/{c}"] = cell
-    res["ok"] = bool(res["cells"]) and all(c["ok"] for c in res["cells"].values())
+    # Every frame of the guest's NIC too (rxe's and ours as rxe saw them, the whole boot).
+    res["ok"] = (bool(res["cells"]) and all(c["ok"] for c in res["cells"].values())
+                 and all(b["guest_dump_verify_rc"] == 0 for b in res["boots"].values()))
     return res
 
 
@@ -1114,7 +1155,9 @@ def perf_main(a) -> int:
         json.dump(res, f, indent=1, default=list)
     print(perf_table(res))
     for role, b in res["boots"].items():
-        log(f"our {role}: boot {b['boot_s']} s, boot+cells {b['total_s']} s, logs "
+        log(f"our {role}: boot {b['boot_s']} s, boot+cells {b['total_s']} s, guest capture "
+            f"{b['guest_pcap_summary']['roce']} RoCE frames, dump --verify "
+            f"{'ok' if b['guest_dump_verify_rc'] == 0 else 'rc=%s' % b['guest_dump_verify_rc']}, logs "
             f"{b['guest_log']} {b['host_log']}")
     log(f"results: {os.path.join(a.out, 'perf.json')}; total {res['total_s']} s; "
         f"{'all cells passed' if res['ok'] else 'FAILED'}")
@@ -1182,7 +1225,7 @@ def main(argv: list[str] | None = None) -> int:
     pf.add_argument("--roles", nargs="+", default=["server", "client"], choices=("server", "client"),
                     help="our roles; one guest boot each")
     pf.add_argument("--cells", nargs="+", default=PERF_DEFAULT_CELLS, choices=list(PERF_CELLS),
-                    help="default: all but the -a cells")
+                    help="default: all cells")
     pf.add_argument("--timeout", type=float, default=1500, help="per boot")
     pc = sub.add_parser("pcap", help="summarize a pcap: RoCEv2 opcodes, ICRC check")
     pc.add_argument("--oob", action="store_true", help="also print the TCP/18515 payloads")

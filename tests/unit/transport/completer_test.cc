@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "stack/transport/qp.h"  // local_ack_timeout_ns
 #include "tests/unit/transport/fixture.h"
 
 namespace uroce::test {
@@ -145,6 +146,44 @@ TEST_F(Completer, ImpliedNakRetriesSkippedRead) {
   EXPECT_EQ(a->count(Counter::implied_nak_seq_err), 1u);
   EXPECT_EQ(a->count(Counter::local_ack_timeout_err), 0u);
   EXPECT_EQ(std::memcmp(a->buf.data(), b->buf.data() + 4096, 512), 0);
+}
+
+// Receive: the responses of an 8-packet READ lose their first packet; the
+// other seven arrive one every half local ACK timeout (a responder that
+// finishes the READ it started before it serves the re-request, as rxe does),
+// for longer than retry_cnt + 1 timeouts; then the whole READ arrives again.
+// Expect: IBA 9.7.5.1.1: one re-request from the missing PSN for the rest of
+// the READ; IBA 9.7.6.1.3: responses to the outstanding READ show a live
+// responder, so the local ACK timer restarts on each and never expires; the
+// READ completes with the right data.
+TEST_F(Completer, ReadResponsesAfterAGapRestartTheAckTimer) {
+  PairOptions o;
+  o.retry_cnt = 1;
+  open(o);
+  const uint32_t len = 8 * 1024;  // 8 packets at path MTU 1024
+  fill(b->buf, 0, len, 7);
+  b->port.keep_bytes = true;
+  b->port.hook = [](const PacketDesc& d) {  // b's responses reach a only as the test injects them
+    return d.opcode >= wire::kRcReadResponseFirst && d.opcode <= wire::kRcReadResponseOnly ? TestPort::Action::kDrop
+                                                                                          : TestPort::Action::kPass;
+  };
+  ASSERT_TRUE(post(WrOpcode::kRdmaRead, 1, 0, len, 0).ok());
+  ASSERT_TRUE(run_until([&] { return b->port.sent_bytes.size() == 8; }));
+  const std::vector<std::vector<uint8_t>> resp = b->port.sent_bytes;
+  const uint64_t timeout_ns = transport::local_ack_timeout_ns(o.timeout);
+  const uint64_t step = timeout_ns / 2;
+  for (size_t i = 1; i < resp.size(); ++i) {  // packet 0 is lost
+    a->port.inject(resp[i]);
+    run_for(step);
+  }
+  EXPECT_GT(7 * step, (o.retry_cnt + 1u) * timeout_ns);
+  EXPECT_EQ(count_sent(a->port.sent, wire::kRcReadRequest), 2u);  // the READ and one re-request
+  EXPECT_EQ(a->count(Counter::local_ack_timeout_err), 0u);
+  for (const auto& f : resp) a->port.inject(f);
+  const Wc wc = wait_wc(a->scq);
+  EXPECT_EQ(wc.status, WcStatus::kSuccess);
+  EXPECT_EQ(a->count(Counter::retry_exceeded_err), 0u);
+  EXPECT_EQ(std::memcmp(a->buf.data(), b->buf.data(), len), 0);
 }
 
 // Receive: the ACKs of 40 SENDs are held back until the local ACK timeout

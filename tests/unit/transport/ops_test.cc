@@ -77,7 +77,8 @@ TEST_P(Ops, SendWithImm) {
 // invalid afterwards (a WRITE with it gets a remote access error).
 TEST_P(Ops, SendWithInvalidate) {
   std::vector<uint8_t> other(4096);
-  Mr* target = must(reg_mr(b->pd, other.data(), other.size(), kAccessLocalWrite | kAccessRemoteWrite));
+  Mr* target = must(
+      reg_mr(b->pd, other.data(), other.size(), kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteInvalidate));
   fill(a->buf, 0, len(), 3);
   ASSERT_TRUE(b->post_recv(7, 0, 1 << 16).ok());
   Sge g = a->sge(0, len());

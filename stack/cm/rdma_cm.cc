@@ -1,0 +1,249 @@
+// include/uroce/cm.h: rdma_cm ids over the CM agent. Addressing as rdma_cm
+// does it on RoCE: the local GID is the address (IPv4-mapped or IPv6), the
+// route is the peer's MAC from the engine's ARP / neighbour discovery, the
+// service ID is port space << 16 | port (Annex A11, stack/cm/ip_cm.h).
+#include <cerrno>
+#include <cstring>
+
+#include "stack/cm/agent.h"
+#include "stack/cm/ip_cm.h"
+#include "stack/engine/context.h"
+
+namespace uroce {
+
+using cm::Agent;
+using cm::CmIdImpl;
+using cm::CmState;
+
+const char* cm_event_str(CmEventType e) {
+  static constexpr const char* kNames[] = {
+      "RDMA_CM_EVENT_ADDR_RESOLVED",    "RDMA_CM_EVENT_ADDR_ERROR",       "RDMA_CM_EVENT_ROUTE_RESOLVED",
+      "RDMA_CM_EVENT_ROUTE_ERROR",      "RDMA_CM_EVENT_CONNECT_REQUEST",  "RDMA_CM_EVENT_CONNECT_RESPONSE",
+      "RDMA_CM_EVENT_CONNECT_ERROR",    "RDMA_CM_EVENT_UNREACHABLE",      "RDMA_CM_EVENT_REJECTED",
+      "RDMA_CM_EVENT_ESTABLISHED",      "RDMA_CM_EVENT_DISCONNECTED",     "RDMA_CM_EVENT_DEVICE_REMOVAL",
+      "RDMA_CM_EVENT_MULTICAST_JOIN",   "RDMA_CM_EVENT_MULTICAST_ERROR",  "RDMA_CM_EVENT_ADDR_CHANGE",
+      "RDMA_CM_EVENT_TIMEWAIT_EXIT",
+  };
+  return size_t(e) < std::size(kNames) ? kNames[size_t(e)] : "RDMA_CM_EVENT_UNKNOWN";
+}
+
+namespace {
+
+CmIdImpl& impl(CmId* id) { return *static_cast<CmIdImpl*>(id); }
+Agent& agent_of(CmId* id) { return *id->context->cm; }
+
+constexpr uint64_t kAddrRetryNs = 1'000'000;  // ask the neighbour table again every 1 ms
+
+// An ephemeral port (rdma_cm binds one from the IANA range when none is given).
+uint16_t ephemeral_port(Agent& a, const CmIdImpl& id) {
+  return uint16_t(49152 + ((a.comm_salt * 31 + id.index * 7919 + a.ids.generation(id.index)) % 16384));
+}
+
+}  // namespace
+
+Result<CmId*> cm_create_id(Context* ctx, void* user_context, CmPortSpace ps) {
+  if (!ctx) return Status(StatusCode::kInvalidArgument, "null context");
+  if (ps != CmPortSpace::kTcp && ps != CmPortSpace::kUdp && ps != CmPortSpace::kIb) {
+    return Status(StatusCode::kInvalidArgument, "unknown port space");
+  }
+  Agent& a = cm::agent(*ctx);
+  uint32_t index = 0;
+  CmIdImpl* id = a.ids.add(&index);
+  if (!id) return Status(StatusCode::kResourceExhausted, "cm id table full");
+  id->index = index;
+  id->context = ctx;
+  id->user_context = user_context;
+  id->ps = ps;
+  id->qp = nullptr;
+  return static_cast<CmId*>(id);
+}
+
+Status cm_destroy_id(CmId* id) {
+  if (!id || !id->context->cm) return Status(StatusCode::kInvalidArgument, "null cm id");
+  Agent& a = agent_of(id);
+  CmIdImpl& d = impl(id);
+  if (a.ids.at(d.index) != &d) return Status(StatusCode::kNotFound, "unknown cm id");
+  a.timers.cancel(d.index);
+  if (d.own_qp && d.qp) {
+    const Status st = destroy_qp(d.qp);
+    if (!st.ok()) return st;
+  }
+  for (uint32_t i = 0; i < a.ids.capacity(); ++i) {  // children of a listener stay, orphaned
+    if (CmIdImpl* c = a.ids.at(i); c && c->listener == &d) c->listener = nullptr;
+  }
+  std::erase_if(a.events, [&](const CmEvent& e) { return e.id == id || e.listen_id == id; });
+  a.ids.remove(&d);
+  return {};
+}
+
+Status cm_bind_addr(CmId* id, const SockAddr& addr) {
+  if (!id) return Status(StatusCode::kInvalidArgument, "null cm id");
+  CmIdImpl& d = impl(id);
+  if (d.state != CmState::kIdle) return Status(StatusCode::kInvalidArgument, "cm id already in use");
+  if (addr.ip != Gid{} && !id->context->net->gids().find(addr.ip, net::kNoVlan)) {
+    return Status(StatusCode::kNotFound, "address is not one of this device's GIDs");
+  }
+  d.src = addr;
+  d.bound = true;
+  return {};
+}
+
+Status cm_listen(CmId* id, int backlog) {
+  if (!id) return Status(StatusCode::kInvalidArgument, "null cm id");
+  CmIdImpl& d = impl(id);
+  Agent& a = agent_of(id);
+  if (d.state != CmState::kIdle || !d.bound || d.src.port == 0) {
+    return Status(StatusCode::kInvalidArgument, "listen needs an id bound to a port");
+  }
+  if (a.listener_for(cm::rdma_cm_service_id(cm::PortSpace(d.ps), d.src.port))) {
+    return Status(StatusCode::kBusy, "port already has a listener");
+  }
+  d.backlog = backlog;
+  d.state = CmState::kListen;
+  return {};
+}
+
+Status cm_resolve_addr(CmId* id, const SockAddr* src, const SockAddr& dst, int timeout_ms) {
+  if (!id) return Status(StatusCode::kInvalidArgument, "null cm id");
+  CmIdImpl& d = impl(id);
+  Agent& a = agent_of(id);
+  if (d.state != CmState::kIdle) return Status(StatusCode::kInvalidArgument, "cm id already in use");
+  if (dst.port == 0) return Status(StatusCode::kInvalidArgument, "destination port 0");
+  const net::GidTable& gids = id->context->net->gids();
+  const SockAddr want = src ? *src : d.src;
+  std::optional<uint8_t> sgid;
+  if (want.ip != Gid{}) {
+    sgid = gids.find(want.ip, net::kNoVlan);
+  } else {
+    for (uint32_t i = 0; i < 256 && !sgid; ++i) {  // the first RoCEv2 GID of dst's family
+      const net::GidEntry* e = gids.at(uint8_t(i));
+      if (e && e->type == net::GidType::kRoceV2 && e->gid.is_ipv4_mapped() == dst.ip.is_ipv4_mapped()) {
+        sgid = uint8_t(i);
+      }
+    }
+  }
+  if (!sgid) return Status(StatusCode::kNotFound, "no local GID for that address family");
+  d.sgid_index = *sgid;
+  d.src.ip = gids.at(*sgid)->gid;
+  if (want.port) d.src.port = want.port;
+  if (!d.src.port) d.src.port = ephemeral_port(a, d);
+  d.dst = dst;
+  d.route = AhAttr{};
+  d.route.dgid = dst.ip;
+  d.route.sgid_index = *sgid;
+  d.state = CmState::kAddrQuery;
+  d.addr_deadline_ns = a.now_ns() + uint64_t(timeout_ms > 0 ? timeout_ms : 2000) * 1'000'000;
+  a.timers.arm(d.index, a.now_ns());  // the next poll asks the neighbour table
+  return {};
+}
+
+Status cm_resolve_route(CmId* id, int /*timeout_ms*/) {
+  if (!id) return Status(StatusCode::kInvalidArgument, "null cm id");
+  CmIdImpl& d = impl(id);
+  if (d.state != CmState::kAddrResolved) return Status(StatusCode::kInvalidArgument, "address not resolved");
+  d.state = CmState::kRouteResolved;  // RoCE: the path is the resolved address (no SA query)
+  agent_of(id).push_event(d, CmEventType::kRouteResolved);
+  return {};
+}
+
+Status cm_create_qp(CmId* id, Pd* pd, QpInitAttr attr) {
+  if (!id || !pd) return Status(StatusCode::kInvalidArgument, "null cm id or pd");
+  CmIdImpl& d = impl(id);
+  if (d.qp) return Status(StatusCode::kInvalidArgument, "cm id already has a qp");
+  if ((d.ps == CmPortSpace::kUdp) != (attr.qp_type == QpType::kUd)) {
+    return Status(StatusCode::kInvalidArgument, "UDP port space takes UD qps, TCP/IB take RC/UC");
+  }
+  auto qp = create_qp(pd, attr);
+  if (!qp.ok()) return qp.status();
+  QpAttr at;
+  at.qp_state = QpState::kInit;
+  at.pkey_index = 0;
+  at.port_num = 1;
+  uint32_t mask = kQpState | kQpPkeyIndex | kQpPort;
+  if (attr.qp_type == QpType::kUd) {
+    at.qkey = kRdmaUdpQkey;  // rdma_cm's UD Q_Key
+    mask |= kQpQkey;
+  } else {
+    at.qp_access_flags = attr.qp_type == QpType::kRc
+                             ? kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic
+                             : kAccessRemoteWrite;
+    mask |= kQpAccessFlags;
+  }
+  Status st = modify_qp(*qp, at, mask);
+  if (st.ok() && attr.qp_type == QpType::kUd) {
+    // librdmacm takes a UD QP straight on to RTS (ucma_init_ud_qp): it
+    // needs no peer, and SIDR only tells the other side where it is.
+    at.qp_state = QpState::kRtr;
+    st = modify_qp(*qp, at, kQpState);
+    at.qp_state = QpState::kRts;
+    at.sq_psn = 0;
+    if (st.ok()) st = modify_qp(*qp, at, kQpState | kQpSqPsn);
+  }
+  if (!st.ok()) {
+    (void)destroy_qp(*qp);
+    return st;
+  }
+  d.qp = *qp;
+  d.own_qp = true;
+  return {};
+}
+
+Status cm_connect(CmId* id, const CmConnParam& param) {
+  if (!id) return Status(StatusCode::kInvalidArgument, "null cm id");
+  return cm::send_req(agent_of(id), impl(id), param);
+}
+
+Status cm_accept(CmId* id, const CmConnParam& param) {
+  if (!id) return Status(StatusCode::kInvalidArgument, "null cm id");
+  return cm::send_rep(agent_of(id), impl(id), param);
+}
+
+Status cm_reject(CmId* id, const void* private_data, uint8_t private_data_len) {
+  if (!id) return Status(StatusCode::kInvalidArgument, "null cm id");
+  return cm::send_reject(agent_of(id), impl(id),
+                         {static_cast<const uint8_t*>(private_data), private_data ? private_data_len : size_t(0)});
+}
+
+Status cm_disconnect(CmId* id) {
+  if (!id) return Status(StatusCode::kInvalidArgument, "null cm id");
+  return cm::send_disconnect(agent_of(id), impl(id));
+}
+
+int cm_get_event(Context* ctx, CmEvent* ev) {
+  if (!ctx || !ctx->cm || ctx->cm->events.empty()) return 0;
+  *ev = ctx->cm->events.front();
+  ctx->cm->events.pop_front();
+  return 1;
+}
+
+CmCounters query_cm_counters(const Context* ctx) { return ctx->cm ? ctx->cm->counters : CmCounters{}; }
+
+uint32_t cm_id_count(const Context* ctx) {
+  if (!ctx->cm) return 0;
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < ctx->cm->ids.capacity(); ++i) n += ctx->cm->ids.at(i) != nullptr;
+  return n;
+}
+
+namespace cm {
+
+void addr_query(Agent& a, CmIdImpl& id) {
+  const net::Resolution r = a.ctx.net->resolve(id.dst.ip, id.sgid_index, a.now_ns());
+  switch (r.status) {
+    case net::ResolveStatus::kResolved:
+      id.route.dmac = r.mac;
+      id.state = CmState::kAddrResolved;
+      return a.push_event(id, CmEventType::kAddrResolved);
+    case net::ResolveStatus::kPending:
+      if (a.now_ns() < id.addr_deadline_ns) return a.timers.arm(id.index, a.now_ns() + kAddrRetryNs);
+      id.state = CmState::kIdle;
+      return a.push_event(id, CmEventType::kAddrError, -ETIMEDOUT);
+    case net::ResolveStatus::kFailed:
+      id.state = CmState::kIdle;
+      return a.push_event(id, CmEventType::kAddrError, -EHOSTUNREACH);
+  }
+}
+
+}  // namespace cm
+
+}  // namespace uroce
