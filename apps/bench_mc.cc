@@ -40,6 +40,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstdarg>
 #include <chrono>
 #include <csignal>
@@ -74,7 +75,7 @@ constexpr OptSpec kOptions[] = {
     {.name = "role", .kind = OptKind::kChoice, .def = "launch", .help = "launch: start a server and a client on a memif link; or be one endpoint", .choices = "launch|server|client"},
     {.name = "dir", .kind = OptKind::kString, .def = "", .help = "with --role: the directory of the memif socket and the exchange files", .meta = "DIR"},
     {.name = "engines", .short_name = 'n', .kind = OptKind::kUint, .def = "1", .help = "engine lcores (= memif queue pairs) per side", .min = 1, .max = 64},
-    {.name = "qps", .short_name = 'q', .kind = OptKind::kUint, .def = "8", .help = "RC QPs per side", .min = 1, .max = 1024},
+    {.name = "qps", .short_name = 'q', .kind = OptKind::kUint, .def = "8", .help = "RC QPs per side", .min = 1, .max = 16384},
     {.name = "workload", .kind = OptKind::kChoice, .def = "rate", .help = "rate: 64 B WRITE message rate; verify: every RC op, checked", .choices = "rate|verify"},
     {.name = "placement", .kind = OptKind::kChoice, .def = "aligned", .help = "aligned: QP j on engine j%N both sides; cross: client QPs shifted (dispatch by QPN)", .choices = "aligned|cross"},
     {.name = "size", .short_name = 's', .kind = OptKind::kUint, .def = "64", .help = "message bytes (rate: WRITE size; verify: every op's size)", .min = 1, .max = 1u << 20},
@@ -95,7 +96,8 @@ constexpr CommandSpec kCommand = {
     .options = kOptions,
     .max_positional = 0,
     .details = "EAL arguments may precede '--'; the launcher then passes them to both endpoints\n"
-               "instead of its defaults (--no-huge --no-pci --no-shconf -m 1024, lcores 0..N).\n",
+               "instead of its defaults (--no-huge --no-pci --no-shconf -m 1024), and the lcore map\n"
+               "(lcores 0..N, see --lcore-map) unless they give -l, -c or --lcores.\n",
 };
 
 
@@ -165,7 +167,7 @@ uint32_t imm_of(uint32_t j, uint64_t r, bool write) { return (write ? 0x80000000
 // ---------------------------------------------------------------- exchange files
 
 constexpr uint32_t kMagic = 0x55524d43;  // "URMC"
-constexpr uint32_t kMaxQps = 1024;
+constexpr uint32_t kMaxQps = 16384;
 struct Info {
   uint32_t magic = kMagic;
   uint32_t engines = 0;
@@ -312,7 +314,9 @@ bool Endpoint::open(std::string& err) {
 
   for (uint32_t e = 0; e < cfg_.engines; ++e) {
     auto pd = alloc_pd(group_->engine(e));
-    auto scq = create_cq(group_->engine(e), 8192);
+    // rate: every WRITE is signaled, so a CQ holds all an engine's QPs x --depth.
+    const uint32_t per_engine = (cfg_.qps + cfg_.engines - 1) / cfg_.engines;
+    auto scq = create_cq(group_->engine(e), std::max<uint32_t>(8192, std::bit_ceil(per_engine * cfg_.depth)));
     auto rcq = create_cq(group_->engine(e), 8192);
     if (!pd.ok() || !scq.ok() || !rcq.ok()) {
       err = "alloc_pd/create_cq failed";
@@ -337,7 +341,7 @@ bool Endpoint::open(std::string& err) {
     QpInitAttr ia;
     ia.send_cq = scqs_[s.engine];
     ia.recv_cq = rcqs_[s.engine];
-    ia.cap.max_send_wr = 1024;
+    ia.cap.max_send_wr = cfg_.verify ? 1024 : std::bit_ceil(cfg_.depth);  // rate: --depth in flight, 16k QPs fit
     ia.cap.max_recv_wr = kRecvPerQp;
     auto q = group_->create_qp(pds_[s.engine], ia);
     if (!q.ok()) {
@@ -478,11 +482,10 @@ void Endpoint::rate_loop(uint32_t e, const dpdk::TscClock& clock, const std::ato
     if (s.engine == e) mine.push_back(&s);
   }
   std::vector<uint32_t> inflight(mine.size(), 0);
-  Wc wc[64];
-  uint64_t done = 0;
-  while (!stop.load(std::memory_order_relaxed)) {
-    for (size_t i = 0; i < mine.size(); ++i) {
-      const uint32_t j = mine[i]->index;
+  // Tops QP i up to --depth WRITEs in flight, in chains of up to 16 WRs.
+  auto top_up = [&](size_t i) {
+    const uint32_t j = mine[i]->index;
+    while (inflight[i] < cfg_.depth) {
       SendWr wrs[16];
       Sge sges[16];
       uint32_t n = 0;
@@ -498,21 +501,34 @@ void Endpoint::rate_loop(uint32_t e, const dpdk::TscClock& clock, const std::ato
         if (n) wrs[n - 1].next = &wrs[n];
         ++n;
       }
-      if (n == 0) continue;
       SendWr* bad = nullptr;
       const Status st = post_send(mine[i]->qp, wrs, &bad);
-      inflight[i] += st.ok() ? n : uint32_t(bad - wrs);
+      const uint32_t posted = st.ok() ? n : uint32_t(bad - wrs);
+      inflight[i] += posted;
+      if (posted < n) break;  // SQ full: the next completion tops it up
     }
+  };
+  // Fill every QP once; from then on each completion tops its own QP up, so a
+  // loop costs what completed, not the number of QPs (16k QPs at depth 1).
+  for (size_t i = 0; i < mine.size(); ++i) top_up(i);
+  Wc wc[64];
+  uint64_t done = 0;
+  while (!stop.load(std::memory_order_relaxed)) {
     group_->poll(e, clock.now_ns());
-    const int got = poll_cq(scqs_[e], 64, wc);
-    for (int k = 0; k < got; ++k) {
-      if (wc[k].status != WcStatus::kSuccess) {
-        run.bad.fetch_add(1, std::memory_order_relaxed);
-        if (run.error.empty()) run.error = strf("WRITE on QP 0x%x: %s", wc[k].qp_num, wc_status_str(wc[k].status));
+    for (int got = 64; got == 64;) {
+      got = poll_cq(scqs_[e], 64, wc);
+      for (int k = 0; k < got; ++k) {
+        if (wc[k].status != WcStatus::kSuccess) {
+          run.bad.fetch_add(1, std::memory_order_relaxed);
+          if (run.error.empty()) run.error = strf("WRITE on QP 0x%x: %s", wc[k].qp_num, wc_status_str(wc[k].status));
+        }
+        if (wc[k].wr_id < inflight.size()) --inflight[wc[k].wr_id];
       }
-      if (wc[k].wr_id < inflight.size()) --inflight[wc[k].wr_id];
+      for (int k = 0; k < got; ++k) {
+        if (wc[k].wr_id < inflight.size()) top_up(size_t(wc[k].wr_id));
+      }
+      done += uint64_t(got);
     }
-    done += uint64_t(got);
     run.msgs.store(done, std::memory_order_relaxed);
   }
 }
@@ -863,6 +879,12 @@ int launch(const Args& args, const dpdk::SplitArgs& split, const Config& cfg) {
     if (eal.empty()) {
       eal = {"--no-huge", "--no-pci", "--no-shconf", "-m", "1024", "--log-level=lib.*:error",
              "--log-level=pmd.net.memif:critical"};
+    }
+    // Given EAL args without an lcore list (e.g. only -d PMD_DIR on a machine
+    // without DPDK installed) still get each side its own engine CPUs.
+    if (std::none_of(eal.begin(), eal.end(), [](const std::string& a) {
+          return a.starts_with("-l") || a.starts_with("-c") || a.starts_with("--lcores");
+        })) {
       eal.push_back(lcore_map(cfg.engines, server, std::string(args.get_str("lcore-map"))));
     }
     av.insert(av.end(), eal.begin(), eal.end());

@@ -5,8 +5,10 @@
 namespace uroce::apps {
 
 int cmd_bench_mc(int argc, char** argv);
+int cmd_compare(int argc, char** argv);
 int cmd_demo(int argc, char** argv);
 int cmd_dump(int argc, char** argv);
+int cmd_floor(int argc, char** argv);
 int cmd_perf(int argc, char** argv);
 int cmd_pingpong(int argc, char** argv);
 int cmd_rping(int argc, char** argv);

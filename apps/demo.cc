@@ -219,17 +219,6 @@ bool consumes_recv(WrOpcode op) {
 bool has_imm(WrOpcode op) { return op == WrOpcode::kSendWithImm || op == WrOpcode::kRdmaWriteWithImm; }
 std::string_view type_name(QpType t) { return t == QpType::kRc ? "RC" : t == QpType::kUc ? "UC" : "UD"; }
 
-std::vector<std::string> split_list(std::string_view s) {
-  std::vector<std::string> out;
-  while (!s.empty()) {
-    const size_t c = s.find(',');
-    if (c != 0) out.emplace_back(s.substr(0, c));
-    if (c == std::string_view::npos) break;
-    s.remove_prefix(c + 1);
-  }
-  return out;
-}
-
 // ---------------------------------------------------------------- out-of-band channel
 
 // The TCP messages. Both ends are this program on one host (or two namespaces
@@ -1252,21 +1241,6 @@ int run_endpoint(const Config& cfg, const Args& args, const dpdk::SplitArgs& spl
 }
 
 // ---------------------------------------------------------------- the launcher
-
-uint16_t free_tcp_port(const std::string& host) {
-  const int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  inet_pton(AF_INET, host.c_str(), &a.sin_addr);
-  socklen_t len = sizeof(a);
-  uint16_t port = 18515;
-  if (s >= 0 && ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
-      ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
-  }
-  if (s >= 0) ::close(s);
-  return port;
-}
 
 bool has_arg(const std::vector<std::string>& v, std::initializer_list<std::string_view> names) {
   for (const auto& a : v) {

@@ -1,6 +1,11 @@
 #include "apps/launch.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -60,12 +65,39 @@ std::vector<std::string> given_options(const Args& args, std::span<const OptSpec
   return out;
 }
 
+std::vector<std::string> split_list(std::string_view s) {
+  std::vector<std::string> out;
+  while (!s.empty()) {
+    const size_t c = s.find(',');
+    if (c != 0) out.emplace_back(s.substr(0, c));
+    if (c == std::string_view::npos) break;
+    s.remove_prefix(c + 1);
+  }
+  return out;
+}
+
+uint16_t free_tcp_port(const std::string& host) {
+  const int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  inet_pton(AF_INET, host.c_str(), &a.sin_addr);
+  socklen_t len = sizeof(a);
+  uint16_t port = 18515;
+  if (s >= 0 && ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+      ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    port = ntohs(a.sin_port);
+  }
+  if (s >= 0) ::close(s);
+  return port;
+}
+
 int run_pair(const PairLaunch& p) {
   using Clock = std::chrono::steady_clock;
   const auto tool = std::string(p.tool);
   pid_t pids[2] = {-1, -1};
   for (int i = 0; i < 2; ++i) {
-    std::vector<std::string> av = {"/proc/self/exe"};
+    const std::string exe = p.exe.empty() ? "/proc/self/exe" : p.exe;
+    std::vector<std::string> av = {exe};
     av.insert(av.end(), p.argv[i].begin(), p.argv[i].end());
     std::vector<char*> argv;
     for (auto& a : av) argv.push_back(a.data());
@@ -73,7 +105,17 @@ int run_pair(const PairLaunch& p) {
     std::fflush(nullptr);
     const pid_t pid = fork();
     if (pid == 0) {
-      execv("/proc/self/exe", argv.data());
+      if (!p.output[i].empty()) {
+        const int fd = open(p.output[i].c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0 || dup2(fd, STDOUT_FILENO) < 0 || dup2(fd, STDERR_FILENO) < 0) _exit(127);
+      }
+      if (p.cpu[i] >= 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(p.cpu[i], &set);
+        sched_setaffinity(0, sizeof(set), &set);
+      }
+      execvp(exe.c_str(), argv.data());
       std::fprintf(stderr, "uroce %s: exec: %s\n", tool.c_str(), std::strerror(errno));
       _exit(127);
     }
@@ -83,11 +125,17 @@ int run_pair(const PairLaunch& p) {
     }
     pids[i] = pid;
     // A memif client only connects to a socket that exists: start it once the server has made it.
+    // The server is not reaped here (WNOWAIT): the loop below collects its status.
+    auto exited = [pid] {
+      siginfo_t si{};
+      return waitid(P_PID, id_t(pid), &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid;
+    };
     const auto until = Clock::now() + std::chrono::seconds(p.grace_s);
-    while (i == 0 && !std::filesystem::exists(p.sock) && !g_stop && Clock::now() < until &&
-           waitpid(pid, nullptr, WNOHANG) == 0) {
+    while (i == 0 && !p.sock.empty() && !std::filesystem::exists(p.sock) && !g_stop && Clock::now() < until &&
+           !exited()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
+    if (i == 0 && exited()) break;  // the server failed to start: no client
   }
 
   // Ctrl-C reaches both children too (one process group); a signal sent to

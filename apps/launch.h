@@ -32,15 +32,24 @@ std::string json_escape(std::string_view in);
 std::vector<std::string> given_options(const Args& args, std::span<const OptSpec> options,
                                        std::initializer_list<std::string_view> skip);
 
+/// "a,b,,c" -> {"a", "b", "c"} (empty items dropped).
+std::vector<std::string> split_list(std::string_view s);
+
+/// A TCP port free on host (IPv4 text) at the time of the call (18515 if none could be had).
+uint16_t free_tcp_port(const std::string& host);
+
 struct PairLaunch {
   std::string_view tool;              ///< "demo": messages say "uroce demo: ..."
-  std::string sock;                   ///< memif socket the server creates; the client starts once it exists
+  std::string sock;                   ///< memif socket the server creates; the client starts once it exists (empty: at once)
   std::vector<std::string> argv[2];   ///< server, client: arguments after the executable path
+  std::string output[2];              ///< server, client: file for the child's stdout and stderr (empty: inherited)
+  int cpu[2] = {-1, -1};              ///< server, client: pin the child to this CPU (-1: inherit the affinity)
+  std::string exe;                    ///< the program to run (empty: /proc/self/exe, i.e. uroce)
   int grace_s = 30;                   ///< once one child has exited, the other gets this long
   int deadline_s = 0;                 ///< whole run limit (0: none)
 };
 
-/// Runs /proc/self/exe with each argv (server first), waits for both, passes
+/// Runs exe (/proc/self/exe) with each argv (server first), waits for both, passes
 /// SIGINT on by PID when g_stop is set, then SIGTERM and SIGKILL once the grace
 /// period or deadline has passed. Returns kExitOk only if both exited 0.
 int run_pair(const PairLaunch& p);

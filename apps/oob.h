@@ -85,6 +85,9 @@ class TcpChannel {
     return true;
   }
   bool eof() const { return eof_; }
+  /// The connected socket (-1 before accept_one/connect_to succeed), for callers
+  /// that move their own data over it (perf_tcp.cc).
+  int fd() const { return fd_; }
   /// Bytes received but not yet taken by try_recv.
   size_t buffered() const { return buf_.size(); }
 

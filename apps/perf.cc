@@ -64,7 +64,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -91,6 +90,8 @@
 #include "apps/commands.h"
 #include "apps/launch.h"
 #include "apps/oob.h"
+#include "apps/perf_report.h"
+#include "apps/perf_tcp.h"
 #include "drivers/dpdk/dpdk_io.h"
 #include "drivers/dpdk/eal_args.h"
 #include "drivers/dpdk/fault_io.h"
@@ -141,6 +142,8 @@ constexpr OptSpec kPerfOptions[] = {
     {.name = "drop-rate", .kind = OptKind::kDouble, .def = "0", .help = "test hook: lose this fraction of the frames received and sent, at random (drivers/dpdk/fault_io.h)", .min = 0, .max = 1},
     {.name = "drop-seed", .kind = OptKind::kUint, .def = "1", .help = "seed of --drop-rate's losses"},
     {.name = "save-buffer", .kind = OptKind::kString, .def = "", .help = "at the end, write the registered buffer (send areas, then the areas the peer targets) to FILE", .meta = "FILE"},
+    {.name = "tcp", .kind = OptKind::kChoice, .def = "off", .help = "run the test over kernel TCP instead (send/write bw and lat): block = blocking calls, busy = non-blocking + spin", .choices = "off|block|busy"},
+    {.name = "busy-poll", .kind = OptKind::kUint, .def = "0", .help = "--tcp: SO_BUSY_POLL microseconds (0: not set)", .max = 1000000},
 };
 
 constexpr std::string_view kPerfDetails =
@@ -151,6 +154,7 @@ constexpr std::string_view kPerfDetails =
     "--no-huge --no-pci --no-shconf -m 512 and a port must be given as --dev SPEC.\n"
     "Run the stock tool with -x GID_INDEX (its RoCE v2 GID of our family), or both with -R.\n"
     "Not supported: UC/UD/XRC/DC, post lists, -D on latency and -b send tests with -D.\n"
+    "--tcp block|busy runs send/write bw and lat over kernel TCP (no EAL, no --ip), same columns.\n"
     "Output: perftest's table; --json keys: test, role, size, results[] (bw: bytes, iterations,\n"
     "bw_peak, bw_average, msg_rate, unit; lat: bytes, iterations, t_min, t_max, t_typical,\n"
     "t_avg, t_stdev, p99, p99_9 in usec), ok, error. Exit: 0 ok, 1 failure or interrupted, 2 usage.\n";
@@ -180,7 +184,6 @@ inline constexpr int kAllMaxPow = 24;
 inline constexpr uint32_t kMinIters = 5;              // MIN_ITER
 inline constexpr uint32_t kDefCqMod = 100;            // DEF_CQ_MOD
 inline constexpr uint32_t kCqModSizeLimit = 8192;     // MSG_SIZE_CQ_MOD_LIMIT
-inline constexpr uint32_t kLatTail = 2;               // LAT_MEASURE_TAIL
 inline constexpr uint32_t kMinRnrTimer = 12;          // MIN_RNR_TIMER
 inline constexpr uint64_t kAtomicAdd = 1;             // ATOMIC_ADD_VALUE
 inline constexpr uint64_t kAtomicSwap = 0;            // ATOMIC_SWAP_VALUE
@@ -189,6 +192,7 @@ inline constexpr double kMbFactor = 0x100000;         // MB/sec: 2^20 bytes
 inline constexpr double kGbFactor = 125000000;        // Gb/sec: 1e9 bits
 inline constexpr uint32_t kDefaultPageBytes = 4096;   // cycle buffer when sysconf fails
 inline constexpr uint32_t kCacheLineBytes = 64;       // DEF_CACHE_LINE_SIZE
+inline constexpr int kPumpsPerOobPoll = 256;          // engine polls per look at the out-of-band socket
 
 const char* verb_name(Verb v) {  // testsStr
   switch (v) {
@@ -338,21 +342,7 @@ void parse_dest_bin(const uint8_t (&msg)[kBinDestBytes], Dest& d) {
   std::memcpy(d.gid.raw, msg + 32, 16);
 }
 
-// ---------------------------------------------------------------- reports
-
-struct BwReport {
-  uint64_t size = 0;
-  uint64_t iters = 0;
-  double bw_peak = 0;
-  double bw_avg = 0;
-  double msg_rate = 0;
-};
-
-struct LatReport {
-  uint64_t size = 0;
-  uint64_t iters = 0;
-  double t_min = 0, t_max = 0, t_typical = 0, t_avg = 0, t_stdev = 0, p99 = 0, p99_9 = 0;
-};
+// ---------------------------------------------------------------- reports (wire form)
 
 uint64_t be64_bits(uint64_t v) { return __builtin_bswap64(v); }
 uint64_t double_bits(double d) {
@@ -1080,24 +1070,7 @@ bool Perf::run_lat(uint32_t size, LatReport& rep, std::string& err) {
   if (!ok) return false;
   // print_report_lat: post-to-post deltas, halved for ping-pongs.
   const double factor = mhz() * ((verb == Verb::kRead || verb == Verb::kAtomic) ? 1 : 2);
-  rep.size = size;
-  rep.iters = iters;
-  std::vector<double> delta;
-  for (uint64_t i = 0; i + 1 < iters; ++i) delta.push_back(double(tposted_[i + 1] - tposted_[i]) / factor);
-  std::sort(delta.begin(), delta.end());
-  const size_t n = delta.size() > kLatTail ? delta.size() - kLatTail : 0;
-  if (n == 0) return true;
-  rep.t_typical = (n - 1) % 2 ? (delta[n / 2] + delta[n / 2 - 1]) / 2 : delta[n / 2];
-  double sum = 0;
-  for (size_t i = 0; i < n; ++i) sum += delta[i];
-  rep.t_avg = sum / double(n);
-  double var = 0;
-  for (size_t i = 0; i < n; ++i) var += (delta[i] - rep.t_avg) * (delta[i] - rep.t_avg);
-  rep.t_stdev = std::sqrt(var / double(n));
-  rep.t_min = delta[0];
-  rep.t_max = delta[n];
-  rep.p99 = delta[std::min(delta.size() - 1, size_t(std::ceil(double(n) * 0.99)))];
-  rep.p99_9 = delta[std::min(delta.size() - 1, size_t(std::ceil(double(n) * 0.999)))];
+  rep = lat_report(size, std::span<const uint64_t>(tposted_.data(), iters), factor);
   return true;
 }
 
@@ -1181,7 +1154,12 @@ class Oob {
   }
 
   bool xchg(const void* mine, void* theirs, size_t n, const char* what, std::string& err) {
-    auto idle = [this] { perf_.pump(); };
+    // The responder of a bw test does all its work in here: poll the engine a
+    // burst of times per look at the socket (one recv() syscall and a clock
+    // read per look took half the responder's core and capped the rate).
+    auto idle = [this] {
+      for (int i = 0; i < kPumpsPerOobPoll; ++i) perf_.pump();
+    };
     auto send = [&] {
       if (cm_ ? cm_->send_wait(mine, n, cfg_.timeout_s, idle, err) : tcp_->send_bytes(mine, n)) return true;
       err = std::string("Couldn't send ") + what + (cm_ ? ": " + err : "");
@@ -1272,42 +1250,6 @@ class Oob {
 };
 
 // ---------------------------------------------------------------- output
-
-constexpr char kResultLine[] = "---------------------------------------------------------------------------------------\n";
-
-struct Output {
-  std::FILE* info = stdout;  // banner, addresses, table (stderr with --json)
-  bool gbits = false;
-  std::vector<BwReport> bw;
-  std::vector<LatReport> lat;
-
-  void bw_header() const {
-    std::fprintf(info, "%s", kResultLine);
-    std::fprintf(info, gbits ? " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]\n"
-                             : " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n");
-  }
-  void bw_line(const BwReport& r) {
-    bw.push_back(r);
-    if (gbits && r.bw_avg < 0.1) {
-      std::fprintf(info, " %-7llu    %llu           %-7.6lf            %-7.6lf            %-7.6lf\n", (unsigned long long)r.size,
-                   (unsigned long long)r.iters, r.bw_peak, r.bw_avg, r.msg_rate);
-    } else {
-      std::fprintf(info, " %-7llu    %-10llu       %-7.2lf            %-7.2lf\t\t   %-7.6lf\n", (unsigned long long)r.size,
-                   (unsigned long long)r.iters, r.bw_peak, r.bw_avg, r.msg_rate);
-    }
-  }
-  void lat_header() const {
-    std::fprintf(info, "%s", kResultLine);
-    std::fprintf(info, " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   "
-                       "99%% percentile[usec]   99.9%% percentile[usec] \n");
-  }
-  void lat_line(const LatReport& r) {
-    lat.push_back(r);
-    std::fprintf(info, " %-7llu %llu          %-7.2f        %-7.2f      %-7.2f  \t       %-7.2f     \t%-7.2f\t\t%-7.2f \t\t%-7.2f\n",
-                 (unsigned long long)r.size, (unsigned long long)r.iters, r.t_min, r.t_max, r.t_typical, r.t_avg, r.t_stdev,
-                 r.p99, r.p99_9);
-  }
-};
 
 void print_dest(std::FILE* out, const char* side, const Dest& d, Verb verb) {  // ctx_print_pingpong_data
   std::fprintf(out, " %s address: LID %#04x QPN %#06x PSN %#06x", side, d.lid, d.qpn, d.psn);
@@ -1525,25 +1467,11 @@ bool run_test(Perf& perf, Oob& oob, const Config& cfg, Output& out, std::string&
 
 void print_json(const Config& cfg, const Output& out, bool ok, const std::string& error, const std::string& counters) {
   std::printf("{\"command\":\"perf\",\"test\":\"%.*s\",\"role\":\"%s\",\"size\":%u,\"iters\":%u,\"num_qp\":%u,"
-              "\"bidirectional\":%s,\"all\":%s,\"results\":[",
+              "\"bidirectional\":%s,\"all\":%s,\"results\":",
               int(cfg.test.name.size()), cfg.test.name.data(), cfg.server ? "server" : "client", cfg.size, cfg.iters,
               cfg.num_qp, cfg.duplex ? "true" : "false", cfg.all ? "true" : "false");
-  bool first = true;
-  for (const BwReport& r : out.bw) {
-    std::printf("%s{\"bytes\":%llu,\"iterations\":%llu,\"bw_peak\":%.2f,\"bw_average\":%.2f,\"msg_rate\":%.6f,"
-                "\"unit\":\"%s\"}",
-                first ? "" : ",", (unsigned long long)r.size, (unsigned long long)r.iters, r.bw_peak, r.bw_avg, r.msg_rate,
-                cfg.gbits ? "Gb/sec" : "MB/sec");
-    first = false;
-  }
-  for (const LatReport& r : out.lat) {
-    std::printf("%s{\"bytes\":%llu,\"iterations\":%llu,\"t_min\":%.2f,\"t_max\":%.2f,\"t_typical\":%.2f,\"t_avg\":%.2f,"
-                "\"t_stdev\":%.2f,\"p99\":%.2f,\"p99_9\":%.2f}",
-                first ? "" : ",", (unsigned long long)r.size, (unsigned long long)r.iters, r.t_min, r.t_max, r.t_typical,
-                r.t_avg, r.t_stdev, r.p99, r.p99_9);
-    first = false;
-  }
-  std::printf("],\"counters\":%s,\"ok\":%s,\"interrupted\":%s,\"error\":\"%s\"}\n", counters.c_str(),
+  out.print_json_results();
+  std::printf(",\"counters\":%s,\"ok\":%s,\"interrupted\":%s,\"error\":\"%s\"}\n", counters.c_str(),
               ok ? "true" : "false", g_stop ? "true" : "false", json_escape(error).c_str());
 }
 
@@ -1610,6 +1538,17 @@ int cmd_perf(int argc, char** argv) {
   cfg.sl = uint8_t(args.get_uint("sl"));
   cfg.qp_timeout = uint8_t(args.get_uint("qp-timeout"));
   cfg.gbits = args.flag("report_gbits");
+  if (args.get_str("tcp") != "off") {  // the kernel-TCP comparison path: perf_tcp.cc
+    if (kind->verb == Verb::kRead || kind->verb == Verb::kAtomic || cfg.num_qp != 1 || cfg.duplex || cfg.duration_s) {
+      return usage("--tcp runs send/write bw and lat on one connection, without -b and -D");
+    }
+    return run_perf_tcp({.test = test, .bw = bw, .server = cfg.server, .host = cfg.host,
+                         .listen = std::string(args.get_str("listen")), .port = cfg.port, .sizes = sizes_of(cfg),
+                         .iters = cfg.iters, .busy = args.get_str("tcp") == "busy",
+                         .busy_poll_us = uint32_t(args.get_uint("busy-poll")), .gbits = cfg.gbits,
+                         .json = args.flag("json"), .timeout_s = uint32_t(args.get_uint("timeout")),
+                         .config_line = args.config_line()});
+  }
   cfg.dev = std::string(args.get_str("dev"));
   if (args.given("ip")) {
     cfg.gid4 = parse_ip_gid(args.get_str("ip"), false);

@@ -15,8 +15,10 @@ struct Command {
 
 constexpr Command kCommands[] = {
     {"bench-mc", uroce::apps::cmd_bench_mc, "multi-core engines: N engine lcores per side on memif, message rate or verified RC ops"},
+    {"compare", uroce::apps::cmd_compare, "our stack, kernel TCP, the raw memif floor (and verbs) side by side: medians, ratios, charts"},
     {"demo", uroce::apps::cmd_demo, "two endpoints in two processes on a DPDK memif link: RC pingpong and streaming, verified"},
     {"dump", uroce::apps::cmd_dump, "decode RoCE frames in a pcap file, check every ICRC"},
+    {"floor", uroce::apps::cmd_floor, "the raw frame floor: bare frames bounced or blasted between two processes, no protocol"},
     {"perf", uroce::apps::cmd_perf, "perftest's ib_{send,write,read,atomic}_{bw,lat} on uroce, interoperable with the stock tools"},
     {"pingpong", uroce::apps::cmd_pingpong, "rdma-core's ibv_{rc,uc,ud,srq}_pingpong on uroce (--transport), interoperable with the stock tools"},
     {"rping", uroce::apps::cmd_rping, "librdmacm's rping on uroce: RDMA CM over QP1, SEND/READ/WRITE pings, interoperable with the stock tool"},

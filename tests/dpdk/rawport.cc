@@ -6,16 +6,12 @@
 //             Linux kernel on the other end of a veth/tap; check its replies
 //   smoke     net_ring: frames come back on every queue, checked; net_null:
 //             the bursts work, RSS configures; optional pcap read back
-//   pingpong  the raw memif floor: client bounces a --size frame off the server
-//             --iters times and prints the median half round trip
-//   blast     the raw memif floor: client sends --seconds of --size frames as
-//             fast as the ring takes them, the server counts them
+// (The raw memif floor, a frame ping-pong and blast, is `uroce floor`.)
 // With --extbuf every frame sent is an mbuf attached to external memory
 // (rte_pktmbuf_attach_extbuf): the zero-copy transmit experiment.
 //
 // Usage: uroce-rawport [EAL args] -- <mode> [--dev SPEC] [options]   (--help)
 // Exit status: 0 pass, 1 fail, 2 usage.
-#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -23,7 +19,6 @@
 #include <cstring>
 #include <map>
 #include <string>
-#include <vector>
 
 #include <rte_cycles.h>
 #include <rte_eal.h>
@@ -49,7 +44,7 @@ constexpr uint16_t kEtherTypeIpv4 = 0x0800;
 constexpr uint32_t kMagic = 0x55524f43;      // "UROC"
 constexpr size_t kEthHdr = 14;
 
-enum class Kind : uint8_t { kData = 1, kDone = 2, kPing = 3, kEnd = 4 };
+enum class Kind : uint8_t { kData = 1, kDone = 2 };
 
 // Test payload after the Ethernet header (host byte order: both ends are us).
 struct [[gnu::packed]] TestHdr {
@@ -82,9 +77,9 @@ struct Options {
 void usage() {
   std::puts(
       "usage: uroce-rawport [EAL args] -- MODE [options]\n"
-      "modes: exchange | arp | smoke | pingpong | blast\n"
+      "modes: exchange | arp | smoke\n"
       "  --dev SPEC          device spec (net_memif0,role=server,socket=/tmp/x.sock ...)\n"
-      "  --role R            server | client (exchange, pingpong, blast)      [client]\n"
+      "  --role R            server | client (exchange)                       [client]\n"
       "  --queues N          RX/TX queue pairs                                [1]\n"
       "  --count N           frames per direction / per queue (exchange, smoke) [1000]\n"
       "  --size B            frame bytes incl. Ethernet header                [64]\n"
@@ -98,8 +93,6 @@ void usage() {
       "  --ip A --target T   our and the kernel's IPv4 address (arp)\n"
       "  --expect-mac M      the kernel's MAC the ARP reply must carry (arp)  [any]\n"
       "  --icmp              also ping the kernel after ARP (arp)             [off]\n"
-      "  --iters N           round trips (pingpong)                           [100000]\n"
-      "  --seconds S         blast duration (blast client)                    [2]\n"
       "  --xstats            print the port's xstats at the end               [off]\n");
 }
 
@@ -575,151 +568,6 @@ int run_smoke(DpdkPort& port, const Options& o) {
   return pass ? 0 : 1;
 }
 
-// ---- the raw memif floor ------------------------------------------------------
-
-int run_pingpong(DpdkPort& port, const Options& o) {
-  DpdkQueue& q = port.queue(0);
-  const bool server = o.get("role", "client") == "server";
-  const uint16_t size = uint16_t(std::max<long>(o.num("size", 64), long(kTestHdrEnd)));
-  const uint32_t iters = uint32_t(o.num("iters", 100000));
-  const uint64_t deadline = now_ms() + uint64_t(o.num("timeout-ms", 60000));
-  rte_mbuf* rx[kBurstSize];
-  if (server) {
-    uint64_t bounced = 0;
-    bool end = false;
-    while (!end && !g_stop && now_ms() < deadline) {
-      const uint16_t n = q.rx_burst(rx, kBurstSize);
-      uint16_t keep = 0;
-      for (uint16_t i = 0; i < n; ++i) {
-        const auto* h = rte_pktmbuf_mtod_offset(rx[i], const TestHdr*, kEthHdr);
-        if (rx[i]->data_len >= kTestHdrEnd && h->kind == uint8_t(Kind::kEnd)) {
-          end = true;
-          rte_pktmbuf_free(rx[i]);
-        } else {
-          rx[keep++] = rx[i];
-        }
-      }
-      uint16_t done = 0;
-      while (done < keep) done += q.tx_burst(rx + done, uint16_t(keep - done));
-      bounced += keep;
-    }
-    std::printf("pingpong role=server bounced=%lu\n", bounced);
-    return end ? 0 : 1;
-  }
-  const uint32_t warmup = std::min<uint32_t>(1000, iters);
-  std::vector<uint64_t> rtt;
-  rtt.reserve(iters);
-  bool ok = true;
-  for (uint32_t i = 0; i < warmup + iters && ok && !g_stop; ++i) {
-    rte_mbuf* m = make_test_frame(q, size, false, Kind::kPing, i);
-    if (m == nullptr) {
-      ok = false;
-      break;
-    }
-    const uint64_t t0 = rte_rdtsc();
-    if (!send_one(q, m, deadline)) {
-      ok = false;
-      break;
-    }
-    bool got = false;
-    while (!got) {
-      const uint16_t n = q.rx_burst(rx, kBurstSize);
-      if (n == 0) {
-        if (now_ms() > deadline || g_stop) break;
-        continue;
-      }
-      const uint64_t t1 = rte_rdtsc();
-      for (uint16_t k = 0; k < n; ++k) {
-        const auto* h = rte_pktmbuf_mtod_offset(rx[k], const TestHdr*, kEthHdr);
-        if (h->seq == i) got = true;
-        rte_pktmbuf_free(rx[k]);
-      }
-      if (got && i >= warmup) rtt.push_back(t1 - t0);
-    }
-    ok = got;
-  }
-  rte_mbuf* end = make_test_frame(q, 64, false, Kind::kEnd, 0);
-  if (end != nullptr) send_one(q, end, now_ms() + 1000);
-  if (rtt.empty()) {
-    std::printf("pingpong role=client FAIL no round trips\n");
-    return 1;
-  }
-  std::sort(rtt.begin(), rtt.end());
-  const double ns = 1e9 / double(rte_get_tsc_hz());
-  auto pct = [&](double p) { return double(rtt[size_t(p * double(rtt.size() - 1))]) * ns; };
-  std::printf("pingpong role=client size=%u iters=%zu half_rtt_ns_median=%.0f half_rtt_ns_p99=%.0f "
-              "rtt_ns_min=%.0f rtt_ns_median=%.0f\n",
-              size, rtt.size(), pct(0.5) / 2, pct(0.99) / 2, pct(0.0), pct(0.5));
-  return ok ? 0 : 1;
-}
-
-int run_blast(DpdkPort& port, const Options& o) {
-  DpdkQueue& q = port.queue(0);
-  const bool server = o.get("role", "client") == "server";
-  const uint16_t size = uint16_t(std::max<long>(o.num("size", 64), long(kTestHdrEnd)));
-  const uint64_t deadline = now_ms() + uint64_t(o.num("timeout-ms", 60000));
-  rte_mbuf* b[kBurstSize];
-  const uint64_t hz = rte_get_tsc_hz();
-  if (server) {
-    uint64_t frames = 0, t_first = 0, t_last = 0;
-    bool end = false;
-    while (!end && !g_stop && now_ms() < deadline) {
-      const uint16_t n = q.rx_burst(b, kBurstSize);
-      if (n == 0) continue;
-      const uint64_t t = rte_rdtsc();
-      for (uint16_t i = 0; i < n; ++i) {
-        const auto* h = rte_pktmbuf_mtod_offset(b[i], const TestHdr*, kEthHdr);
-        if (h->kind == uint8_t(Kind::kEnd)) {
-          end = true;
-        } else {
-          if (frames == 0) t_first = t;
-          ++frames;
-          t_last = t;
-        }
-      }
-      rte_pktmbuf_free_bulk(b, n);
-    }
-    const double secs = double(t_last - t_first) / double(hz);
-    std::printf("blast role=server size=%u frames=%lu seconds=%.3f rx_mpps=%.3f\n", size, frames, secs,
-                secs > 0 ? double(frames) / secs / 1e6 : 0.0);
-    print_stats(port, o.flag("xstats"));
-    return end && frames > 0 ? 0 : 1;
-  }
-  // Client: one template frame, copied into each burst's mbufs (what a stack
-  // that builds headers must do at least).
-  alignas(64) uint8_t tmpl[2048] = {};
-  put_eth(tmpl, kBroadcast, q.mac(), kEtherTypeTest);
-  TestHdr h{kMagic, uint8_t(Kind::kData), 0, size, 0, 0};
-  std::memcpy(tmpl + kEthHdr, &h, sizeof(h));
-  const double seconds = double(o.num("seconds", 2));
-  const uint64_t t0 = rte_rdtsc();
-  const uint64_t t_end = t0 + uint64_t(seconds * double(hz));
-  uint64_t sent = 0, full = 0;
-  uint64_t t = t0;
-  while (!g_stop && (t = rte_rdtsc()) < t_end) {
-    if (rte_pktmbuf_alloc_bulk(q.tx_pool(), b, kBurstSize) != 0) continue;
-    for (uint16_t i = 0; i < kBurstSize; ++i) {
-      uint8_t* p = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(b[i], size));
-      std::memcpy(p, tmpl, size);
-    }
-    const uint16_t ok = q.tx_burst(b, kBurstSize);
-    if (ok < kBurstSize) {
-      ++full;
-      rte_pktmbuf_free_bulk(b + ok, kBurstSize - ok);
-    }
-    sent += ok;
-  }
-  const double secs = double(t - t0) / double(hz);
-  // Let the server drain, then tell it to stop.
-  rte_delay_ms(100);
-  rte_mbuf* end = make_test_frame(q, 64, false, Kind::kEnd, 0);
-  if (end != nullptr) send_one(q, end, now_ms() + 1000);
-  rte_delay_ms(100);
-  std::printf("blast role=client size=%u frames=%lu seconds=%.3f tx_mpps=%.3f ring_full_bursts=%lu\n", size, sent,
-              secs, double(sent) / secs / 1e6, full);
-  return sent > 0 ? 0 : 1;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -795,10 +643,6 @@ int main(int argc, char** argv) {
       rc = run_arp(**port, o);
     } else if (o.mode == "smoke") {
       rc = run_smoke(**port, o);
-    } else if (o.mode == "pingpong") {
-      rc = run_pingpong(**port, o);
-    } else if (o.mode == "blast") {
-      rc = run_blast(**port, o);
     } else {
       std::fprintf(stderr, "unknown mode '%s'\n", o.mode.c_str());
     }

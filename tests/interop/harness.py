@@ -715,10 +715,10 @@ def smoke(out: str, only: list[str] | None = None) -> int:
 
 # ------------------------------------------------------------- our stack's port on the tap
 # net_af_packet's RX ring: the kernel copies every frame of the tap into it and drops the frame
-# when the ring is full (DPDK 22.11's PMD does not report those drops). Its default, 512 frames
-# of 2048 bytes, holds ~25 ms of what the TCG guest sends in a READ response stream; our polling
-# process is descheduled longer than that on a loaded 2-core host, and a run lost up to 25% of
-# the guest's frames there. 16384 frames hold ~1 s.
+# when the ring is full, silently (DPDK 22.11's PMD does not report those drops). Its default,
+# 512 frames of 2048 bytes, holds ~25 ms of what the TCG guest sends in a READ response stream,
+# less than our polling process may be descheduled on a loaded 2-core host; 16384 frames hold
+# ~1 s. (The frames once thought lost here were lost in the guest's qdisc: guest/init.)
 AFP_FRAMES = 16384
 
 
@@ -1017,8 +1017,9 @@ def parse_counters(text: str) -> dict[str, int]:
 
 def perf_loss_check(uroce_role: str, cell: str, pcap: str, guest_frames: list[dict],
                     host_step: dict, counters: dict[str, int]) -> dict:
-    """A loss cell's data check (verify_data.check_cell) plus: the hook lost frames both ways and
-    our counters show the retransmissions of the side whose frames were lost."""
+    """A loss cell's data check (verify_data.check_cell) plus: the hook lost frames (a cell sends
+    few frames one way, e.g. ACKs, so not necessarily both ways) and the requester resent: our
+    `retransmits` counter, or rxe's resent PSNs in our capture."""
     _, flags, test = PERF_CELLS[cell]
     size = int(re.search(r"-s (\d+)", flags).group(1))
     iters = int(re.search(r"-n (\d+)", flags).group(1))
@@ -1049,13 +1050,14 @@ def run_perf_matrix(out: str, uroce: str, roles: list[str], cells: list[str],
     """Per role one guest boot running every cell in turn; per cell: the stock tool's rc, ours,
     `uroce dump --verify` of our capture and the harness's own ICRC check of it."""
     res: dict = {"cells": {}, "boots": {}}
-    groups = [(1500, [c for c in cells if c not in PERF_JUMBO]), (9000, [c for c in cells if c in PERF_JUMBO])]
-    for role, mtu, cells in [(r_, m, g) for r_ in roles for m, g in groups if g]:
+    groups = [(1500, [c for c in cells if c not in PERF_JUMBO]),
+              (9000, [c for c in cells if c in PERF_JUMBO])]  # one boot per role and link MTU
+    for role, mtu, group in [(r_, m, g) for r_ in roles for m, g in groups if g]:
         boot = role if mtu == 1500 else f"{role}-mtu{mtu}"
         rdir = os.path.join(out, f"our-{boot}")
         os.makedirs(rdir, exist_ok=True)
-        r = run_single(rdir, perf_guest_script(role, cells),
-                       perf_host_script(uroce, role, cells, rdir), mtu=mtu, timeout=timeout, cache=cache)
+        r = run_single(rdir, perf_guest_script(role, group),
+                       perf_host_script(uroce, role, group, rdir), mtu=mtu, timeout=timeout, cache=cache)
         host_text = open(r["host"]["log"]).read() if "host" in r else ""
         guest_text = open(r["guest"]["log"]).read() if r["guest"].get("log") else ""
         host_steps = {m.group(1): {"rc": int(m.group(2)), "ms": int(m.group(3)),
@@ -1069,7 +1071,7 @@ def run_perf_matrix(out: str, uroce: str, roles: list[str], cells: list[str],
                               "guest_pcap": r["pcap"], "guest_pcap_summary": r["pcap_summary"],
                               "guest_dump_verify_rc": pp_dump_verify(uroce, r["pcap"])["rc"]}
         guest_frames = None
-        for c in cells:
+        for c in group:
             tool, flags, test = PERF_CELLS[c]
             pcap = os.path.join(rdir, f"{role}-{c}.pcap")
             g = r["guest"]["steps"].get(c, {})

@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""compare_smoke: `uroce compare --quick` must produce a complete, sane report.
+
+Runs `UROCE compare --quick --json --charts DIR` (1 round, sizes 64 and 4096,
+short runs) and checks, without any timing threshold:
+  - the command exits 0 and its JSON parses, with no failed measurement;
+  - every metric of every kind run (stack, tcp-block, tcp-busy, floor) has a
+    finite, positive median at every size, and one value per round;
+  - each latency is at least the floor's lowest possible (above 0) and each
+    message rate times the size agrees with the bandwidth (MB/sec = Mmsg/s x
+    bytes / 2^20) within 5 %, for the stack and TCP rows (they come from one run);
+  - every ratio the targets are stated in is present at 64 B;
+  - the verbs column says it ran or why it was skipped;
+  - lat.png and bw.png exist and are PNG files.
+Usage: compare_check.py PATH/uroce
+"""
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+KINDS = {
+    "stack": ["stack.write_lat", "stack.send_lat", "stack.write_bw", "stack.write_rate"],
+    "tcp-block": ["tcp-block.lat", "tcp-block.bw", "tcp-block.rate"],
+    "tcp-busy": ["tcp-busy.lat", "tcp-busy.bw", "tcp-busy.rate"],
+    "floor": ["floor.lat", "floor.bw", "floor.rate"],
+}
+RATIOS = ["stack write_lat / floor lat", "stack send_lat / floor lat", "tcp-block lat / stack write_lat",
+          "tcp-busy lat / stack write_lat", "stack write rate / floor frame rate", "stack write bw / tcp-block bw"]
+
+
+def main():
+    uroce = sys.argv[1]
+    failures = []
+
+    def check(ok, what):
+        if not ok:
+            failures.append(what)
+
+    with tempfile.TemporaryDirectory(prefix="uroce-compare-smoke-") as d:
+        p = subprocess.run([uroce, "compare", "--quick", "--json", "--charts", d], capture_output=True, text=True,
+                           timeout=600)
+        sys.stderr.write(p.stderr[-4000:])
+        check(p.returncode == 0, f"exit status {p.returncode}")
+        try:
+            res = json.loads(p.stdout)
+        except json.JSONDecodeError as e:
+            print(f"FAIL: the JSON does not parse: {e}\n{p.stdout[:2000]}")
+            return 1
+        sizes = [str(s) for s in res["sizes"]]
+        check(sizes == ["64", "4096"], f"sizes {sizes}")
+        check(res["failures"] == [], f"failed measurements {res['failures']}")
+        for kind, metrics in KINDS.items():
+            for m in metrics:
+                for s in sizes:
+                    v = res["median"].get(m, {}).get(s)
+                    check(v is not None and math.isfinite(v) and v > 0, f"{m} at {s} B: {v}")
+                    runs = res["runs"].get(m, {}).get(s, [])
+                    check(len(runs) == res["rounds"], f"{m} at {s} B: {len(runs)} runs for {res['rounds']} rounds")
+        for kind in ("stack", "tcp-block", "tcp-busy"):
+            bw = "stack.write_bw" if kind == "stack" else f"{kind}.bw"
+            rate = "stack.write_rate" if kind == "stack" else f"{kind}.rate"
+            for s in sizes:
+                b, r = res["median"].get(bw, {}).get(s), res["median"].get(rate, {}).get(s)
+                if b and r:
+                    derived = r * 1e6 * int(s) / 2**20
+                    check(abs(derived - b) <= 0.05 * b, f"{kind} at {s} B: rate {r} Mmsg/s x {s} B = {derived:.2f} MB/s, bw {b}")
+        for name in RATIOS:
+            v = res["ratios"].get(name, {}).get("64")
+            check(v is not None and math.isfinite(v) and v > 0, f"ratio '{name}' at 64 B: {v}")
+        status = res["verbs"]["status"]
+        check(status.startswith("ran on ") or status.startswith("skipped: "), f"verbs status '{status}'")
+        for png in ("lat.png", "bw.png"):
+            path = os.path.join(d, png)
+            ok = os.path.exists(path) and open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+            check(ok, f"{png} missing or not a PNG")
+    for f in failures:
+        print("FAIL:", f)
+    print(f"compare_smoke: {'PASS' if not failures else 'FAIL'} ({len(failures)} problem(s)); verbs: {status}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# The multi-core scaling sweep (DEVELOPERS.md "Multi-core scaling"), made to
+# run on a lent machine that has no DPDK and no package registry.
+#
+#   bench/multicore_device.sh bundle [BUNDLE]       here: release build of uroce, then
+#       BUNDLE (default build-mc-bundle) = bin/uroce (stripped), lib/ (every shared
+#       library it and the PMDs load except glibc's), pmds/ (the EAL plugins the
+#       sweep needs: bus_vdev, mempool_ring, net_memif, loaded with EAL -d).
+#   bench/multicore_device.sh run [BUNDLE]          there (or here): the sweep.
+#       uroce bench-mc --workload rate at ENGINES (default "1 2 4 8", those that
+#       fit: each side needs N engine CPUs) x REPS (3) runs each, QPS_PER_ENGINE
+#       (8) RC QPs per engine, DEPTH (32) 64 B WRITEs in flight per QP, SECONDS (3)
+#       measured after 1 s of warm-up; then one verified run at the largest N.
+#       Prints every run, the median per N, the speed-up over N = 1 and the
+#       target (8 engines >= 6x one engine); exit 1 if a run failed. Results
+#       also go to $OUT/multicore.txt when OUT is set (the device tool's folder).
+#
+# With the lead's device tool (one H200 box, 16 cores, 15 minutes per session):
+#   bench/multicore_device.sh bundle
+#   run(command="bench/multicore_device.sh run", carry=["build-mc-bundle"], timeout_s=480)
+# The sweep takes about 1 minute per engine count (3 runs of ~6 s plus start-up);
+# ENGINES="1 2 4 8 12" REPS=5 widen it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cmd=${1:-}
+bundle=${2:-build-mc-bundle}
+pmd_dir=/usr/lib/x86_64-linux-gnu/dpdk/pmds-23.0
+pmds=(librte_bus_vdev librte_mempool_ring librte_net_memif)
+
+make_bundle() {
+  local build=build-bench
+  [[ -f $build/build.ninja ]] || meson setup "$build" --buildtype=release
+  ninja -C "$build" apps/uroce
+  rm -rf "$bundle"
+  mkdir -p "$bundle/bin" "$bundle/lib" "$bundle/pmds"
+  cp "$build/apps/uroce" "$bundle/bin/uroce"
+  strip "$bundle/bin/uroce"
+  local objs=("$build/apps/uroce")
+  for p in "${pmds[@]}"; do
+    cp -L "$pmd_dir/$p.so.23" "$bundle/pmds/$p.so"  # EAL -d DIR loads *.so and *.so.23.0 only
+    objs+=("$pmd_dir/$p.so.23")
+  done
+  # Every library those load, but glibc's own (the target runs its glibc; a
+  # bundled libc would need the bundled ld.so, and bench-mc re-executes itself).
+  ldd "${objs[@]}" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u | while read -r lib; do
+    case $(basename "$lib") in
+      libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*) ;;
+      *) cp -L "$lib" "$bundle/lib/" ;;
+    esac
+  done
+  git rev-parse --short HEAD > "$bundle/COMMIT"
+  ldd --version | head -1 > "$bundle/GLIBC"
+  du -sh "$bundle"
+  echo "bundle: $bundle (commit $(cat "$bundle/COMMIT")); run it with: bench/multicore_device.sh run $bundle"
+}
+
+median() { sort -g | awk '{v[NR]=$1} END {if (NR == 0) print 0; else if (NR % 2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
+
+run_sweep() {
+  [[ -x $bundle/bin/uroce ]] || { echo "no bundle at $bundle: run '$0 bundle' first" >&2; exit 2; }
+  # A machine with DPDK installed (this one, when the script is tested here)
+  # would load its own plugins beside the bundle's and EAL panics on the
+  # duplicates: hide them in a private mount namespace, as on the lent box.
+  if [[ -d $pmd_dir && -z ${UROCE_BUNDLE_NS:-} ]]; then
+    if [[ $(id -u) == 0 ]] && command -v unshare > /dev/null; then
+      local empty
+      empty=$(mktemp -d)
+      echo "# DPDK is installed here: running with $pmd_dir hidden (private mount namespace)"
+      UROCE_BUNDLE_NS=1 unshare -m bash -c 'mount --bind "$1" "$2" && exec "$3" run "$4"' _ "$empty" "$pmd_dir" "$0" "$bundle"
+      local rc=$?
+      rmdir "$empty"
+      return $rc
+    fi
+    echo "# DPDK is installed here and its plugins cannot be hidden (needs root): the bundle's may clash" >&2
+  fi
+  local b
+  b=$(cd "$bundle" && pwd)
+  export LD_LIBRARY_PATH=$b/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  local uroce=$b/bin/uroce
+  local cpus engines reps=${REPS:-3} qpe=${QPS_PER_ENGINE:-8} depth=${DEPTH:-32} secs=${SECONDS_PER_RUN:-3}
+  cpus=$(nproc)
+  local log=${OUT:-/tmp}/multicore.txt
+  : > "$log"
+  say() { echo "$*" | tee -a "$log"; }
+  say "# multicore sweep: $(hostname), $cpus CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), bundle commit $(cat "$b/COMMIT"), built with $(cat "$b/GLIBC")"
+  say "# target machine: $(ldd --version | head -1); load: $(cut -d' ' -f1-3 /proc/loadavg)"
+  # EAL: the PMD plugins from the bundle; bench-mc adds each side's lcore map.
+  local eal=(--no-huge --no-pci --no-shconf -m 1024 -d "$b/pmds" --log-level=lib.*:error --log-level=pmd.net.memif:critical)
+  engines=()
+  for n in ${ENGINES:-1 2 4 8}; do
+    if (( n <= cpus )); then
+      engines+=("$n")
+      (( 2 * n <= cpus )) || say "# $n engines: $cpus CPUs cannot give each side its own, the engine lcores float (the rate then measures the scheduler)"
+    else
+      say "# skipping $n engines: only $cpus CPUs"
+    fi
+  done
+  local failed=0 base=0
+  declare -A med
+  for n in "${engines[@]}"; do
+    local rates=()
+    for ((r = 1; r <= reps; ++r)); do
+      local out
+      if out=$("$uroce" bench-mc "${eal[@]}" -- --engines "$n" --qps $((qpe * n)) --depth "$depth" \
+                 --seconds "$secs" --warmup 1 --timeout 30 2>&1); then
+        local rate
+        rate=$(awk '/^#engines/ {getline; print $6}' <<<"$out")
+        rates+=("$rate")
+        say "engines=$n run=$r Mmsg/s=$rate"
+      else
+        failed=1
+        say "engines=$n run=$r FAILED"
+        tail -n 8 <<<"$out" | tee -a "$log"
+      fi
+    done
+    (( ${#rates[@]} )) || continue
+    med[$n]=$(printf '%s\n' "${rates[@]}" | median)
+    if [[ $n == 1 ]]; then base=${med[$n]}; fi
+  done
+  say ""
+  say "# median of $reps runs, $qpe QPs per engine, depth $depth, 64 B RDMA WRITE, $secs s each"
+  say "$(printf '%-8s %-12s %s' engines Mmsg/s 'x one engine')"
+  for n in "${engines[@]}"; do
+    [[ -n ${med[$n]:-} ]] || continue
+    say "$(printf '%-8s %-12s %s' "$n" "${med[$n]}" "$(awk -v a="${med[$n]}" -v b="$base" 'BEGIN {print (b > 0 ? sprintf("%.2f", a / b) : "-")}')")"
+  done
+  if [[ -n ${med[8]:-} && $base != 0 ]]; then
+    say "# target: 8 engines >= 6x one engine: $(awk -v a="${med[8]}" -v b="$base" 'BEGIN {printf "%.2fx: %s", a / b, (a / b >= 6 ? "met" : "missed")}')"
+  else
+    say "# target (8 engines >= 6x one engine) not measured: needs 16 CPUs, this machine has $cpus"
+  fi
+  local top=${engines[${#engines[@]}-1]}
+  if "$uroce" bench-mc "${eal[@]}" -- --engines "$top" --qps $((qpe * top)) --workload verify --rounds 20 \
+       --placement cross --timeout 30 > "${log%.txt}-verify.txt" 2>&1; then
+    say "# verify, $top engines, cross placement: every op checked, PASS"
+  else
+    failed=1
+    say "# verify, $top engines, cross placement: FAILED (see ${log%.txt}-verify.txt)"
+  fi
+  return $failed
+}
+
+case $cmd in
+  bundle) make_bundle ;;
+  run) run_sweep ;;
+  *) sed -n '2,22p' "$0"; exit 2 ;;
+esac
