@@ -243,7 +243,11 @@ CmId* cm_connect_rc(Context* ctx, const CmPeer& peer, const CmConnParam& param,
     CmId* id = nullptr;
     const int r = connect_once(ctx, peer, param, make_qp, idle, stop, end, id, err);
     if (r > 0) return id;
-    if (r < 0 || (stop && *stop) || std::chrono::steady_clock::now() > end) return nullptr;
+    if (r < 0 || (stop && *stop)) return nullptr;
+    if (std::chrono::steady_clock::now() > end) {
+      err = "no rdma_cm server accepted within " + std::to_string(peer.timeout_s) + " s (last attempt: " + err + ")";
+      return nullptr;
+    }
     const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);  // perftest's retry delay
     while (std::chrono::steady_clock::now() < until) idle();
   }

@@ -264,7 +264,6 @@ uint64_t slot_bytes(uint64_t size, uint64_t cycle) { return size < cycle ? cycle
 // ---------------------------------------------------------------- QP info message
 
 struct Dest {
-  friend bool operator==(const Dest&, const Dest&) = default;
   uint32_t lid = 0;
   uint32_t out_reads = 0;
   uint32_t qpn = 0;
@@ -1225,7 +1224,7 @@ class Oob {
   bool hs_dest(const Dest& me, Dest& rem, std::string& err) {
     if (cm_) {
       uint8_t mine[kBinDestBytes], theirs[kBinDestBytes];
-      format_dest_bin(me, me == Dest{} ? 0 : cfg_.gid_idx, mine);
+      format_dest_bin(me, cfg_.gid_idx, mine);
       if (!xchg(mine, theirs, sizeof(mine), "the QP info", err)) return false;
       ++handshakes_;
       parse_dest_bin(theirs, rem);
