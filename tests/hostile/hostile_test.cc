@@ -20,7 +20,6 @@ namespace uroce::hostile {
 namespace {
 
 using wire::PacketDesc;
-constexpr int kNakSeq = int(wire::NakCode::kPsnSequenceError);
 constexpr int kNakInvReq = int(wire::NakCode::kInvalidRequest);
 constexpr int kNakRemAccess = int(wire::NakCode::kRemoteAccessError);
 
@@ -54,29 +53,74 @@ class Attack : public Hostile {
               0u)
         << "the attack reached the honest QP";
   }
+  /// honest_around with an attack that runs once, at the first step.
+  template <typename F>
+  void honest_around_once(F&& attack) {
+    bool done = false;
+    honest_around([&] {
+      if (done) return;
+      done = true;
+      attack();
+    });
+  }
 
   /// One bad request to vx; returns the victim's replies, checking that the
   /// honest QP is untouched around it.
   std::vector<Reply> one_bad(const PacketDesc& d, std::span<const uint8_t> payload = {}) {
-    bool sent = false;
-    honest_around([&] {
-      if (sent) return;
-      sent = true;
-      send(d, payload);
-    });
+    honest_around_once([&] { send(d, payload); });
     // The victim's answers wait in the attacker's receive ring.
     return replies(100'000);
   }
-};
 
-// Class C responder errors (IBA 9.9.3.1.2, responder side of 9.7.5.2.x):
-// one NAK with the code, the counter, the QP to ERR, memory unchanged.
-void expect_class_c(const std::vector<Reply>& rs, int code, Counter c, uint64_t before, uint64_t after,
-                    QpState vx_state) {
-  EXPECT_EQ(count_nak(rs, code), 1) << "NAK code " << code;
-  EXPECT_EQ(after - before, 1u) << kCounterNames[size_t(c)];
-  EXPECT_EQ(vx_state, QpState::kErr);
-}
+  /// A request `opcode` (RDMA WRITE or READ) from the attacker naming
+  /// [va, va + len) under rkey.
+  PacketDesc rdma(uint8_t opcode, uint64_t va, uint32_t rkey, uint32_t len) {
+    PacketDesc d = req(opcode);
+    d.reth_va = va;
+    d.reth_rkey = rkey;
+    d.reth_len = len;
+    return d;
+  }
+  /// An atomic request `opcode` from the attacker on the 8 bytes at va under rkey.
+  PacketDesc atomic(uint8_t opcode, uint64_t va, uint32_t rkey, uint64_t swap_add) {
+    PacketDesc d = req(opcode);
+    d.atomic_va = va;
+    d.atomic_rkey = rkey;
+    d.atomic_swap_add = swap_add;
+    return d;
+  }
+
+  // Class C responder errors (IBA 9.9.3.1.2, responder side of 9.7.5.2.x):
+  // sends d (one_bad) and checks one NAK with `code`, counter c up by exactly
+  // one, the QP to ERR. Returns the replies for the case's own checks (memory
+  // unchanged, no READ response or atomic ACK).
+  std::vector<Reply> expect_class_c(const PacketDesc& d, std::span<const uint8_t> payload, int code, Counter c) {
+    const uint64_t before = count(c);
+    std::vector<Reply> rs = one_bad(d, payload);
+    EXPECT_EQ(count_nak(rs, code), 1) << "NAK code " << code;
+    EXPECT_EQ(count(c) - before, 1u) << kCounterNames[size_t(c)];
+    EXPECT_EQ(state(vx_), QpState::kErr);
+    return rs;
+  }
+  /// expect_class_c with NAK remote access error, counted as resp_remote_access_errors.
+  std::vector<Reply> expect_nak_remote_access(const PacketDesc& d, std::span<const uint8_t> payload = {}) {
+    return expect_class_c(d, payload, kNakRemAccess, Counter::resp_remote_access_errors);
+  }
+  /// expect_class_c with NAK invalid request, counted as resp_remote_invalid_request.
+  std::vector<Reply> expect_nak_invalid_request(const PacketDesc& d, std::span<const uint8_t> payload = {}) {
+    return expect_class_c(d, payload, kNakInvReq, Counter::resp_remote_invalid_request);
+  }
+
+  /// Posts one receive WQE wr_id on qp: len bytes at the start of local_.
+  void post_local_recv(Qp* qp, uint64_t wr_id, uint32_t len) {
+    Sge s{local_.addr(0), len, local_mr_->lkey};
+    RecvWr rwr;
+    rwr.wr_id = wr_id;
+    rwr.sg_list = &s;
+    rwr.num_sge = 1;
+    ASSERT_TRUE(post_recv(qp, &rwr, nullptr).ok());
+  }
+};
 
 // ---------------------------------------------------------------- R_Key and bounds
 
@@ -86,28 +130,14 @@ void expect_class_c(const std::vector<Reply>& rs, int code, Counter c, uint64_t 
 // region, else NAK remote access error (class C); nothing is written, not
 // even the part inside the region.
 TEST_F(Attack, WriteBeyondRegionEnd_NakRemoteAccess) {
-  PacketDesc d = req(wire::kRcWriteOnly);
-  d.reth_va = rw_.addr(kMrBytes - 32);
-  d.reth_rkey = rw_mr_->rkey;
-  d.reth_len = 64;
-  const uint64_t c0 = count(Counter::resp_remote_access_errors);
-  auto rs = one_bad(d, bytes(64, 0xee));
-  expect_class_c(rs, kNakRemAccess, Counter::resp_remote_access_errors, c0,
-                 count(Counter::resp_remote_access_errors), state(vx_));
+  expect_nak_remote_access(rdma(wire::kRcWriteOnly, rw_.addr(kMrBytes - 32), rw_mr_->rkey, 64), bytes(64, 0xee));
   EXPECT_TRUE(rw_.unchanged());
 }
 
 // Receive: RDMA WRITE Only starting 8 bytes before the region.
 // Expect: IBA 9.7.5.2: NAK remote access error; nothing written.
 TEST_F(Attack, WriteBeforeRegionStart_NakRemoteAccess) {
-  PacketDesc d = req(wire::kRcWriteOnly);
-  d.reth_va = rw_.addr() - 8;
-  d.reth_rkey = rw_mr_->rkey;
-  d.reth_len = 16;
-  const uint64_t c0 = count(Counter::resp_remote_access_errors);
-  auto rs = one_bad(d, bytes(16, 0xee));
-  expect_class_c(rs, kNakRemAccess, Counter::resp_remote_access_errors, c0,
-                 count(Counter::resp_remote_access_errors), state(vx_));
+  expect_nak_remote_access(rdma(wire::kRcWriteOnly, rw_.addr() - 8, rw_mr_->rkey, 16), bytes(16, 0xee));
   EXPECT_TRUE(rw_.unchanged());
 }
 
@@ -117,10 +147,7 @@ TEST_F(Attack, WriteBeforeRegionStart_NakRemoteAccess) {
 // remote access error there; the Middle/Last that follow are dropped (the
 // QP is in ERR); nothing written.
 TEST_F(Attack, MultiPacketWriteOverrunningRegion_NakAtFirst) {
-  PacketDesc d = req(wire::kRcWriteFirst);
-  d.reth_va = rw_.addr(kMrBytes - 1024);
-  d.reth_rkey = rw_mr_->rkey;
-  d.reth_len = 3072;
+  PacketDesc d = rdma(wire::kRcWriteFirst, rw_.addr(kMrBytes - 1024), rw_mr_->rkey, 3072);
   d.ack_req = false;
   const uint64_t c0 = count(Counter::resp_remote_access_errors);
   send(d, bytes(1024, 0xee));
@@ -144,14 +171,7 @@ TEST_F(Attack, MultiPacketWriteOverrunningRegion_NakAtFirst) {
 // Expect: IBA 9.7.5.2: NAK remote access error and no READ response at
 // all (not even the bytes inside the region: no data leaves).
 TEST_F(Attack, ReadBeyondRegionEnd_NakRemoteAccessNoData) {
-  PacketDesc d = req(wire::kRcReadRequest);
-  d.reth_va = ro_.addr(kMrBytes - 100);
-  d.reth_rkey = ro_mr_->rkey;
-  d.reth_len = 200;
-  const uint64_t c0 = count(Counter::resp_remote_access_errors);
-  auto rs = one_bad(d);
-  expect_class_c(rs, kNakRemAccess, Counter::resp_remote_access_errors, c0,
-                 count(Counter::resp_remote_access_errors), state(vx_));
+  auto rs = expect_nak_remote_access(rdma(wire::kRcReadRequest, ro_.addr(kMrBytes - 100), ro_mr_->rkey, 200));
   for (uint8_t op : {wire::kRcReadResponseOnly, wire::kRcReadResponseFirst, wire::kRcReadResponseLast}) {
     EXPECT_EQ(count_op(rs, op), 0);
   }
@@ -160,14 +180,8 @@ TEST_F(Attack, ReadBeyondRegionEnd_NakRemoteAccessNoData) {
 // Receive: FETCH_ADD at the first 8-byte word past the region.
 // Expect: IBA 9.7.5.2: NAK remote access error; nothing added anywhere.
 TEST_F(Attack, AtomicBeyondRegionEnd_NakRemoteAccess) {
-  PacketDesc d = req(wire::kRcFetchAdd);
-  d.atomic_va = rw_.addr(kMrBytes);
-  d.atomic_rkey = rw_mr_->rkey;
-  d.atomic_swap_add = 0x0101010101010101ull;
-  const uint64_t c0 = count(Counter::resp_remote_access_errors);
-  auto rs = one_bad(d);
-  expect_class_c(rs, kNakRemAccess, Counter::resp_remote_access_errors, c0,
-                 count(Counter::resp_remote_access_errors), state(vx_));
+  auto rs = expect_nak_remote_access(
+      atomic(wire::kRcFetchAdd, rw_.addr(kMrBytes), rw_mr_->rkey, 0x0101010101010101ull));
   EXPECT_EQ(count_op(rs, wire::kRcAtomicAcknowledge), 0);
   EXPECT_TRUE(rw_.unchanged());
 }
@@ -176,14 +190,7 @@ TEST_F(Attack, AtomicBeyondRegionEnd_NakRemoteAccess) {
 // Expect: IBA 9.7.5.2 / 10.6.3.1: an R_Key that names no valid region is
 // an R_Key violation: NAK remote access error; nothing written.
 TEST_F(Attack, WriteWithWrongRkey_NakRemoteAccess) {
-  PacketDesc d = req(wire::kRcWriteOnly);
-  d.reth_va = rw_.addr(0);
-  d.reth_rkey = rw_mr_->rkey ^ 0x00100000u;
-  d.reth_len = 64;
-  const uint64_t c0 = count(Counter::resp_remote_access_errors);
-  auto rs = one_bad(d, bytes(64, 0xee));
-  expect_class_c(rs, kNakRemAccess, Counter::resp_remote_access_errors, c0,
-                 count(Counter::resp_remote_access_errors), state(vx_));
+  expect_nak_remote_access(rdma(wire::kRcWriteOnly, rw_.addr(0), rw_mr_->rkey ^ 0x00100000u, 64), bytes(64, 0xee));
   EXPECT_TRUE(rw_.unchanged());
 }
 
@@ -192,26 +199,12 @@ TEST_F(Attack, WriteWithWrongRkey_NakRemoteAccess) {
 // Expect: IBA 10.2.3 / 9.7.5.2: the region's PD must be the QP's: NAK
 // remote access error; nothing written, nothing read.
 TEST_F(Attack, WriteWithRkeyOfAnotherPd_NakRemoteAccess) {
-  PacketDesc d = req(wire::kRcWriteOnly);
-  d.reth_va = pd2_.addr(0);
-  d.reth_rkey = pd2_mr_->rkey;
-  d.reth_len = 64;
-  const uint64_t c0 = count(Counter::resp_remote_access_errors);
-  auto rs = one_bad(d, bytes(64, 0xee));
-  expect_class_c(rs, kNakRemAccess, Counter::resp_remote_access_errors, c0,
-                 count(Counter::resp_remote_access_errors), state(vx_));
+  expect_nak_remote_access(rdma(wire::kRcWriteOnly, pd2_.addr(0), pd2_mr_->rkey, 64), bytes(64, 0xee));
   EXPECT_TRUE(pd2_.unchanged());
 }
 
 TEST_F(Attack, ReadWithRkeyOfAnotherPd_NakRemoteAccess) {
-  PacketDesc d = req(wire::kRcReadRequest);
-  d.reth_va = pd2_.addr(0);
-  d.reth_rkey = pd2_mr_->rkey;
-  d.reth_len = 64;
-  const uint64_t c0 = count(Counter::resp_remote_access_errors);
-  auto rs = one_bad(d);
-  expect_class_c(rs, kNakRemAccess, Counter::resp_remote_access_errors, c0,
-                 count(Counter::resp_remote_access_errors), state(vx_));
+  auto rs = expect_nak_remote_access(rdma(wire::kRcReadRequest, pd2_.addr(0), pd2_mr_->rkey, 64));
   EXPECT_EQ(count_op(rs, wire::kRcReadResponseOnly), 0);
 }
 
@@ -219,14 +212,7 @@ TEST_F(Attack, ReadWithRkeyOfAnotherPd_NakRemoteAccess) {
 // Expect: IBA 10.6.3.1 / 9.7.5.2: access not granted: NAK remote access
 // error; nothing written.
 TEST_F(Attack, WriteWithoutRemoteWriteAccess_NakRemoteAccess) {
-  PacketDesc d = req(wire::kRcWriteOnly);
-  d.reth_va = ro_.addr(0);
-  d.reth_rkey = ro_mr_->rkey;
-  d.reth_len = 64;
-  const uint64_t c0 = count(Counter::resp_remote_access_errors);
-  auto rs = one_bad(d, bytes(64, 0xee));
-  expect_class_c(rs, kNakRemAccess, Counter::resp_remote_access_errors, c0,
-                 count(Counter::resp_remote_access_errors), state(vx_));
+  expect_nak_remote_access(rdma(wire::kRcWriteOnly, ro_.addr(0), ro_mr_->rkey, 64), bytes(64, 0xee));
   EXPECT_TRUE(ro_.unchanged());
 }
 
@@ -234,29 +220,16 @@ TEST_F(Attack, WriteWithoutRemoteWriteAccess_NakRemoteAccess) {
 // the L_Key the victim uses for its own receive buffers).
 // Expect: IBA 10.6.3.1: NAK remote access error, no READ response.
 TEST_F(Attack, ReadWithoutRemoteReadAccess_NakRemoteAccess) {
-  PacketDesc d = req(wire::kRcReadRequest);
-  d.reth_va = local_.addr(0);
-  d.reth_rkey = local_mr_->lkey;
-  d.reth_len = 64;
-  const uint64_t c0 = count(Counter::resp_remote_access_errors);
-  auto rs = one_bad(d);
-  expect_class_c(rs, kNakRemAccess, Counter::resp_remote_access_errors, c0,
-                 count(Counter::resp_remote_access_errors), state(vx_));
+  auto rs = expect_nak_remote_access(rdma(wire::kRcReadRequest, local_.addr(0), local_mr_->lkey, 64));
   EXPECT_EQ(count_op(rs, wire::kRcReadResponseOnly), 0);
 }
 
 // Receive: COMPARE_SWAP on a region without remote atomic access.
 // Expect: IBA 10.6.3.1: NAK remote access error; nothing swapped.
 TEST_F(Attack, AtomicWithoutRemoteAtomicAccess_NakRemoteAccess) {
-  PacketDesc d = req(wire::kRcCompareSwap);
-  d.atomic_va = ro_.addr(64);
-  d.atomic_rkey = ro_mr_->rkey;
+  PacketDesc d = atomic(wire::kRcCompareSwap, ro_.addr(64), ro_mr_->rkey, 0xdeadbeefdeadbeefull);
   std::memcpy(&d.atomic_compare, ro_.data() + 64, 8);
-  d.atomic_swap_add = 0xdeadbeefdeadbeefull;
-  const uint64_t c0 = count(Counter::resp_remote_access_errors);
-  auto rs = one_bad(d);
-  expect_class_c(rs, kNakRemAccess, Counter::resp_remote_access_errors, c0,
-                 count(Counter::resp_remote_access_errors), state(vx_));
+  expect_nak_remote_access(d);
   EXPECT_TRUE(ro_.unchanged());
 }
 
@@ -269,14 +242,7 @@ TEST_F(Attack, WriteToDeregisteredRegion_NakRemoteAccess) {
   Mr* mr = reg_mr(vpd_, gone.data(), gone.size(), kAllRemote).value();
   const uint32_t rkey = mr->rkey;
   ASSERT_TRUE(dereg_mr(mr).ok());
-  PacketDesc d = req(wire::kRcWriteOnly);
-  d.reth_va = gone.addr(0);
-  d.reth_rkey = rkey;
-  d.reth_len = 64;
-  const uint64_t c0 = count(Counter::resp_remote_access_errors);
-  auto rs = one_bad(d, bytes(64, 0xee));
-  expect_class_c(rs, kNakRemAccess, Counter::resp_remote_access_errors, c0,
-                 count(Counter::resp_remote_access_errors), state(vx_));
+  expect_nak_remote_access(rdma(wire::kRcWriteOnly, gone.addr(0), rkey, 64), bytes(64, 0xee));
   EXPECT_TRUE(gone.unchanged());
   EXPECT_TRUE(gone.canaries_intact());
 }
@@ -299,14 +265,7 @@ TEST_F(Attack, WriteToInvalidatedRegion_NakRemoteAccess) {
   for (int i = 0; i < 1000 && poll_cq(vcq_, 1, &wc) == 0; ++i) step();
   ASSERT_EQ(wc.wr_id, 77u);
   ASSERT_EQ(wc.status, WcStatus::kSuccess);
-  PacketDesc d = req(wire::kRcWriteOnly);
-  d.reth_va = inv.addr(0);
-  d.reth_rkey = mr->rkey;
-  d.reth_len = 64;
-  const uint64_t c0 = count(Counter::resp_remote_access_errors);
-  auto rs = one_bad(d, bytes(64, 0xee));
-  expect_class_c(rs, kNakRemAccess, Counter::resp_remote_access_errors, c0,
-                 count(Counter::resp_remote_access_errors), state(vx_));
+  expect_nak_remote_access(rdma(wire::kRcWriteOnly, inv.addr(0), mr->rkey, 64), bytes(64, 0xee));
   EXPECT_TRUE(inv.unchanged());
   EXPECT_TRUE(inv.canaries_intact());
   ASSERT_TRUE(dereg_mr(mr).ok());
@@ -319,19 +278,10 @@ TEST_F(Attack, WriteToInvalidatedRegion_NakRemoteAccess) {
 // reg_mr cannot be invalidated by a peer: NAK invalid request, and the
 // region stays valid for its owner's other connections.
 TEST_F(Attack, SendWithInvalidateOfPlainRegion_NakInvalidRequest) {
-  Sge rs{local_.addr(0), 256, local_mr_->lkey};
-  RecvWr rwr;
-  rwr.wr_id = 5;
-  rwr.sg_list = &rs;
-  rwr.num_sge = 1;
-  ASSERT_TRUE(post_recv(vx_, &rwr, nullptr).ok());
+  ASSERT_NO_FATAL_FAILURE(post_local_recv(vx_, 5, 256));
   PacketDesc d = req(wire::kRcSendOnlyInv);
   d.ieth_rkey = vhon_mr_->rkey;  // the honest connection's region
-  const uint64_t c0 = count(Counter::resp_remote_invalid_request);
-  auto replies_ = one_bad(d, bytes(16, 0xee));
-  EXPECT_EQ(count_nak(replies_, kNakInvReq), 1);
-  EXPECT_EQ(count(Counter::resp_remote_invalid_request) - c0, 1u);
-  EXPECT_EQ(state(vx_), QpState::kErr);
+  expect_nak_invalid_request(d, bytes(16, 0xee));
   ASSERT_TRUE(honest_round(3)) << "the honest peer's region was revoked";
 }
 
@@ -341,14 +291,7 @@ TEST_F(Attack, SendWithInvalidateOfPlainRegion_NakInvalidRequest) {
 // Expect: IBA 9.7.5.2: atomic VAs must be naturally aligned; a
 // misaligned one is an invalid request: NAK invalid request; nothing added.
 TEST_F(Attack, MisalignedAtomic_NakInvalidRequest) {
-  PacketDesc d = req(wire::kRcFetchAdd);
-  d.atomic_va = rw_.addr(4);
-  d.atomic_rkey = rw_mr_->rkey;
-  d.atomic_swap_add = 1;
-  const uint64_t c0 = count(Counter::resp_remote_invalid_request);
-  auto rs = one_bad(d);
-  expect_class_c(rs, kNakInvReq, Counter::resp_remote_invalid_request, c0,
-                 count(Counter::resp_remote_invalid_request), state(vx_));
+  expect_nak_invalid_request(atomic(wire::kRcFetchAdd, rw_.addr(4), rw_mr_->rkey, 1));
   EXPECT_TRUE(rw_.unchanged());
 }
 
@@ -358,26 +301,12 @@ TEST_F(Attack, MisalignedAtomic_NakInvalidRequest) {
 // as "va + len <= end" without the wrap test would pass it): NAK remote
 // access error, nothing written or read.
 TEST_F(Attack, WriteWithVaPlusLengthWrapping_NakRemoteAccess) {
-  PacketDesc d = req(wire::kRcWriteOnly);
-  d.reth_va = ~uint64_t(0) - 31;
-  d.reth_rkey = rw_mr_->rkey;
-  d.reth_len = 64;
-  const uint64_t c0 = count(Counter::resp_remote_access_errors);
-  auto rs = one_bad(d, bytes(64, 0xee));
-  expect_class_c(rs, kNakRemAccess, Counter::resp_remote_access_errors, c0,
-                 count(Counter::resp_remote_access_errors), state(vx_));
+  expect_nak_remote_access(rdma(wire::kRcWriteOnly, ~uint64_t(0) - 31, rw_mr_->rkey, 64), bytes(64, 0xee));
   EXPECT_TRUE(rw_.unchanged());
 }
 
 TEST_F(Attack, ReadWithVaPlusLengthWrapping_NakRemoteAccess) {
-  PacketDesc d = req(wire::kRcReadRequest);
-  d.reth_va = ~uint64_t(0) - 31;
-  d.reth_rkey = ro_mr_->rkey;
-  d.reth_len = 1u << 30;
-  const uint64_t c0 = count(Counter::resp_remote_access_errors);
-  auto rs = one_bad(d);
-  expect_class_c(rs, kNakRemAccess, Counter::resp_remote_access_errors, c0,
-                 count(Counter::resp_remote_access_errors), state(vx_));
+  auto rs = expect_nak_remote_access(rdma(wire::kRcReadRequest, ~uint64_t(0) - 31, ro_mr_->rkey, 1u << 30));
   EXPECT_EQ(count_op(rs, wire::kRcReadResponseFirst), 0);
 }
 
@@ -385,14 +314,7 @@ TEST_F(Attack, ReadWithVaPlusLengthWrapping_NakRemoteAccess) {
 // Expect: IBA 9.7.5.2 / a length the responder cannot accept is an
 // invalid request: NAK invalid request.
 TEST_F(Attack, WriteLongerThanMaxMessage_NakInvalidRequest) {
-  PacketDesc d = req(wire::kRcWriteFirst);
-  d.reth_va = rw_.addr(0);
-  d.reth_rkey = rw_mr_->rkey;
-  d.reth_len = 0x80000001u;
-  const uint64_t c0 = count(Counter::resp_remote_invalid_request);
-  auto rs = one_bad(d, bytes(1024, 0xee));
-  expect_class_c(rs, kNakInvReq, Counter::resp_remote_invalid_request, c0,
-                 count(Counter::resp_remote_invalid_request), state(vx_));
+  expect_nak_invalid_request(rdma(wire::kRcWriteFirst, rw_.addr(0), rw_mr_->rkey, 0x80000001u), bytes(1024, 0xee));
   EXPECT_TRUE(rw_.unchanged());
 }
 
@@ -450,10 +372,7 @@ TEST_F(Attack, PsnFarBehind_DuplicateNotExecuted) {
   r.reth_va = ro_.addr(0);
   r.reth_rkey = ro_mr_->rkey;
   r.reth_len = 64;
-  bool sent = false;
-  honest_around([&] {
-    if (sent) return;
-    sent = true;
+  honest_around_once([&] {
     send(w, bytes(64, 0xee));
     send(r);
   });
@@ -482,10 +401,7 @@ TEST_F(Attack, AckForPsnNeverSent_Dropped) {
   auto out = replies(50'000);
   ASSERT_EQ(count_op(out, wire::kRcSendOnly), 1);
   const uint64_t c0 = count(Counter::unsent_psn_response);
-  bool sent = false;
-  honest_around([&] {
-    if (sent) return;
-    sent = true;
+  honest_around_once([&] {
     PacketDesc a = req(wire::kRcAcknowledge);
     a.ack_req = false;
     a.psn = kVPsn + 1000;
@@ -519,10 +435,7 @@ TEST_F(Attack, AckForPsnNeverSent_Dropped) {
 // (counted); no memory changes (there is no WQE to scatter into).
 TEST_F(Attack, UnsolicitedResponses_Dropped) {
   const uint64_t c0 = count(Counter::duplicate_response) + count(Counter::unsent_psn_response);
-  bool sent = false;
-  honest_around([&] {
-    if (sent) return;
-    sent = true;
+  honest_around_once([&] {
     PacketDesc r = req(wire::kRcReadResponseOnly);
     r.ack_req = false;
     r.psn = kVPsn;
@@ -553,10 +466,7 @@ TEST_F(Attack, ReservedOpcodes_SilentlyDropped) {
   ASSERT_GT(wire::build(d, bytes(16, 0xee), f), 0u);
   const size_t bth = 14 + 20 + 8;
   int reserved = 0;
-  bool done = false;
-  honest_around([&] {
-    if (done) return;
-    done = true;
+  honest_around_once([&] {
     for (int op = 0; op < 256; ++op) {
       if (wire::kOpcodes[size_t(op)].flags & wire::kValid) continue;
       f[bth] = uint8_t(op);
@@ -576,10 +486,7 @@ TEST_F(Attack, ReservedOpcodes_SilentlyDropped) {
 // Expect: IBA 9.6 (BTH opcode must match the QP's service type): silently
 // dropped and counted; the QP stays in RTS; nothing written.
 TEST_F(Attack, OpcodeOfAnotherService_SilentlyDropped) {
-  bool done = false;
-  honest_around([&] {
-    if (done) return;
-    done = true;
+  honest_around_once([&] {
     PacketDesc u = req(wire::kUdSendOnly);
     u.deth_qkey = kQkey;
     send(u, bytes(16, 0xee));
@@ -602,10 +509,7 @@ TEST_F(Attack, OpcodeOfAnotherService_SilentlyDropped) {
 // its peer's packets): silently dropped and counted; the honest QP is
 // neither written nor NAKed nor moved out of RTS.
 TEST_F(Attack, WrongDestinationQp_SilentlyDropped) {
-  bool done = false;
-  honest_around([&] {
-    if (done) return;
-    done = true;
+  honest_around_once([&] {
     PacketDesc d = req(wire::kRcWriteOnly);
     d.dest_qp = 0xabcde;
     d.reth_va = rw_.addr(0);
@@ -635,10 +539,7 @@ TEST_F(Attack, WrongDestinationQp_SilentlyDropped) {
 // notification point; one from another source is dropped before it reaches
 // congestion control (rx_drop_wrong_src), the peer's own is taken.
 TEST_F(Attack, ForgedCnpToAnotherConnection_Dropped) {
-  bool done = false;
-  honest_around([&] {
-    if (done) return;
-    done = true;
+  honest_around_once([&] {
     PacketDesc c = req(wire::kCnp);
     c.ack_req = false;
     c.psn = 0;
@@ -664,21 +565,13 @@ TEST_F(Attack, ForgedCnpToAnotherConnection_Dropped) {
 // Expect: C10-15: a Q_Key mismatch drops the datagram silently
 // (counted) and consumes no receive WQE; the right Q_Key is delivered.
 TEST_F(Attack, UdWrongQkey_SilentlyDropped) {
-  Sge rs{local_.addr(0), 1024, local_mr_->lkey};
-  RecvWr rwr;
-  rwr.wr_id = 55;
-  rwr.sg_list = &rs;
-  rwr.num_sge = 1;
-  ASSERT_TRUE(post_recv(vud_, &rwr, nullptr).ok());
+  ASSERT_NO_FATAL_FAILURE(post_local_recv(vud_, 55, 1024));
   PacketDesc u = req(wire::kUdSendOnly);
   u.dest_qp = vud_->qp_num;
   u.ack_req = false;
   u.deth_src_qp = 0x99;
   u.deth_qkey = kQkey ^ 1;
-  bool done = false;
-  honest_around([&] {
-    if (done) return;
-    done = true;
+  honest_around_once([&] {
     send(u, bytes(32, 0xee));
   });
   EXPECT_EQ(count(Counter::rx_drop_bad_qkey), 1u);

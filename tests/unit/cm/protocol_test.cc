@@ -100,6 +100,10 @@ class Cm : public ::testing::Test {
     listener = must(cm_create_id(b->ctx.get(), nullptr, ps));
     ASSERT_TRUE(cm_bind_addr(listener, SockAddr{Gid{}, kPort}).ok());
     ASSERT_TRUE(cm_listen(listener, 4).ok());
+    resolve_client(ps);
+  }
+  /// A new client id on a: resolves b's address and route and creates its QP.
+  void resolve_client(CmPortSpace ps = CmPortSpace::kTcp) {
     client = must(cm_create_id(a->ctx.get(), nullptr, ps));
     ASSERT_TRUE(cm_resolve_addr(client, nullptr, SockAddr{b->gid, kPort}, 2000).ok());
     ASSERT_EQ(wait_event(*a).event, CmEventType::kAddrResolved);
@@ -134,11 +138,29 @@ class Cm : public ::testing::Test {
     ASSERT_TRUE(cm_accept(server, p).ok());
   }
 
+  /// connect_request, b accepts it, and both sides report Established;
+  /// server is b's id of the connection.
+  void establish(CmId*& server) {
+    server = connect_request();
+    ASSERT_NE(server, nullptr);
+    ASSERT_NO_FATAL_FAILURE(accept(server));
+    ASSERT_EQ(wait_event(*a).event, CmEventType::kEstablished);
+    ASSERT_EQ(wait_event(*b).event, CmEventType::kEstablished);
+  }
+
   /// Count of frames side s sent with CM attribute attr.
   size_t sent(Side& s, CmAttr attr) const {
     size_t n = 0;
     for (size_t i = 0; i < s.port.sent.size(); ++i) n += cm_attr(s.port.sent[i], s.port.sent_bytes[i]) == uint16_t(attr);
     return n;
+  }
+  /// Index in s.port.sent of the last frame side s sent with CM attribute attr.
+  size_t last_sent(Side& s, CmAttr attr) const {
+    size_t last = 0;
+    for (size_t i = 0; i < s.port.sent.size(); ++i) {
+      if (cm_attr(s.port.sent[i], s.port.sent_bytes[i]) == uint16_t(attr)) last = i;
+    }
+    return last;
   }
   uint64_t cnt(Side& s, CmCounter c) const { return query_cm_counters(s.ctx.get()).get(c); }
 
@@ -187,11 +209,8 @@ class Cm : public ::testing::Test {
 // REQ -> REP -> RTU, data both ways' PSNs as exchanged, DREQ -> DREP, no leaks.
 TEST_F(Cm, ConnectAcceptTransferDisconnect) {
   listen_and_resolve();
-  CmId* server = connect_request();
-  ASSERT_NE(server, nullptr);
-  accept(server);
-  EXPECT_EQ(wait_event(*a).event, CmEventType::kEstablished);
-  EXPECT_EQ(wait_event(*b).event, CmEventType::kEstablished);
+  CmId* server = nullptr;
+  ASSERT_NO_FATAL_FAILURE(establish(server));
   EXPECT_EQ(client->qp->state, QpState::kRts);
   EXPECT_EQ(server->qp->state, QpState::kRts);
   EXPECT_EQ(sent(*a, CmAttr::kReq), 1u);
@@ -284,11 +303,8 @@ TEST_F(Cm, ConsumerRejectCarriesPrivateData) {
 TEST_F(Cm, LostRepIsResentOnDuplicateReq) {
   listen_and_resolve();
   drop_first(*b, CmAttr::kRep, 1);
-  CmId* server = connect_request();
-  ASSERT_NE(server, nullptr);
-  accept(server);
-  EXPECT_EQ(wait_event(*a).event, CmEventType::kEstablished);
-  EXPECT_EQ(wait_event(*b).event, CmEventType::kEstablished);
+  CmId* server = nullptr;
+  ASSERT_NO_FATAL_FAILURE(establish(server));
   EXPECT_EQ(sent(*a, CmAttr::kReq), 2u);
   EXPECT_EQ(sent(*b, CmAttr::kRep), 2u);
   EXPECT_EQ(cnt(*a, CmCounter::mad_retries), 1u);
@@ -318,11 +334,8 @@ TEST_F(Cm, DuplicateReqBeforeAcceptGetsMra) {
 TEST_F(Cm, LostRtuIsResentOnDuplicateRep) {
   listen_and_resolve();
   drop_first(*a, CmAttr::kRtu, 1);
-  CmId* server = connect_request();
-  ASSERT_NE(server, nullptr);
-  accept(server);
-  EXPECT_EQ(wait_event(*a).event, CmEventType::kEstablished);
-  EXPECT_EQ(wait_event(*b).event, CmEventType::kEstablished);
+  CmId* server = nullptr;
+  ASSERT_NO_FATAL_FAILURE(establish(server));
   EXPECT_EQ(sent(*b, CmAttr::kRep), 2u);
   EXPECT_EQ(sent(*a, CmAttr::kRtu), 2u);
   EXPECT_EQ(cnt(*a, CmCounter::dup_rep), 1u);
@@ -331,11 +344,8 @@ TEST_F(Cm, LostRtuIsResentOnDuplicateRep) {
 // A lost DREP: the DREQ is resent, the peer in time wait answers with the DREP again.
 TEST_F(Cm, LostDrepIsResentOnDuplicateDreq) {
   listen_and_resolve();
-  CmId* server = connect_request();
-  ASSERT_NE(server, nullptr);
-  accept(server);
-  ASSERT_EQ(wait_event(*a).event, CmEventType::kEstablished);
-  ASSERT_EQ(wait_event(*b).event, CmEventType::kEstablished);
+  CmId* server = nullptr;
+  ASSERT_NO_FATAL_FAILURE(establish(server));
   drop_first(*b, CmAttr::kDrep, 1);
   ASSERT_TRUE(cm_disconnect(client).ok());
   EXPECT_EQ(wait_event(*b).event, CmEventType::kDisconnected);
@@ -353,11 +363,8 @@ TEST_F(Cm, DuplicatedMadsEstablishOnce) {
     };
   }
   listen_and_resolve();
-  CmId* server = connect_request();
-  ASSERT_NE(server, nullptr);
-  accept(server);
-  EXPECT_EQ(wait_event(*a).event, CmEventType::kEstablished);
-  EXPECT_EQ(wait_event(*b).event, CmEventType::kEstablished);
+  CmId* server = nullptr;
+  ASSERT_NO_FATAL_FAILURE(establish(server));
   run_for(1'000'000);
   CmEvent ev;
   EXPECT_EQ(cm_get_event(a->ctx.get(), &ev), 0);
@@ -388,16 +395,10 @@ TEST_F(Cm, SilentPeerIsUnreachableAfterRetries) {
 // REJ stale connection, and the old connection is torn down with a DREQ.
 TEST_F(Cm, StaleReqIsRejectedAndOldConnectionDisconnected) {
   listen_and_resolve();
-  CmId* server = connect_request();
-  ASSERT_NE(server, nullptr);
-  accept(server);
-  ASSERT_EQ(wait_event(*a).event, CmEventType::kEstablished);
-  ASSERT_EQ(wait_event(*b).event, CmEventType::kEstablished);
+  CmId* server = nullptr;
+  ASSERT_NO_FATAL_FAILURE(establish(server));
   // Replay a's REQ with a new comm ID, as a restarted peer reusing its QPN would.
-  size_t req_i = 0;
-  for (size_t i = 0; i < a->port.sent.size(); ++i) {
-    if (cm_attr(a->port.sent[i], a->port.sent_bytes[i]) == uint16_t(CmAttr::kReq)) req_i = i;
-  }
+  const size_t req_i = last_sent(*a, CmAttr::kReq);
   std::vector<uint8_t> f = a->port.sent_bytes[req_i];
   const wire::PacketDesc d = a->port.sent[req_i];
   cm::CmMad m;
@@ -418,10 +419,7 @@ TEST_F(Cm, MalformedMadsAreDroppedAndCounted) {
   listen_and_resolve();
   CmId* server = connect_request();
   ASSERT_NE(server, nullptr);
-  size_t req_i = 0;
-  for (size_t i = 0; i < a->port.sent.size(); ++i) {
-    if (cm_attr(a->port.sent[i], a->port.sent_bytes[i]) == uint16_t(CmAttr::kReq)) req_i = i;
-  }
+  const size_t req_i = last_sent(*a, CmAttr::kReq);
   const wire::PacketDesc d0 = a->port.sent[req_i];
   std::vector<uint8_t> mad(a->port.sent_bytes[req_i].begin() + d0.payload_off,
                            a->port.sent_bytes[req_i].begin() + d0.payload_off + cm::kMadBytes);
@@ -503,11 +501,8 @@ TEST_F(Cm, SidrWithoutListenerIsUnreachable) {
 // still works and every id and QP can be destroyed.
 TEST_F(Cm, MutatedMadStormKeepsStateConsistent) {
   listen_and_resolve();
-  CmId* server = connect_request();
-  ASSERT_NE(server, nullptr);
-  accept(server);
-  ASSERT_EQ(wait_event(*a).event, CmEventType::kEstablished);
-  ASSERT_EQ(wait_event(*b).event, CmEventType::kEstablished);
+  CmId* server = nullptr;
+  ASSERT_NO_FATAL_FAILURE(establish(server));
   // The MADs both sides sent so far, as (frame desc, 256 bytes).
   std::vector<std::pair<wire::PacketDesc, std::array<uint8_t, cm::kMadBytes>>> mads;
   for (Side* s : {a.get(), b.get()}) {
@@ -569,17 +564,9 @@ TEST_F(Cm, MutatedMadStormKeepsStateConsistent) {
   // Whatever state the storm left the old connection in, a new one works.
   ASSERT_TRUE(cm_destroy_id(client).ok());
   ASSERT_TRUE(cm_destroy_id(server).ok());
-  client = must(cm_create_id(a->ctx.get(), nullptr, CmPortSpace::kTcp));
-  ASSERT_TRUE(cm_resolve_addr(client, nullptr, SockAddr{b->gid, kPort}, 2000).ok());
-  ASSERT_EQ(wait_event(*a).event, CmEventType::kAddrResolved);
-  ASSERT_TRUE(cm_resolve_route(client, 2000).ok());
-  ASSERT_EQ(wait_event(*a).event, CmEventType::kRouteResolved);
-  ASSERT_TRUE(cm_create_qp(client, a->pd, qp_attr(*a)).ok());
-  CmId* fresh = connect_request();
-  ASSERT_NE(fresh, nullptr);
-  accept(fresh);
-  EXPECT_EQ(wait_event(*a).event, CmEventType::kEstablished);
-  EXPECT_EQ(wait_event(*b).event, CmEventType::kEstablished);
+  ASSERT_NO_FATAL_FAILURE(resolve_client());
+  CmId* fresh = nullptr;
+  ASSERT_NO_FATAL_FAILURE(establish(fresh));
   send_one(client->qp, fresh->qp);
   ASSERT_TRUE(cm_destroy_id(client).ok());
   ASSERT_TRUE(cm_destroy_id(fresh).ok());
