@@ -239,8 +239,7 @@ struct Config {
   uint8_t qp_timeout = 14;
   bool gbits = false;
   std::string dev;
-  std::optional<Gid> gid4, gid6;
-  std::optional<MacAddr> mac;
+  OurAddrs addrs;  // --ip, --ip6, --mac
   uint16_t port_mtu = 0;
   std::string listen;
   bool rdma_cm = false;  // -R
@@ -452,7 +451,7 @@ bool Perf::open(std::string& err) {
   dpdk::DpdkPortConfig pc;
   pc.device = cfg_.dev;
   pc.mtu = cfg_.port_mtu;
-  pc.promiscuous = true;  // the stack answers for cfg_.mac in software
+  pc.promiscuous = true;  // the stack answers for cfg_.addrs.mac in software
   pc.link_timeout_ms = cfg_.timeout_s * 1000;
   pc.pcap_path = cfg_.pcap;
   auto port = dpdk::DpdkPort::open(pc);
@@ -462,13 +461,13 @@ bool Perf::open(std::string& err) {
   }
   port_ = std::move(port).value();
   clock_.emplace();
-  // The stack sends from GID index 0: the GID -x selects goes there.
-  const std::optional<Gid>& chosen = cfg_.gid_idx == 1 ? cfg_.gid6 : cfg_.gid4;
-  const std::optional<Gid>& other = cfg_.gid_idx == 1 ? cfg_.gid4 : cfg_.gid6;
-  gid_ = *chosen;
+  // The GID table as -x numbers it (as `uroce pingpong -g`): index 0 = --ip,
+  // index 1 = --ip6; the QPs send from index -x (AH sgid_index) and the
+  // peer's address is resolved (ARP / ND) from that GID.
+  gid_ = *cfg_.addrs.gid(cfg_.gid_idx);
   DeviceConfig dc;
-  dc.mac = cfg_.mac ? *cfg_.mac : port_->info().mac;
-  dc.gid = gid_;
+  dc.mac = cfg_.addrs.mac ? *cfg_.addrs.mac : port_->info().mac;
+  if (cfg_.addrs.gid4) dc.gid = *cfg_.addrs.gid4;
   dc.max_qp = cfg_.num_qp + 4;
   PacketIo* io = &port_->queue(0);
   if (cfg_.drop_rate > 0) io = &fault_.emplace(*io, cfg_.drop_rate, cfg_.drop_seed);
@@ -478,10 +477,10 @@ bool Perf::open(std::string& err) {
     return false;
   }
   ctx_ = std::move(ctx).value();
-  if (other) {
-    auto added = ctx_->net->gids().add(net::GidEntry{*other, net::GidType::kRoceV2, net::kNoVlan, dc.mac});
-    if (!added.ok()) {
-      err = std::string("second GID: ") + added.status().message();
+  if (cfg_.addrs.gid6) {
+    const Status st = ctx_->net->gids().set(1, net::GidEntry{*cfg_.addrs.gid6, net::GidType::kRoceV2, net::kNoVlan, dc.mac});
+    if (!st.ok()) {
+      err = std::string("GID index 1 (--ip6): ") + st.message();
       return false;
     }
   }
@@ -599,7 +598,7 @@ bool Perf::setup(std::string& err, const CmPeer* cm) {
 bool Perf::resolve(const Gid& ip, MacAddr& mac, std::string& err) {
   const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(cfg_.timeout_s);
   while (!g_stop && std::chrono::steady_clock::now() < end) {
-    const net::Resolution r = ctx_->net->resolve(ip, 0, clock_->now_ns());
+    const net::Resolution r = ctx_->net->resolve(ip, cfg_.gid_idx, clock_->now_ns());
     if (r.status == net::ResolveStatus::kResolved) {
       mac = r.mac;
       return true;
@@ -657,7 +656,7 @@ bool Perf::connect_qps(std::string& err) {  // ctx_connect
   }
   AhAttr ah;
   ah.dgid = peer;
-  ah.sgid_index = 0;
+  ah.sgid_index = cfg_.gid_idx;
   ah.hop_limit = 64;  // perftest asks for 0xFF; rxe sends TTL 64 whatever it is given (docs/INTEROP.md)
   ah.sl = cfg_.sl;
   if (!resolve(peer, ah.dmac, err)) return false;
@@ -1549,19 +1548,7 @@ int cmd_perf(int argc, char** argv) {
                          .config_line = args.config_line()});
   }
   cfg.dev = std::string(args.get_str("dev"));
-  if (args.given("ip")) {
-    cfg.gid4 = parse_ip_gid(args.get_str("ip"), false);
-    if (!cfg.gid4) return usage("--ip is not an IPv4 address");
-  }
-  if (args.given("ip6")) {
-    cfg.gid6 = parse_ip_gid(args.get_str("ip6"), true);
-    if (!cfg.gid6) return usage("--ip6 is not an IPv6 address");
-  }
-  if (!(cfg.gid_idx == 1 ? cfg.gid6 : cfg.gid4)) return usage(cfg.gid_idx == 1 ? "-x 1 needs --ip6" : "-x 0 needs --ip");
-  if (args.given("mac")) {
-    cfg.mac = parse_mac(args.get_str("mac"));
-    if (!cfg.mac) return usage("--mac is not aa:bb:cc:dd:ee:ff");
-  }
+  if (const std::string e = parse_our_addrs(args, cfg.gid_idx, "-x", cfg.addrs); !e.empty()) return usage(e);
   cfg.port_mtu = uint16_t(args.get_uint("port-mtu"));
   cfg.listen = std::string(args.get_str("listen"));
   cfg.rdma_cm = args.flag("rdma_cm");
@@ -1601,7 +1588,7 @@ int cmd_perf(int argc, char** argv) {
   }
   const auto& pi = perf.port_info();
   std::fprintf(out.info, "# %.*s %s: port %s (%s) mtu %u, mac %s, gid %s, lcore %u%s%s\n", int(test.size()), test.data(), role,
-               pi.name.c_str(), pi.driver.c_str(), pi.mtu, mac_str(cfg.mac ? *cfg.mac : pi.mac).c_str(),
+               pi.name.c_str(), pi.driver.c_str(), pi.mtu, mac_str(cfg.addrs.mac ? *cfg.addrs.mac : pi.mac).c_str(),
                gid_str(perf.gid()).c_str(), rte_lcore_id(), cfg.pcap.empty() ? "" : ", capture ", cfg.pcap.c_str());
   if (cfg.server) {
     std::fprintf(out.info, "\n************************************\n* Waiting for client to connect... *\n************************************\n");

@@ -156,8 +156,7 @@ struct Config {
   uint32_t num_qp = 1;
   uint32_t oob_msgs = 1;
   std::string dev;
-  std::optional<Gid> gid4, gid6;
-  std::optional<MacAddr> mac;
+  OurAddrs addrs;  // --ip, --ip6, --mac
   uint16_t port_mtu = 0;
   std::string listen;
   uint32_t timeout_s = 0;
@@ -286,7 +285,7 @@ bool Pingpong::open(std::string& err) {
   pc.device = cfg_.dev;
   pc.mtu = cfg_.port_mtu;
   // The port keeps its own MAC (on af_packet setting one would rename the
-  // kernel interface's); the stack answers for cfg_.mac in software, so the
+  // kernel interface's); the stack answers for cfg_.addrs.mac in software, so the
   // port must hand it every frame.
   pc.promiscuous = true;
   pc.link_timeout_ms = cfg_.timeout_s * 1000;
@@ -301,10 +300,10 @@ bool Pingpong::open(std::string& err) {
 
   // The GID table as -g numbers it: index 0 = --ip, index 1 = --ip6; the
   // QPs send from index -g (AH sgid_index).
-  gid_ = cfg_.gid_idx == 1 ? *cfg_.gid6 : *cfg_.gid4;
+  gid_ = cfg_.gid_idx == 1 ? *cfg_.addrs.gid6 : *cfg_.addrs.gid4;
   DeviceConfig dc;
-  dc.mac = cfg_.mac ? *cfg_.mac : port_->info().mac;
-  if (cfg_.gid4) dc.gid = *cfg_.gid4;
+  dc.mac = cfg_.addrs.mac ? *cfg_.addrs.mac : port_->info().mac;
+  if (cfg_.addrs.gid4) dc.gid = *cfg_.addrs.gid4;
   dc.max_qp = cfg_.num_qp + 4;
   dc.tx_zero_copy = cfg_.zero_copy;
   PacketIo* io = &port_->queue(0);
@@ -315,8 +314,8 @@ bool Pingpong::open(std::string& err) {
     return false;
   }
   ctx_ = std::move(ctx).value();
-  if (cfg_.gid6) {
-    const Status st = ctx_->net->gids().set(1, net::GidEntry{*cfg_.gid6, net::GidType::kRoceV2, net::kNoVlan, dc.mac});
+  if (cfg_.addrs.gid6) {
+    const Status st = ctx_->net->gids().set(1, net::GidEntry{*cfg_.addrs.gid6, net::GidType::kRoceV2, net::kNoVlan, dc.mac});
     if (!st.ok()) {
       err = std::string("GID index 1 (--ip6): ") + st.message();
       return false;
@@ -748,21 +747,7 @@ int cmd_pingpong(int argc, char** argv) {
     return usage("--num-qp is for --transport srq");
   }
   cfg.dev = std::string(args.get_str("dev"));
-  if (args.given("ip")) {
-    cfg.gid4 = parse_ip_gid(args.get_str("ip"), false);
-    if (!cfg.gid4) return usage("--ip is not an IPv4 address");
-  }
-  if (args.given("ip6")) {
-    cfg.gid6 = parse_ip_gid(args.get_str("ip6"), true);
-    if (!cfg.gid6) return usage("--ip6 is not an IPv6 address");
-  }
-  if (!(cfg.gid_idx == 1 ? cfg.gid6 : cfg.gid4)) {
-    return usage(cfg.gid_idx == 1 ? "-g 1 needs --ip6" : "-g 0 needs --ip (our IPv4 address)");
-  }
-  if (args.given("mac")) {
-    cfg.mac = parse_mac(args.get_str("mac"));
-    if (!cfg.mac) return usage("--mac is not aa:bb:cc:dd:ee:ff");
-  }
+  if (const std::string e = parse_our_addrs(args, cfg.gid_idx, "-g", cfg.addrs); !e.empty()) return usage(e);
   cfg.port_mtu = uint16_t(args.get_uint("port-mtu"));
   cfg.listen = std::string(args.get_str("listen"));
   cfg.timeout_s = uint32_t(args.get_uint("timeout"));
@@ -790,7 +775,7 @@ int cmd_pingpong(int argc, char** argv) {
   const auto& pi = pp.port_info();
   std::fprintf(info, "# %s %s: size %u, path MTU %u, port %s (%s) mtu %u, mac %s, gid %s, lcore %u%s%s\n",
                kind_name(cfg.kind), role, cfg.size, mtu_bytes(cfg.mtu), pi.name.c_str(), pi.driver.c_str(), pi.mtu,
-               mac_str(cfg.mac ? *cfg.mac : pi.mac).c_str(), gid_str(pp.gid()).c_str(), rte_lcore_id(),
+               mac_str(cfg.addrs.mac ? *cfg.addrs.mac : pi.mac).c_str(), gid_str(pp.gid()).c_str(), rte_lcore_id(),
                cfg.pcap.empty() ? "" : ", capture ", cfg.pcap.c_str());
   RunResult r;
   if (pp.exchange(err)) {

@@ -909,7 +909,11 @@ PERF_CELLS = {
     "write_bw_mtu4096": ("ib_write_bw", "-m 4096 -s 65536 -n 50", "write_bw"),
     "read_bw_mtu4096":  ("ib_read_bw",  "-m 4096 -s 65536 -n 50", "read_bw"),
     "send_lat_mtu4096": ("ib_send_lat", "-m 4096 -s 4096 -n 100", "send_lat"),
+    # RoCEv2 over IPv6 GIDs: rxe's GID index 2 (fd00:70::1), ours -x 1 (fd00:70::3), neighbour
+    # discovery instead of ARP; the 1500-byte boot gets IPv6 when this cell is asked for.
+    "write_bw6":   ("ib_write_bw",  "-s 65536 -n 50",            "write_bw"),
 }
+PERF_IPV6 = {"write_bw6"}  # cells over IPv6 GIDs
 PERF_JUMBO = {c for c in PERF_CELLS if c.endswith("_mtu4096")}  # cells on a 9000-byte link
 # Loss cells: our port loses this fraction of the frames it receives and of those it sends
 # (`uroce perf --drop-rate`, drivers/dpdk/fault_io.h; seeded, so a cell's losses repeat), so rxe
@@ -920,7 +924,7 @@ PERF_LOSS = {"write_bw_loss1": 0.01, "write_bw_loss5": 0.05, "read_bw_loss1": 0.
 PERF_DEFAULT_CELLS = ["write_bw", "send_lat", "send_bw", "read_bw", "atomic_bw_faa", "atomic_bw_cas",
                       "write_lat", "read_lat", "atomic_lat", "write_bw_q4", "write_bw_b", "send_bw_b",
                       "write_bw_a", "read_bw_a", "send_bw_a", "write_bw_1b", "read_bw_1b", "send_bw_1b",
-                      *PERF_LOSS, *sorted(PERF_JUMBO)]
+                      *PERF_LOSS, *sorted(PERF_IPV6), *sorted(PERF_JUMBO)]
 PERF_STEP_TIMEOUT = 180    # one stock tool run in the guest (rxe retries forever: bound it)
 PERF_HOST_TIMEOUT = 150    # --timeout of one `uroce perf`
 
@@ -931,7 +935,7 @@ def perf_guest_script(role: str, cells: list[str]) -> str:
     lines = []
     for c in cells:
         tool, flags, _ = PERF_CELLS[c]
-        cmd = f"{tool} -d rxe0 -x $GID4 -F {flags}"
+        cmd = f"{tool} -d rxe0 -x {'$GID6' if c in PERF_IPV6 else '$GID4'} -F {flags}"
         if role == "server":
             body = (f'for i in $(seq 90); do timeout {PERF_STEP_TIMEOUT} {cmd} {KERNEL_IP4} >/tmp/o 2>&1; '
                     f'rc=$?; grep -q "Couldn.t connect\\|Unable to init the socket" /tmp/o || break; sleep 1; done; ')
@@ -954,6 +958,8 @@ def perf_host_cmd(uroce: str, role: str, cell: str, pcap: str) -> str:
            f"--vdev={afp_vdev(mtu)}")
     ours = (f"{test} --ip {STACK_IP4} --mac {STACK_MAC} --timeout {PERF_HOST_TIMEOUT} --pcap {pcap} "
             f"--port-mtu {mtu} {flags}")
+    if cell in PERF_IPV6:
+        ours += f" --ip6 {STACK_IP6} -x 1"
     if cell in PERF_LOSS:
         seed = 1 + sorted(PERF_CELLS).index(cell) + (100 if role == "client" else 0)
         ours += (f" --drop-rate {PERF_LOSS[cell]} --drop-seed {seed} "
@@ -1047,7 +1053,8 @@ def perf_loss_check(uroce_role: str, cell: str, pcap: str, guest_frames: list[di
 
 def run_perf_matrix(out: str, uroce: str, roles: list[str], cells: list[str],
                     timeout: float = 1500, cache: str | None = None) -> dict:
-    """Per role one guest boot running every cell in turn; per cell: the stock tool's rc, ours,
+    """Per role and link MTU one guest boot (IPv6 on when an IPv6 cell is in it) running every cell
+    in turn; per cell: the stock tool's rc, ours,
     `uroce dump --verify` of our capture and the harness's own ICRC check of it."""
     res: dict = {"cells": {}, "boots": {}}
     groups = [(1500, [c for c in cells if c not in PERF_JUMBO]),
@@ -1057,7 +1064,8 @@ def run_perf_matrix(out: str, uroce: str, roles: list[str], cells: list[str],
         rdir = os.path.join(out, f"our-{boot}")
         os.makedirs(rdir, exist_ok=True)
         r = run_single(rdir, perf_guest_script(role, group),
-                       perf_host_script(uroce, role, group, rdir), mtu=mtu, timeout=timeout, cache=cache)
+                       perf_host_script(uroce, role, group, rdir), mtu=mtu, timeout=timeout, cache=cache,
+                       ipv6=bool(PERF_IPV6 & set(group)))
         host_text = open(r["host"]["log"]).read() if "host" in r else ""
         guest_text = open(r["guest"]["log"]).read() if r["guest"].get("log") else ""
         host_steps = {m.group(1): {"rc": int(m.group(2)), "ms": int(m.group(3)),
