@@ -1,9 +1,11 @@
-// The out-of-band TCP channel of the two-endpoint apps (demo, pingpong), in the
-// manner of perftest and rdma-core's *_pingpong: the server listens and
+// The out-of-band channels of the two-endpoint apps (demo, pingpong, perf), in
+// the manner of perftest and rdma-core's *_pingpong: the server listens and
 // accepts one client, the client connects (retrying until the server is up),
-// then both exchange fixed-size messages. Control path only (sockets,
-// allocation); the wait loops call an idle callback so that the caller's
-// engine keeps polling (answers ARP, retransmits) while it waits.
+// then both exchange fixed-size messages. TcpChannel carries them over TCP;
+// CmChannel over an RC connection that rdma_cm sets up (perftest -R).
+// Control path only; the wait loops call an idle callback so that the
+// caller's engine keeps polling (answers ARP, retransmits, runs the CM) while
+// it waits.
 //
 // The stop flag (set by the app's SIGINT/SIGTERM handler) ends every wait.
 #pragma once
@@ -12,8 +14,12 @@
 #include <csignal>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
+
+#include <uroce/cm.h>
+#include <uroce/verbs.h>
 
 namespace uroce::apps {
 
@@ -97,6 +103,65 @@ class TcpChannel {
   int fd_ = -1;
   bool eof_ = false;
   std::vector<uint8_t> buf_;
+};
+
+/// Where an rdma_cm connection goes: the server binds addr (ip zero: any of
+/// ours) and listens, the client connects to addr.
+struct CmPeer {
+  bool server = false;
+  SockAddr addr;
+  uint32_t timeout_s = 60;
+};
+
+/// Sets up one RC connection with rdma_cm (port space TCP) as librdmacm's
+/// tools do: the server listens, takes the first REQ and accepts it; the
+/// client resolves address and route and connects, and starts over (a new
+/// id, after 100 ms) while the server answers REJ "invalid service ID" (it
+/// does not listen yet), until timeout_s. make_qp gives the id its QP
+/// (cm_create_qp) and posts the receives the first messages need, before the
+/// REP / REQ leaves. idle pumps the engine; stop ends the wait. Returns the
+/// connected id (the caller destroys it), or nullptr with err set.
+CmId* cm_connect_rc(Context* ctx, const CmPeer& peer, const CmConnParam& param,
+                    const std::function<bool(CmId*, std::string&)>& make_qp, const std::function<void()>& idle,
+                    const volatile std::sig_atomic_t* stop, std::string& err);
+
+/// The out-of-band channel of perftest -R: the same messages as over TCP, each
+/// one RC SEND on a QP of its own that rdma_cm connects (perftest 4.5's comm
+/// QP: one receive of kMaxMessage bytes posted at a time, reposted after each
+/// message, one signaled SEND at a time). Every wait calls idle().
+class CmChannel {
+ public:
+  /// perftest's receive length: sizeof(struct pingpong_dest), its largest message.
+  static constexpr size_t kMaxMessage = 56;
+
+  CmChannel(Context* ctx, const volatile std::sig_atomic_t* stop) : ctx_(ctx), stop_(stop) {}
+  ~CmChannel();
+  CmChannel(const CmChannel&) = delete;
+  CmChannel& operator=(const CmChannel&) = delete;
+
+  bool open(const CmPeer& peer, const std::function<void()>& idle, std::string& err);
+  /// One SEND of n <= kMaxMessage bytes; waits for its completion.
+  bool send_wait(const void* p, size_t n, uint32_t timeout_s, const std::function<void()>& idle, std::string& err);
+  /// Waits for the next message and copies its first n bytes to out.
+  bool recv_wait(void* out, size_t n, uint32_t timeout_s, const std::function<void()>& idle, std::string& err);
+  /// rdma_disconnect: DREQ, then waits up to timeout_ms for the DREP.
+  void disconnect(uint32_t timeout_ms, const std::function<void()>& idle);
+
+ private:
+  bool make_qp(CmId* id, std::string& err);
+  bool post_one_recv();
+  bool stopped() const { return stop_ && *stop_; }
+
+  Context* ctx_;
+  const volatile std::sig_atomic_t* stop_;
+  Pd* pd_ = nullptr;
+  Cq* scq_ = nullptr;
+  Cq* rcq_ = nullptr;
+  Mr* mr_ = nullptr;
+  CmId* id_ = nullptr;
+  uint8_t buf_[2 * kMaxMessage] = {};  // the send slot, then the receive slot (one MR)
+  uint8_t* send_buf() { return buf_; }
+  uint8_t* recv_buf() { return buf_ + kMaxMessage; }
 };
 
 }  // namespace uroce::apps

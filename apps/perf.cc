@@ -6,7 +6,8 @@
 //   uroce perf [EAL args --] TEST [options] [SERVER]
 //   TEST = send_bw | send_lat | write_bw | write_lat | read_bw | read_lat | atomic_bw | atomic_lat
 //
-// Out of band (TCP, port -p 18515, AF_INET, no rdma_cm): every exchange is
+// Out of band (TCP, port -p 18515, AF_INET; with -R an rdma_cm connection to
+// that port instead, see below): every exchange is
 // symmetric, the client (the side given SERVER) writes then reads, the server
 // reads then writes, one write() per message. In order: the 16-byte version
 // string ("6.06", peers older than 5.70 refused), cycle buffer and cache line
@@ -44,6 +45,12 @@
 // median, average, stdev, 99 and 99.9 percentiles of the post-to-post time,
 // halved for ping-pongs, with perftest's two-sample tail cut) as perftest
 // computes them, from the TSC.
+//
+// -R (perftest's rdma_cm mode, IPv4, one QP): the same messages as RC SENDs on
+// a QP that rdma_cm connects (apps/oob.h CmChannel), the QP info as the binary
+// 56-byte big-endian struct pingpong_dest, no "done"; the test QP is connected
+// by a second rdma_cm connection to the same port, between two handshakes of
+// all-zero QP info, in place of ctx_connect (docs/INTEROP.md "perftest with -R").
 //
 // The port is any rte_ethdev port (EAL args before "--"); our addresses --ip
 // (GID index 0) / --ip6 (GID index 1), MAC --mac; the peer's MAC comes from the
@@ -111,7 +118,8 @@ constexpr OptSpec kPerfOptions[] = {
     {.name = "tx-depth", .short_name = 't', .kind = OptKind::kUint, .def = "0", .help = "WRs in flight per QP (0: perftest's default: bw 128, lat 1)", .max = 15000},
     {.name = "rx-depth", .short_name = 'r', .kind = OptKind::kUint, .def = "512", .help = "send tests: receives posted per QP (capped at -n)", .min = 1, .max = 16384},
     {.name = "cq-mod", .short_name = 'Q', .kind = OptKind::kUint, .def = "0", .help = "bw: signal every Nth WR (0: perftest's 100, or 1 above 8 KiB)", .max = 1024},
-    {.name = "port", .short_name = 'p', .kind = OptKind::kUint, .def = "18515", .help = "out-of-band TCP port", .max = 65535},
+    {.name = "port", .short_name = 'p', .kind = OptKind::kUint, .def = "18515", .help = "out-of-band TCP port (-R: the rdma_cm port)", .max = 65535},
+    {.name = "rdma_cm", .short_name = 'R', .help = "connect the QPs with rdma_cm and exchange the out-of-band data over an rdma_cm connection, no TCP (IPv4)"},
     {.name = "ib-dev", .short_name = 'd', .kind = OptKind::kString, .def = "", .help = "perftest's device name: accepted and ignored (the port is --dev)", .meta = "DEV"},
     {.name = "ib-port", .short_name = 'i', .kind = OptKind::kUint, .def = "1", .help = "port of the device (uroce devices have port 1 only)", .min = 1, .max = 1},
     {.name = "sl", .short_name = 'S', .kind = OptKind::kUint, .def = "0", .help = "service level (carried in the AH; RoCE sends no SL on the wire)", .max = 15},
@@ -144,8 +152,8 @@ constexpr std::string_view kPerfDetails =
     "EAL arguments go before a '--' (uroce perf --no-huge --no-pci --no-shconf\n"
     "--vdev=net_af_packet0,iface=tap0 -- write_bw --ip 10.70.0.3 10.70.0.1); without one EAL gets\n"
     "--no-huge --no-pci --no-shconf -m 512 and a port must be given as --dev SPEC.\n"
-    "Run the stock tool with -x GID_INDEX (its RoCE v2 GID of our family). Not supported: -R\n"
-    "(rdma_cm), UC/UD/XRC/DC, post lists, -D on latency and -b send tests with -D.\n"
+    "Run the stock tool with -x GID_INDEX (its RoCE v2 GID of our family), or both with -R.\n"
+    "Not supported: UC/UD/XRC/DC, post lists, -D on latency and -b send tests with -D.\n"
     "--tcp block|busy runs send/write bw and lat over kernel TCP (no EAL, no --ip), same columns.\n"
     "Output: perftest's table; --json keys: test, role, size, results[] (bw: bytes, iterations,\n"
     "bw_peak, bw_average, msg_rate, unit; lat: bytes, iterations, t_min, t_max, t_typical,\n"
@@ -235,6 +243,7 @@ struct Config {
   std::optional<MacAddr> mac;
   uint16_t port_mtu = 0;
   std::string listen;
+  bool rdma_cm = false;  // -R
   uint32_t timeout_s = 0;
   std::string pcap;
   bool counters = false;
@@ -300,6 +309,38 @@ bool parse_dest(const char (&msg)[kKeyMsgBytes], Dest& d) {
   return true;
 }
 
+/// -R: struct pingpong_dest as perftest sends it over the rdma_cm channel
+/// (rdma_write_keys, HAVE_ENDIAN): lid, out_reads, qpn, psn, rkey (u32), 4
+/// bytes of padding, vaddr (u64), gid[16], srqn, gid_index (u32), all
+/// big-endian; 56 bytes. The reader (rdma_read_keys) takes lid .. gid only.
+inline constexpr size_t kBinDestBytes = 56;
+void format_dest_bin(const Dest& d, uint32_t gid_index, uint8_t (&msg)[kBinDestBytes]) {
+  std::memset(msg, 0, sizeof(msg));
+  const uint32_t w[5] = {d.lid, d.out_reads, d.qpn, d.psn, d.rkey};
+  for (int i = 0; i < 5; ++i) {
+    const uint32_t be = __builtin_bswap32(w[i]);
+    std::memcpy(msg + 4 * i, &be, 4);
+  }
+  const uint64_t va = __builtin_bswap64(d.vaddr);
+  std::memcpy(msg + 24, &va, 8);
+  std::memcpy(msg + 32, d.gid.raw, 16);
+  const uint32_t tail[2] = {__builtin_bswap32(d.srqn), __builtin_bswap32(gid_index)};
+  std::memcpy(msg + 48, tail, 8);
+}
+void parse_dest_bin(const uint8_t (&msg)[kBinDestBytes], Dest& d) {
+  uint32_t w[5];
+  std::memcpy(w, msg, sizeof(w));
+  d.lid = __builtin_bswap32(w[0]);
+  d.out_reads = __builtin_bswap32(w[1]);
+  d.qpn = __builtin_bswap32(w[2]);
+  d.psn = __builtin_bswap32(w[3]);
+  d.rkey = __builtin_bswap32(w[4]);
+  uint64_t va;
+  std::memcpy(&va, msg + 24, 8);
+  d.vaddr = __builtin_bswap64(va);
+  std::memcpy(d.gid.raw, msg + 32, 16);
+}
+
 // ---------------------------------------------------------------- reports (wire form)
 
 uint64_t be64_bits(uint64_t v) { return __builtin_bswap64(v); }
@@ -324,8 +365,14 @@ class Perf {
   bool open(std::string& err);
   /// Buffers, MR, CQ, QPs (INIT) and our QP-info messages, for the exchanged
   /// cycle buffer / cache line / MTU.
-  bool setup(std::string& err);
+  /// With cm (-R), rdma_cm creates and connects each QP (perftest's
+  /// create_rdma_cm_connection) instead of create_qp + connect_qps.
+  bool setup(std::string& err, const CmPeer* cm = nullptr);
   bool connect_qps(std::string& err);
+  /// -R, at the end: rdma_disconnect of the QPs' connections, then up to ms
+  /// for their DISCONNECTED events.
+  void disconnect_cm(uint32_t ms);
+  Context* context() { return ctx_.get(); }
 
   void pump() { uroce::poll(ctx_.get(), clock_->now_ns()); }
   void drain(uint32_t ms);
@@ -354,6 +401,7 @@ class Perf {
  private:
   void for_each_counter(const std::function<void(std::string_view, uint64_t)>& f) const;
   bool resolve(const Gid& ip, MacAddr& mac, std::string& err);
+  bool connect_cm(const CmPeer& peer, const QpInitAttr& ia, std::string& err);
   uint64_t slot() const { return slot_bytes(max_size_, cycle_buffer); }
   uint8_t* send_area(uint32_t qi) { return buf_ + uint64_t(qi) * slot(); }
   uint8_t* recv_area(uint32_t qi) { return buf_ + uint64_t(cfg_.num_qp + qi) * slot(); }
@@ -375,6 +423,7 @@ class Perf {
   Cq* cq_ = nullptr;   // send completions
   Cq* rcq_ = nullptr;  // receive completions (perftest's recv_cq; the send CQ unless a send test)
   std::vector<Qp*> qps_;
+  std::vector<CmId*> cm_ids_;  // -R: the ids that own qps_
   std::vector<Dest> me_, rem_;
   std::unique_ptr<uint8_t[]> mem_;
   uint8_t* buf_ = nullptr;
@@ -388,7 +437,10 @@ class Perf {
 
 Perf::~Perf() {
   if (!ctx_) return;
-  for (Qp* q : qps_) (void)destroy_qp(q);
+  if (cm_ids_.empty()) {
+    for (Qp* q : qps_) (void)destroy_qp(q);
+  }
+  for (CmId* id : cm_ids_) (void)cm_destroy_id(id);  // with its QP
   if (rcq_ && rcq_ != cq_) (void)destroy_cq(rcq_);
   if (cq_) (void)destroy_cq(cq_);
   if (mr_) (void)dereg_mr(mr_);
@@ -444,7 +496,7 @@ bool Perf::open(std::string& err) {
   return true;
 }
 
-bool Perf::setup(std::string& err) {
+bool Perf::setup(std::string& err, const CmPeer* cm) {
   const Verb verb = cfg_.test.verb;
   max_size_ = cfg_.all && verb != Verb::kAtomic ? kMaxSize : cfg_.size;  // -a: slots for 2^23
   // Buffer: 2 x q slots (send areas, then the areas the peer targets / we receive into).
@@ -505,12 +557,25 @@ bool Perf::setup(std::string& err) {
     ia.cap.max_send_wr = sq + 1;
     ia.cap.max_recv_wr = rq;
     ia.qp_type = QpType::kRc;
+    Dest& d = me_[i];
+    d.lid = 0;
+    d.out_reads = out_reads_;
+    d.psn = rng() & 0xffffff;  // -R: the CM picks the PSNs; this one is only exchanged
+    d.rkey = mr_->rkey;
+    d.vaddr = uint64_t(uintptr_t(recv_area(i)));
+    d.gid = gid_;
+    if (cm) {  // rdma_create_qp puts it in INIT with rdma_cm's access flags
+      if (!connect_cm(*cm, ia, err)) return false;
+      d.qpn = qps_.back()->qp_num;
+      continue;
+    }
     auto q = create_qp(pd_, ia);
     if (!q.ok()) {
       err = "create_qp[" + std::to_string(i) + "]: " + q.status().message();
       return false;
     }
     qps_.push_back(*q);
+    d.qpn = (*q)->qp_num;
     QpAttr a;
     a.qp_state = QpState::kInit;
     a.pkey_index = 0;
@@ -525,14 +590,6 @@ bool Perf::setup(std::string& err) {
       err = "Failed to modify QP to INIT: " + std::string(s.message());
       return false;
     }
-    Dest& d = me_[i];
-    d.lid = 0;
-    d.out_reads = out_reads_;
-    d.qpn = (*q)->qp_num;
-    d.psn = rng() & 0xffffff;
-    d.rkey = mr_->rkey;
-    d.vaddr = uint64_t(uintptr_t(recv_area(i)));
-    d.gid = gid_;
   }
   tposted_.assign(size_t(cfg_.iters) * cfg_.num_qp + 1, 0);
   tcompleted_.assign(size_t(cfg_.iters) * cfg_.num_qp + 1, 0);
@@ -551,6 +608,41 @@ bool Perf::resolve(const Gid& ip, MacAddr& mac, std::string& err) {
   }
   err = g_stop ? "interrupted" : "no ARP/ND answer from " + gid_str(ip) + " within " + std::to_string(cfg_.timeout_s) + " s";
   return false;
+}
+
+bool Perf::connect_cm(const CmPeer& peer, const QpInitAttr& ia, std::string& err) {
+  CmConnParam p;  // perftest: READ / atomic resources only for those tests
+  const bool rd = cfg_.test.verb == Verb::kRead || cfg_.test.verb == Verb::kAtomic;
+  p.responder_resources = rd ? uint8_t(out_reads_) : 0;
+  p.initiator_depth = rd ? uint8_t(out_reads_) : 0;
+  auto make_qp = [&](CmId* id, std::string& e) {
+    const Status s = cm_create_qp(id, pd_, ia);
+    if (!s.ok()) e = std::string("rdma_create_qp: ") + s.message();
+    return s.ok();
+  };
+  CmId* id = cm_connect_rc(ctx_.get(), peer, p, make_qp, [this] { pump(); }, &g_stop, err);
+  if (!id) {
+    err = "Failed to create RDMA CM connection: " + err;
+    return false;
+  }
+  cm_ids_.push_back(id);
+  qps_.push_back(id->qp);
+  return true;
+}
+
+void Perf::disconnect_cm(uint32_t ms) {
+  size_t left = 0;
+  for (CmId* id : cm_ids_) left += cm_disconnect(id).ok();
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (left && std::chrono::steady_clock::now() < until) {
+    pump();
+    CmEvent ev;
+    while (cm_get_event(ctx_.get(), &ev)) {
+      if (ev.event == CmEventType::kDisconnected && std::find(cm_ids_.begin(), cm_ids_.end(), ev.id) != cm_ids_.end()) {
+        --left;
+      }
+    }
+  }
 }
 
 bool Perf::connect_qps(std::string& err) {  // ctx_connect
@@ -1022,16 +1114,38 @@ bool Perf::save_buffer(const std::string& path, std::string& err) const {
 
 // ---------------------------------------------------------------- the out-of-band protocol
 
-/// perftest's TCP exchange on top of TcpChannel: the client writes then reads,
-/// the server reads then writes; every wait pumps the engine.
+/// Where -R's rdma_cm connections go: the server binds --listen, the client
+/// dials SERVER, both on -p (perftest 4.5: IPv4, port space TCP).
+CmPeer cm_peer(const Config& cfg) {
+  const std::optional<Gid> ip = parse_ip_gid(cfg.server ? cfg.listen : cfg.host, false);
+  const bool any = cfg.server && cfg.listen == "0.0.0.0";
+  return CmPeer{cfg.server, SockAddr{any || !ip ? Gid{} : *ip, cfg.port}, cfg.timeout_s};
+}
+
+/// perftest's out-of-band exchange: the client writes then reads, the server
+/// reads then writes; every wait pumps the engine. The channel is TCP, or with
+/// -R an rdma_cm connection (CmChannel); the messages are the same except the
+/// QP info (text over TCP, binary over rdma_cm) and the close ("done" over TCP only).
 class Oob {
  public:
-  Oob(Perf& perf, const Config& cfg) : perf_(perf), cfg_(cfg), ch_(&g_stop) {}
+  Oob(Perf& perf, const Config& cfg) : perf_(perf), cfg_(cfg) {
+    if (cfg.rdma_cm) {
+      cm_.emplace(perf.context(), &g_stop);
+    } else {
+      tcp_.emplace(&g_stop);
+    }
+  }
 
   bool open(std::string& err) {
     auto idle = [this] { perf_.pump(); };
-    if (cfg_.server) return ch_.accept_one(cfg_.listen, cfg_.port, cfg_.timeout_s, idle, err);
-    if (!ch_.connect_to(cfg_.host, cfg_.port, cfg_.timeout_s, idle, err)) {
+    if (cm_) {
+      if (cm_->open(cm_peer(cfg_), idle, err)) return true;
+      err = "Unable to init the rdma_cm connection to " + (cfg_.server ? cfg_.listen : cfg_.host) + ":" +
+            std::to_string(cfg_.port) + ": " + err;
+      return false;
+    }
+    if (cfg_.server) return tcp_->accept_one(cfg_.listen, cfg_.port, cfg_.timeout_s, idle, err);
+    if (!tcp_->connect_to(cfg_.host, cfg_.port, cfg_.timeout_s, idle, err)) {
       err = "Couldn't connect to " + cfg_.host + ":" + std::to_string(cfg_.port) + ": " + err;
       return false;
     }
@@ -1046,44 +1160,47 @@ class Oob {
       for (int i = 0; i < kPumpsPerOobPoll; ++i) perf_.pump();
     };
     auto send = [&] {
-      if (ch_.send_bytes(mine, n)) return true;
-      err = std::string("Couldn't send ") + what;
+      if (cm_ ? cm_->send_wait(mine, n, cfg_.timeout_s, idle, err) : tcp_->send_bytes(mine, n)) return true;
+      err = std::string("Couldn't send ") + what + (cm_ ? ": " + err : "");
       return false;
     };
     auto recv = [&] {
-      if (ch_.recv_wait(theirs, n, cfg_.timeout_s, idle, err)) return true;
+      if (cm_ ? cm_->recv_wait(theirs, n, cfg_.timeout_s, idle, err)
+              : tcp_->recv_wait(theirs, n, cfg_.timeout_s, idle, err)) {
+        return true;
+      }
       err = std::string("Couldn't read ") + what + ": " + err;
       return false;
     };
     return cfg_.server ? recv() && send() : send() && recv();
   }
 
-  /// ctx_hand_shake for QP qi: 108-byte QP info each way.
-  bool hs(uint32_t qi, std::string& err) {
-    char mine[kKeyMsgBytes], theirs[kKeyMsgBytes];
-    format_dest(perf_.me()[qi], mine);
-    if (!xchg(mine, theirs, sizeof(mine), "the QP info", err)) return false;
-    ++handshakes_;
-    if (!parse_dest(theirs, perf_.rem()[qi])) {
-      err = "Couldn't parse line <" + std::string(theirs, strnlen(theirs, sizeof(theirs))) + ">";
-      return false;
-    }
-    return true;
-  }
+  /// ctx_hand_shake for QP qi: 108-byte QP info each way (-R: 56 bytes, binary).
+  bool hs(uint32_t qi, std::string& err) { return hs_dest(perf_.me()[qi], perf_.rem()[qi], err); }
   bool hs_all(std::string& err) {
     for (uint32_t i = 0; i < cfg_.num_qp; ++i) {
       if (!hs(i, err)) return false;
     }
     return true;
   }
-  /// ctx_close_connection: one more handshake, then "done\0" (never read back).
+  /// -R: the handshakes before and after the QPs' rdma_cm connections
+  /// (create_rdma_cm_connection), made with the still all-zero QP info.
+  bool hs_zero(std::string& err) {
+    Dest zero, ignored;
+    return hs_dest(zero, ignored, err);
+  }
+  /// ctx_close_connection: one more handshake, then over TCP "done\0" (never read back).
   bool close(std::string& err) {
     if (!hs(0, err)) return false;
-    if (!ch_.send_bytes(kDone, sizeof(kDone))) {
+    if (tcp_ && !tcp_->send_bytes(kDone, sizeof(kDone))) {
       err = "Couldn't write \"done\"";
       return false;
     }
     return true;
+  }
+  /// -R: rdma_disconnect of the channel's connection (the peer destroys its id).
+  void disconnect() {
+    if (cm_) cm_->disconnect(1000, [this] { perf_.pump(); });
   }
   /// xchg_bw_reports: size, iters (u64 since the peer is >= 5.33), peak, average,
   /// message rate, each 8 bytes big-endian, each its own exchange.
@@ -1104,9 +1221,30 @@ class Oob {
   uint32_t handshakes() const { return handshakes_; }
 
  private:
+  bool hs_dest(const Dest& me, Dest& rem, std::string& err) {
+    if (cm_) {
+      uint8_t mine[kBinDestBytes], theirs[kBinDestBytes];
+      format_dest_bin(me, cfg_.gid_idx, mine);
+      if (!xchg(mine, theirs, sizeof(mine), "the QP info", err)) return false;
+      ++handshakes_;
+      parse_dest_bin(theirs, rem);
+      return true;
+    }
+    char mine[kKeyMsgBytes], theirs[kKeyMsgBytes];
+    format_dest(me, mine);
+    if (!xchg(mine, theirs, sizeof(mine), "the QP info", err)) return false;
+    ++handshakes_;
+    if (!parse_dest(theirs, rem)) {
+      err = "Couldn't parse line <" + std::string(theirs, strnlen(theirs, sizeof(theirs))) + ">";
+      return false;
+    }
+    return true;
+  }
+
   Perf& perf_;
   const Config& cfg_;
-  TcpChannel ch_;
+  std::optional<TcpChannel> tcp_;
+  std::optional<CmChannel> cm_;
   uint32_t handshakes_ = 0;
 };
 
@@ -1146,7 +1284,8 @@ void print_test_info(std::FILE* out, const Config& cfg, const Perf& perf) {  // 
   } else {
     std::fprintf(out, " Max inline data : 0[B]\n");
   }
-  std::fprintf(out, " rdma_cm QPs\t : OFF\n Data ex. method : Ethernet\n%s", kResultLine);
+  std::fprintf(out, cfg.rdma_cm ? " rdma_cm QPs\t : ON\n Data ex. method : rdma_cm\n%s" : " rdma_cm QPs\t : OFF\n Data ex. method : Ethernet\n%s",
+               kResultLine);
 }
 
 // ---------------------------------------------------------------- the test sequences
@@ -1191,7 +1330,14 @@ bool run_test(Perf& perf, Oob& oob, const Config& cfg, Output& out, std::string&
   const int rem_mtu = rem[0] - '0';
   perf.set_curr_mtu(rem_mtu >= 1 && rem_mtu <= 5 && rem_mtu < int(mine) ? Mtu(rem_mtu) : mine);
 
-  if (!perf.setup(err)) return false;
+  if (cfg.rdma_cm) {  // create_rdma_cm_connection: hs, the QPs' rdma_cm connections, hs
+    const CmPeer peer = cm_peer(cfg);
+    if (!oob.hs_zero(err) || !perf.setup(err, &peer) || !oob.hs_zero(err)) return false;
+  } else if (!perf.setup(err)) {
+    return false;
+  }
+  // -R: rdma_cm has connected the QPs already (perftest skips ctx_connect)
+  auto connect = [&] { return cfg.rdma_cm || perf.connect_qps(err); };
   print_test_info(out.info, cfg, perf);
   auto print_local = [&] {
     for (const Dest& d : perf.me()) print_dest(out.info, "local", d, verb);
@@ -1202,7 +1348,7 @@ bool run_test(Perf& perf, Oob& oob, const Config& cfg, Output& out, std::string&
   const std::vector<uint32_t> sizes = sizes_of(cfg);
 
   if (cfg.test.tst == Tst::kBw && verb != Verb::kSend) {  // write_bw, read_bw, atomic_bw
-    if (!oob.hs_all(err) || !perf.connect_qps(err)) return false;
+    if (!oob.hs_all(err) || !connect()) return false;
     print_local();
     if (!oob.hs_all(err)) return false;
     print_remote();
@@ -1247,7 +1393,7 @@ bool run_test(Perf& perf, Oob& oob, const Config& cfg, Output& out, std::string&
   }
 
   if (cfg.test.tst == Tst::kBw) {  // send_bw
-    if (!oob.hs_all(err) || !perf.connect_qps(err) || !oob.hs(0, err)) return false;
+    if (!oob.hs_all(err) || !connect() || !oob.hs(0, err)) return false;
     print_local();
     if (!oob.hs_all(err)) return false;
     print_remote();
@@ -1281,7 +1427,7 @@ bool run_test(Perf& perf, Oob& oob, const Config& cfg, Output& out, std::string&
   }
 
   if (verb == Verb::kSend) {  // send_lat
-    if (!oob.hs_all(err) || !perf.connect_qps(err) || !oob.hs(0, err)) return false;
+    if (!oob.hs_all(err) || !connect() || !oob.hs(0, err)) return false;
     print_local();
     if (!oob.hs_all(err)) return false;
     print_remote();
@@ -1297,7 +1443,7 @@ bool run_test(Perf& perf, Oob& oob, const Config& cfg, Output& out, std::string&
   }
 
   // write_lat, read_lat, atomic_lat
-  if (!oob.hs(0, err) || !oob.hs_all(err) || !perf.connect_qps(err)) return false;
+  if (!oob.hs(0, err) || !oob.hs_all(err) || !connect()) return false;
   print_local();
   if (!oob.hs_all(err)) return false;
   print_remote();
@@ -1418,6 +1564,13 @@ int cmd_perf(int argc, char** argv) {
   }
   cfg.port_mtu = uint16_t(args.get_uint("port-mtu"));
   cfg.listen = std::string(args.get_str("listen"));
+  cfg.rdma_cm = args.flag("rdma_cm");
+  if (cfg.rdma_cm && (cfg.gid_idx != 0 || cfg.num_qp != 1)) {
+    return usage("-R is for IPv4 (-x 0) and one QP, as perftest 4.5's rdma_cm path");
+  }
+  if (cfg.rdma_cm && !parse_ip_gid(cfg.server ? cfg.listen : cfg.host, false)) {
+    return usage("-R needs an IPv4 SERVER / --listen");
+  }
   cfg.timeout_s = uint32_t(args.get_uint("timeout"));
   cfg.pcap = std::string(args.get_str("pcap"));
   cfg.counters = args.flag("counters");
@@ -1457,6 +1610,10 @@ int cmd_perf(int argc, char** argv) {
   {
     Oob oob(perf, cfg);
     ok = oob.open(err) && run_test(perf, oob, cfg, out, err);
+    if (cfg.rdma_cm) {  // perftest's destroy_ctx: the QPs' connections, then the channel's
+      perf.disconnect_cm(1000);
+      oob.disconnect();
+    }
     // Let the last ACKs and READ/atomic responses leave before the port closes.
     perf.drain(200);
   }
