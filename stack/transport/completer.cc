@@ -185,18 +185,22 @@ void restart_timer(Context& ctx, QpImpl& qp) {
   else ctx.timers.arm(qp.index, ctx.now_ns + local_ack_timeout_ns(qp.attr.timeout));
 }
 
-// A READ response that is out of sequence (beyond a gap) or a duplicate (of
-// a PSN already placed) still shows that the responder is alive and working
-// through our READs. A responder that finishes the READs it has started
-// before it serves a re-request (rxe does; IBA 9.7.5.2 leaves the order of
-// the replay to it) streams seconds of them after one lost response of a
-// multi-MiB READ, and replays what earlier re-requests asked for. The local
-// ACK timer (IBA 9.7.6.1.3) is there to find a responder that went silent,
-// so it restarts on these instead of spending retry_cnt (and sending yet
-// more re-requests) while the stream is live. Not progress: retry_cnt is
-// not restored.
+// A response that is out of sequence (beyond a gap) or a duplicate (of a PSN
+// already acknowledged or placed) still shows that the responder is alive and
+// working through what we sent. A responder that finishes the READs it has
+// started before it serves a re-request (rxe does; IBA 9.7.5.2 leaves the
+// order of the replay to it) streams seconds of them after one lost response
+// of a multi-MiB READ; a slow one (rxe in an emulated guest) works through a
+// backlog of resent SENDs and WRITEs, ACKing each duplicate (IBA 9.7.5.2.2),
+// long after our timer last saw progress. The local ACK timer (IBA 9.7.6.1.3)
+// is there to find a responder that went silent, so it restarts on these
+// instead of spending retry_cnt (and sending yet more resends) while the
+// stream is live. Not progress: retry_cnt is not restored. The stream is
+// finite: duplicates answer our resends, and no resend leaves while the timer
+// runs, so a responder that stops working lets the timer expire. rxe's own
+// completer restarts its timer on every response the same way.
 void responder_alive(Resp& c) {
-  if ((c.flags & wire::kRead) && !c.qp.req.rnr_wait) restart_timer(c.ctx, c.qp);
+  if (!c.qp.req.rnr_wait) restart_timer(c.ctx, c.qp);
 }
 
 CompState update_comp(Resp& c) {

@@ -892,6 +892,9 @@ PERF_CELLS = {
     "write_bw_q4": ("ib_write_bw",  "-q 4 -s 4096 -n 25",        "write_bw"),
     "write_bw_b":  ("ib_write_bw",  "-b -s 4096 -n 50",          "write_bw"),
     "send_bw_b":   ("ib_send_bw",   "-b -s 4096 -n 50",          "send_bw"),
+    "read_bw_b":   ("ib_read_bw",   "-b -s 4096 -n 50",          "read_bw"),
+    "send_bw_q4":  ("ib_send_bw",   "-q 4 -s 4096 -n 25",        "send_bw"),
+    "read_bw_q4":  ("ib_read_bw",   "-q 4 -s 4096 -n 25",        "read_bw"),
     # Sizes: -a runs 2 B .. 8 MiB (perftest's MAX_SIZE) at 5 iterations each, plus 1 B.
     "write_bw_a":  ("ib_write_bw",  "-a -n 5",                   "write_bw"),
     # -o 1: rxe queues every response of every outstanding READ at once, and 5 x 8 MiB
@@ -909,6 +912,11 @@ PERF_CELLS = {
     "write_bw_mtu4096": ("ib_write_bw", "-m 4096 -s 65536 -n 50", "write_bw"),
     "read_bw_mtu4096":  ("ib_read_bw",  "-m 4096 -s 65536 -n 50", "read_bw"),
     "send_lat_mtu4096": ("ib_send_lat", "-m 4096 -s 4096 -n 100", "send_lat"),
+    "send_bw_mtu4096":  ("ib_send_bw",  "-m 4096 -s 65536 -n 50", "send_bw"),
+    "write_lat_mtu4096": ("ib_write_lat", "-m 4096 -s 4096 -n 100", "write_lat"),
+    "read_lat_mtu4096": ("ib_read_lat", "-m 4096 -s 4096 -n 100", "read_lat"),
+    "atomic_bw_mtu4096": ("ib_atomic_bw", "-m 4096 -A FETCH_AND_ADD -n 100", "atomic_bw"),
+    "atomic_lat_mtu4096": ("ib_atomic_lat", "-m 4096 -n 100", "atomic_lat"),
     # RoCEv2 over IPv6 GIDs: rxe's GID index 2 (fd00:70::1), ours -x 1 (fd00:70::3), neighbour
     # discovery instead of ARP; the 1500-byte boot gets IPv6 when this cell is asked for.
     "write_bw6":   ("ib_write_bw",  "-s 65536 -n 50",            "write_bw"),
@@ -923,7 +931,7 @@ PERF_LOSS = {"write_bw_loss1": 0.01, "write_bw_loss5": 0.05, "read_bw_loss1": 0.
              "read_bw_loss5": 0.05}
 PERF_DEFAULT_CELLS = ["write_bw", "send_lat", "send_bw", "read_bw", "atomic_bw_faa", "atomic_bw_cas",
                       "write_lat", "read_lat", "atomic_lat", "write_bw_q4", "write_bw_b", "send_bw_b",
-                      "write_bw_a", "read_bw_a", "send_bw_a", "write_bw_1b", "read_bw_1b", "send_bw_1b",
+                      "read_bw_b", "send_bw_q4", "read_bw_q4", "write_bw_a", "read_bw_a", "send_bw_a", "write_bw_1b", "read_bw_1b", "send_bw_1b",
                       *PERF_LOSS, *sorted(PERF_IPV6), *sorted(PERF_JUMBO)]
 PERF_STEP_TIMEOUT = 180    # one stock tool run in the guest (rxe retries forever: bound it)
 PERF_HOST_TIMEOUT = 150    # --timeout of one `uroce perf`

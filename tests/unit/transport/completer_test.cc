@@ -186,6 +186,48 @@ TEST_F(Completer, ReadResponsesAfterAGapRestartTheAckTimer) {
   EXPECT_EQ(std::memcmp(a->buf.data(), b->buf.data(), len), 0);
 }
 
+// Receive: a WRITE's ACK is lost; meanwhile a duplicate ACK (of the WRITE
+// before it, as a slow responder sends while it works through a backlog of
+// resends) arrives every half local ACK timeout, for longer than
+// retry_cnt + 1 timeouts; then the duplicates stop.
+// Expect: IBA 9.7.6.1.3: duplicates show a live responder, so the timer
+// restarts on each and nothing is resent while they arrive; once they stop,
+// the timer expires, the WRITE is resent (IBA 9.7.5.1.1), acknowledged and
+// completes; retry_cnt is never exhausted.
+TEST_F(Completer, DuplicateAcksRestartTheAckTimer) {
+  PairOptions o;
+  o.retry_cnt = 1;
+  open(o);
+  fill(a->buf, 0, 128, 7);
+  b->port.keep_bytes = true;
+  ASSERT_TRUE(post(WrOpcode::kRdmaWrite, 1, 0, 64, 0).ok());
+  EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
+  ASSERT_EQ(b->port.sent_bytes.size(), 1u);
+  const std::vector<uint8_t> old_ack = b->port.sent_bytes[0];
+  bool lose_acks = true;
+  b->port.hook = [&](const PacketDesc& d) {
+    return lose_acks && d.opcode == wire::kRcAcknowledge ? TestPort::Action::kDrop : TestPort::Action::kPass;
+  };
+  ASSERT_TRUE(post(WrOpcode::kRdmaWrite, 2, 64, 64, 64).ok());
+  const uint64_t timeout_ns = transport::local_ack_timeout_ns(o.timeout);
+  const uint64_t step = timeout_ns / 2;
+  for (int i = 0; i < 7; ++i) {
+    a->port.inject(old_ack);
+    run_for(step);
+  }
+  EXPECT_GT(7 * step, (o.retry_cnt + 1u) * timeout_ns);
+  EXPECT_EQ(count_sent(a->port.sent, wire::kRcWriteOnly), 2u);  // nothing resent
+  EXPECT_EQ(a->count(Counter::local_ack_timeout_err), 0u);
+  EXPECT_EQ(a->count(Counter::duplicate_response), 7u);
+  lose_acks = false;
+  const Wc wc = wait_wc(a->scq);
+  EXPECT_EQ(wc.wr_id, 2u);
+  EXPECT_EQ(wc.status, WcStatus::kSuccess);
+  EXPECT_EQ(a->count(Counter::local_ack_timeout_err), 1u);
+  EXPECT_EQ(a->count(Counter::retry_exceeded_err), 0u);
+  EXPECT_EQ(std::memcmp(a->buf.data(), b->buf.data(), 128), 0);
+}
+
 // Receive: the ACKs of 40 SENDs are held back until the local ACK timeout
 // has rewound the requester (go-back-N) and it has resent the first 16; then
 // they all arrive, acknowledging every PSN, while the requester's resend point
