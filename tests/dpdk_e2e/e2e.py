@@ -42,11 +42,19 @@ import zlib
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "dpdk"))
 import harness  # noqa: E402
 
-# Drop every 13th frame each process sends. Periods 5 and 7 currently hit a
-# transport bug (a PSN-sequence NAK at the last packet of a two-packet SEND is
-# followed by a resend from the next message: retry exceeded); see the report
-# of issue "The DPDK poll-mode engine" and `uroce demo --workload matrix
-# --matrix-types rc --drop-every 5 --ack-timeout 10`.
+# Drop every 13th frame each process sends. Not 5, 6, 7 or 9: a deterministic
+# period can equal the length of a go-back-N resend round (IBA 9.7.5.1.1: resend
+# from the NAKed or oldest unacknowledged PSN through the last one sent), and
+# then the same PSN is the one lost in every round until retry_cnt runs out,
+# which is the right outcome for that loss pattern. `uroce demo --workload matrix
+# --matrix-types rc --ack-timeout 10 --drop-every N` hits it for N = 5 (`send
+# 1025`: 6 PSNs, the 2nd lost, rounds of 5), 6 (`send 2048`), 9 (`write_imm` or
+# `send_imm 3071`: 9 PSNs, the 1st lost, rounds of 9) and, depending on ACK
+# timing, 7 (`send 3072`). The requester resumes at the NAKed PSN inside its
+# WQE (tests/unit/transport/completer_test.cc,
+# C9_GoBackN_ResendStartsAtNakedLastPacketOfTwoPacketSend; periods 5, 7 and 13
+# in both directions: C9_GoBackN_PeriodicLossBothWaysDeliversEveryMessage).
+# The capture (--pcap) is taken below the loss hook: it never shows the lost PSN.
 LOSS_EVERY = 13
 EAL = ["--no-huge", "--no-pci", "--no-shconf", "-m", "512", "--log-level=lib.*:error",
        "--log-level=pmd.net.memif:critical"]

@@ -273,6 +273,125 @@ TEST_F(Requester, C9_GoBackN_AckOvertakingRewindMovesSendPointForward) {
   EXPECT_FALSE(is_err(a->qp));
 }
 
+// Send: 48 SENDs alternating two packets (1500 B at PMTU 1024) and one (64 B),
+// each side losing every Nth frame it transmits (N = 5, 7, 13: requests, ACKs
+// and NAKs all get lost, so PSN-sequence NAKs land on First and Last packets).
+// Expect: IBA 9.7.5.1.1 / C9-110: after a PSN-sequence NAK the requester
+// resends from the NAKed PSN, inside the WQE (and at the offset) it belongs
+// to; completions follow the acknowledged PSNs exactly (9.7.5.1.3): every
+// SEND completes once, in order, successfully, and every byte arrives intact.
+TEST_F(Requester, C9_GoBackN_PeriodicLossBothWaysDeliversEveryMessage) {
+  for (uint32_t period : {5u, 7u, 13u}) {
+    SCOPED_TRACE("every " + std::to_string(period) + "th frame lost");
+    PairOptions o;
+    o.timeout = 5;    // 131 us
+    o.retry_cnt = 7;  // not infinite (IBA 9.7.6.1.3): a resend from a wrong PSN still fails
+    open(o);
+    constexpr int kSends = 48;
+    constexpr uint32_t kSlot = 2048;
+    auto len_of = [](int i) { return i % 2 ? 64u : 1500u; };
+    for (int i = 0; i < kSends; ++i) ASSERT_TRUE(b->post_recv(100 + i, size_t(i) * kSlot, kSlot).ok());
+    fill(a->buf, 0, kSends * kSlot, uint8_t(period));
+    for (Side* s : {a.get(), b.get()}) {
+      s->port.hook = [period, n = uint32_t(0)](const PacketDesc&) mutable {
+        return ++n % period == 0 ? TestPort::Action::kDrop : TestPort::Action::kPass;
+      };
+    }
+    for (int i = 0; i < kSends; ++i) ASSERT_TRUE(post(WrOpcode::kSend, i, size_t(i) * kSlot, len_of(i)).ok());
+    std::vector<Wc> sends, recvs;
+    ASSERT_TRUE(run_until([&] {
+      Wc wc;
+      while (poll_cq(a->scq, 1, &wc) == 1) sends.push_back(wc);
+      while (poll_cq(b->rcq, 1, &wc) == 1) recvs.push_back(wc);
+      return sends.size() == size_t(kSends) && recvs.size() == size_t(kSends);
+    })) << sends.size() << " send and " << recvs.size() << " receive completions";
+    for (int i = 0; i < kSends; ++i) {
+      SCOPED_TRACE("message " + std::to_string(i));
+      EXPECT_EQ(sends[size_t(i)].wr_id, uint64_t(i));
+      EXPECT_EQ(sends[size_t(i)].status, WcStatus::kSuccess);
+      EXPECT_EQ(recvs[size_t(i)].wr_id, uint64_t(100 + i));
+      EXPECT_EQ(recvs[size_t(i)].status, WcStatus::kSuccess);
+      EXPECT_EQ(recvs[size_t(i)].byte_len, len_of(i));
+      EXPECT_EQ(std::memcmp(a->buf.data() + size_t(i) * kSlot, b->buf.data() + size_t(i) * kSlot, len_of(i)), 0);
+    }
+    EXPECT_GT(a->count(Counter::rcvd_seq_err), 0u);
+    EXPECT_FALSE(is_err(a->qp));
+    EXPECT_FALSE(is_err(b->qp));
+  }
+}
+
+// Send: three 1025 B SENDs at PMTU 1024 (PSNs 0x100..0x105: First/Last
+// each), a losing its 2nd transmitted frame and every Nth after it, as
+// `uroce demo --workload matrix --matrix-types rc --drop-every 5` does to the
+// `send 1025` row (drivers/dpdk/fault_io.h). The Last of the first SEND
+// (0x101) is lost; b NAKs PSN 0x101 (C9-110) when 0x102 arrives.
+// Expect: IBA 9.7.5.1.1: every resend starts at the NAKed PSN, 0x101, as the
+// Last packet of the first SEND (not at the next message), and goes on to
+// 0x105: a round of 5 frames. With N = 5 the loss period equals the round,
+// so 0x101 is the frame lost in every round: after retry_cnt retries the
+// first SEND completes with kRetryExcErr (IBA 9.7.6.1.3), the correct outcome
+// of that loss pattern for any go-back-N requester. With N = 6 the same
+// requester recovers and every SEND completes. (The pcap of the demo is taken
+// below the loss hook, so it never shows 0x101: the resends there look as if
+// they started at the next message.)
+TEST_F(Requester, C9_GoBackN_ResendStartsAtNakedLastPacketOfTwoPacketSend) {
+  for (uint32_t period : {5u, 6u}) {
+    SCOPED_TRACE("period " + std::to_string(period));
+    PairOptions o;
+    o.timeout = 5;  // 131 us
+    o.retry_cnt = 7;
+    open(o);
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(b->post_recv(100 + i, size_t(i) * 2048, 2048).ok());
+    fill(a->buf, 0, 3 * 2048, 3);
+    std::vector<uint32_t> lost;
+    a->port.hook = [&, n = uint32_t(0)](const PacketDesc& d) mutable {
+      if (++n < 2 || (n - 2) % period) return TestPort::Action::kPass;
+      lost.push_back(d.psn);
+      return TestPort::Action::kDrop;
+    };
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(post(WrOpcode::kSend, i, size_t(i) * 2048, 1025).ok());
+    const std::vector<PacketDesc>& sent = a->port.sent;
+    std::vector<Wc> wcs;
+    ASSERT_TRUE(run_until([&] {
+      Wc wc;
+      while (poll_cq(a->scq, 1, &wc) == 1) wcs.push_back(wc);
+      return wcs.size() == 3;
+    }));
+    // The first round, then resends from the NAKed PSN.
+    ASSERT_GE(sent.size(), 7u);
+    for (size_t i = 0; i < 6; ++i) EXPECT_EQ(sent[i].psn, 0x100u + i);
+    EXPECT_EQ(sent[1].opcode, wire::kRcSendLast);
+    EXPECT_GE(count_sent(b->port.sent, wire::kRcAcknowledge, 0x60), 1u);  // PSN-sequence NAKs
+    EXPECT_EQ(sent[6].psn, 0x101u);  // IBA 9.7.5.1.1: from the NAKed PSN
+    EXPECT_EQ(sent[6].opcode, wire::kRcSendLast);
+    if (period == 5) {
+      // Rounds of 0x101..0x105, each losing 0x101.
+      EXPECT_EQ((sent.size() - 6) % 5, 0u);
+      for (size_t i = 6; i < sent.size(); ++i) EXPECT_EQ(sent[i].psn, 0x101u + (i - 6) % 5) << "frame " << i;
+      for (uint32_t psn : lost) EXPECT_EQ(psn, 0x101u);
+      EXPECT_EQ(wcs[0].wr_id, 0u);
+      EXPECT_EQ(wcs[0].status, WcStatus::kRetryExcErr);
+      EXPECT_EQ(wcs[1].status, WcStatus::kWrFlushErr);
+      EXPECT_EQ(wcs[2].status, WcStatus::kWrFlushErr);
+      // One NAK (C9-110/111: none again until the gap is repaired), then timeouts: retry_cnt + 1 in all.
+      EXPECT_EQ(count_sent(b->port.sent, wire::kRcAcknowledge, 0x60), 1u);
+      EXPECT_EQ(a->count(Counter::rcvd_seq_err) + a->count(Counter::local_ack_timeout_err), 8u);
+      EXPECT_EQ(drain(b->rcq).size(), 0u);
+    } else {
+      for (int i = 0; i < 3; ++i) {
+        EXPECT_EQ(wcs[size_t(i)].wr_id, uint64_t(i));
+        EXPECT_EQ(wcs[size_t(i)].status, WcStatus::kSuccess);
+      }
+      const auto recvs = drain(b->rcq);
+      ASSERT_EQ(recvs.size(), 3u);
+      for (int i = 0; i < 3; ++i) {
+        EXPECT_EQ(recvs[size_t(i)].byte_len, 1025u);
+        EXPECT_EQ(std::memcmp(a->buf.data() + size_t(i) * 2048, b->buf.data() + size_t(i) * 2048, 1025), 0);
+      }
+    }
+  }
+}
+
 // Send: READ, then a SEND with kSendFence. Expect: IBA 10.8.3.3: the SEND
 // leaves only after the READ response came back; without the fence it does not wait.
 TEST_F(Requester, FenceWaitsForOutstandingRead) {
