@@ -451,11 +451,12 @@ void Endpoint::server_loop(uint32_t e, const dpdk::TscClock& clock, const std::a
       bool ok = w.status == WcStatus::kSuccess && (w.wc_flags & kWcWithImm) && j < cfg_.qps &&
                 ((w.imm_data >> 20) & 0x7ff) == j && w.qp_num == slots_[j].qp->qp_num;
       if (ok) {
-        uint64_t& expect = write ? next_wimm[j] : next_send[j];
-        ok = (round == (expect & 0xfffff));
-        ++expect;
-        if (ok && write) ok = w.byte_len == cfg_.size && same(slot_area(j) + cfg_.size, cfg_.size, key_of(j, round, kWriteImmData));
-        if (ok && !write) ok = w.byte_len == cfg_.size && same(recv_bufs_ + w.wr_id * slot_bytes_, cfg_.size, key_of(j, round, kSendData));
+        // The immediate carries the round's low 20 bits; the data is keyed by
+        // the whole round (it wraps past 2^20 in a long soak).
+        const uint64_t full = (write ? next_wimm[j] : next_send[j])++;
+        ok = (round == (full & 0xfffff));
+        if (ok && write) ok = w.byte_len == cfg_.size && same(slot_area(j) + cfg_.size, cfg_.size, key_of(j, full, kWriteImmData));
+        if (ok && !write) ok = w.byte_len == cfg_.size && same(recv_bufs_ + w.wr_id * slot_bytes_, cfg_.size, key_of(j, full, kSendData));
       }
       (ok ? run.msgs : run.bad).fetch_add(1, std::memory_order_relaxed);
       if (!ok && run.error.empty()) {
