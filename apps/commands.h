@@ -11,6 +11,7 @@ int cmd_dump(int argc, char** argv);
 int cmd_floor(int argc, char** argv);
 int cmd_perf(int argc, char** argv);
 int cmd_pingpong(int argc, char** argv);
+int cmd_qperf(int argc, char** argv);
 int cmd_rping(int argc, char** argv);
 int cmd_ucmatose(int argc, char** argv);
 int cmd_udaddy(int argc, char** argv);

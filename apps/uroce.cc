@@ -21,6 +21,7 @@ constexpr Command kCommands[] = {
     {"floor", uroce::apps::cmd_floor, "the raw frame floor: bare frames bounced or blasted between two processes, no protocol"},
     {"perf", uroce::apps::cmd_perf, "perftest's ib_{send,write,read,atomic}_{bw,lat} on uroce, interoperable with the stock tools"},
     {"pingpong", uroce::apps::cmd_pingpong, "rdma-core's ibv_{rc,uc,ud,srq}_pingpong on uroce (--transport), interoperable with the stock tools"},
+    {"qperf", uroce::apps::cmd_qperf, "qperf's rc_lat and rc_bw on uroce (RDMA CM, -cm1): server for the stock client or client of the stock server"},
     {"rping", uroce::apps::cmd_rping, "librdmacm's rping on uroce: RDMA CM over QP1, SEND/READ/WRITE pings, interoperable with the stock tool"},
     {"sim", uroce::apps::cmd_sim, "randomized workloads over the fault-injecting fabric, checked against a model"},
     {"stat", uroce::apps::cmd_stat, "ports, QPs, counters and congestion control of a running uroce process (DPDK telemetry)"},
