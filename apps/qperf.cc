@@ -45,6 +45,8 @@
 // Our STAT gives times in microseconds (no_ticks = 1000000) from the steady
 // clock, and the CPU times of /proc/stat scaled to that unit.
 // Exit: 0 ok, 1 failure, 2 usage error.
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/utsname.h>
@@ -229,7 +231,7 @@ constexpr OptSpec kQperfOptions[] = {
 constexpr std::string_view kQperfDetails =
     "Without SERVER: a qperf server for stock qperf clients (qperf -cm1 HOST rc_lat rc_bw).\n"
     "With SERVER and TESTS: a client of a stock qperf server (qperf with no arguments), -cm1 always.\n"
-    "Tests: rc_lat, rc_bw, conf (client and server) and quit (server); other tests are refused\n"
+    "Tests: rc_lat, rc_bw, conf and quit (it ends a server); other tests are refused\n"
     "with qperf's error report, so a stock client prints \"server: ...\" and exits.\n"
     "qperf's TCP control connection goes through the kernel (--listen, SERVER), the RDMA\n"
     "connection through our port: rdma_cm dials SERVER, so as a server our --ip must be the\n"
@@ -369,11 +371,16 @@ class Control {
     return false;
   }
   /// qperf's error(): one urgent byte '?', the message, our half closed, the
-  /// rest drained for up to 3 s (ERROR_TIMEOUT).
+  /// rest drained for up to 3 s (ERROR_TIMEOUT). Byte and message leave in one
+  /// segment (TCP_CORK): qperf's urgent() reads the message right after the
+  /// byte from a non-blocking socket, so a message that comes later is lost.
   void report_error(const std::string& msg) {
     if (tcp_.fd() < 0) return;
+    const int on = 1, off = 0;
+    (void)::setsockopt(tcp_.fd(), IPPROTO_TCP, TCP_CORK, &on, sizeof(on));
     (void)::send(tcp_.fd(), "?", 1, MSG_OOB | MSG_NOSIGNAL);
     (void)tcp_.send_bytes(msg.data(), msg.size());
+    (void)::setsockopt(tcp_.fd(), IPPROTO_TCP, TCP_CORK, &off, sizeof(off));
     ::shutdown(tcp_.fd(), SHUT_WR);
     const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(3);
     uint8_t b;
@@ -384,14 +391,20 @@ class Control {
 
  private:
   const char* peer() const { return client_ ? "server" : "client"; }
-  /// The peer's error report, if one came: err = "server: <its message>".
+  /// The peer's error report, if one came: err = "server: <its message>". The
+  /// report starts at TCP's urgent mark. Data sent before it is read first
+  /// (recv() stops at the mark, as qperf's urgent() reads up to it); at the
+  /// mark a plain recv() would skip the urgent byte and return the report's
+  /// text as data, so this must be asked before every read.
   bool peer_error(std::string& err) {
     pollfd p{tcp_.fd(), POLLPRI, 0};
-    if (tcp_.fd() < 0 || ::poll(&p, 1, 0) != 1 || !(p.revents & POLLPRI)) return false;
+    if (tcp_.fd() < 0 || ::poll(&p, 1, 0) != 1 || !(p.revents & POLLPRI) || ::sockatmark(tcp_.fd()) != 1) {
+      return false;
+    }
     char mark;
     (void)::recv(tcp_.fd(), &mark, 1, MSG_OOB);
     std::string text;
-    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(3);  // qperf's ERROR_TIMEOUT
     char c;
     while (!tcp_.eof() && std::chrono::steady_clock::now() < end && text.size() < 256) {
       if (tcp_.try_recv(&c, 1)) {
@@ -751,14 +764,21 @@ std::string outcome_json(const Outcome& o) {
 }
 
 // ------------------------------------------------------------------ conf
-/// CONF: node, cpu, os, qperf version, 64 bytes each.
+/// CONF: node, cpu, os, qperf version, 64 bytes each (the os names uroce).
 void get_conf(uint8_t out[kConfBytes]) {
   utsname u{};
   (void)uname(&u);
+  std::string cpu;
+  std::ifstream f("/proc/cpuinfo");
+  for (std::string line; cpu.empty() && std::getline(f, line);) {
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) cpu = line.substr(line.find(':') + 2);
+  }
   std::memset(out, 0, kConfBytes);
-  const std::string f[4] = {u.nodename, "uroce (DPDK, user space)", std::string(u.sysname) + " " + u.release,
-                            strf("%d.%d.%d", kVerMaj, kVerMin, kVerInc)};
-  for (size_t i = 0; i < 4; ++i) std::memcpy(out + i * kStrSize, f[i].data(), std::min(f[i].size(), kStrSize - 1));
+  const std::string fields[4] = {u.nodename, cpu, std::string(u.sysname) + " " + u.release + " + uroce",
+                                 strf("%d.%d.%d", kVerMaj, kVerMin, kVerInc)};
+  for (size_t i = 0; i < 4; ++i) {
+    std::memcpy(out + i * kStrSize, fields[i].data(), std::min(fields[i].size(), kStrSize - 1));
+  }
 }
 
 // ------------------------------------------------------------------ client
@@ -778,6 +798,9 @@ bool run_client_test(Stack& st, const Config& cfg, uint16_t index, Outcome& o, s
   uint8_t b[kReqBytes] = {};
   req_fields(req, Enc{b});
   if (!ctl.send(b, sizeof(b), "request data", err)) return false;
+  if (test == Test::kQuit) {  // qperf's run_client_quit: the server exits after the sync
+    return o.ok = ctl.sync(kSyncBefore, err);
+  }
   if (test == Test::kConf) {
     uint8_t rconf[kConfBytes], lconf[kConfBytes];
     if (!ctl.recv(rconf, sizeof(rconf), "configuration", err)) return false;
@@ -798,15 +821,20 @@ bool run_client_test(Stack& st, const Config& cfg, uint16_t index, Outcome& o, s
 }
 
 // ------------------------------------------------------------------ server
-/// Serves one request. Returns false with err on a failure; sets quit on a quit request.
-bool serve_one(Stack& st, const Config& cfg, std::FILE* info, bool& quit, Outcome& o, std::string& err) {
+/// What became of one request.
+enum class Served : uint8_t { kOk, kQuit, kRefused, kFailed, kStopped, kFatal };
+
+/// Serves one request (qperf's server forks one child per request; we serve
+/// them in turn). err says why a request was refused or failed.
+Served serve_one(Stack& st, const Config& cfg, std::FILE* info, Outcome& o, std::string& err) {
   Control ctl(st, cfg.timeout_s, false);
   // The server waits for clients as long as it runs: accept in rounds of --timeout.
   while (!ctl.tcp().accept_one(cfg.listen, cfg.listen_port, cfg.timeout_s, ctl.idle(), err)) {
-    if (g_stop || err.rfind("no client", 0) != 0) return false;
+    if (g_stop) return Served::kStopped;
+    if (err.rfind("no client", 0) != 0) return Served::kFatal;  // cannot listen
   }
   uint8_t b[kReqBytes] = {};
-  if (!ctl.recv(b, kReqVersionBytes, "request version", err)) return false;
+  if (!ctl.recv(b, kReqVersionBytes, "request version", err)) return Served::kFailed;
   Req req;
   Dec d{b};
   d(req.ver_maj), d(req.ver_min), d(req.ver_inc);
@@ -817,9 +845,9 @@ bool serve_one(Stack& st, const Config& cfg, std::FILE* info, bool& quit, Outcom
                        : strf("upgrade qperf on client from %d.%d.%d to %d.%d.%d", req.ver_maj, req.ver_min,
                               req.ver_inc, kVerMaj, kVerMin, kVerInc);
     ctl.report_error(err);
-    return false;
+    return Served::kRefused;
   }
-  if (!ctl.recv(b + kReqVersionBytes, kReqBytes - kReqVersionBytes, "request data", err)) return false;
+  if (!ctl.recv(b + kReqVersionBytes, kReqBytes - kReqVersionBytes, "request data", err)) return Served::kFailed;
   req_fields(req, Dec{b});
   o.test = req.req_index < std::size(kTests) ? std::string(kTests[req.req_index]) : "#" + std::to_string(req.req_index);
   const std::optional<Test> test = supported(req.req_index);
@@ -828,7 +856,7 @@ bool serve_one(Stack& st, const Config& cfg, std::FILE* info, bool& quit, Outcom
               ? "uroce qperf: test " + o.test + " is not supported (supported: " + kSupportedList + ")"
               : "bad request index: " + std::to_string(req.req_index);
     ctl.report_error(err);
-    return false;
+    return Served::kRefused;
   }
   std::fprintf(info, "# request: %s msg_size=%u time=%u no_msgs=%u use_cm=%u\n", o.test.c_str(), req.msg_size,
                req.time, req.no_msgs, req.use_cm);
@@ -836,16 +864,16 @@ bool serve_one(Stack& st, const Config& cfg, std::FILE* info, bool& quit, Outcom
     case Test::kConf: {
       uint8_t conf[kConfBytes];
       get_conf(conf);
-      return o.ok = ctl.send(conf, sizeof(conf), "configuration", err);
+      return (o.ok = ctl.send(conf, sizeof(conf), "configuration", err)) ? Served::kOk : Served::kFailed;
     }
     case Test::kQuit: {
       // qperf's run_server_quit: sync, then wait for the client to close first.
-      if (!ctl.sync(kSyncBefore, err)) return false;
+      if (!ctl.sync(kSyncBefore, err)) return Served::kFailed;
       uint8_t x;
       (void)ctl.recv(&x, 1, "the client's close", err);
       err.clear();
-      quit = true;
-      return o.ok = true;
+      o.ok = true;
+      return Served::kQuit;
     }
     case Test::kRcBw:
     case Test::kRcLat:
@@ -854,17 +882,18 @@ bool serve_one(Stack& st, const Config& cfg, std::FILE* info, bool& quit, Outcom
   if (!req.use_cm) {
     err = "uroce qperf: " + o.test + " needs the connection manager (qperf -cm1)";
     ctl.report_error(err);
-    return false;
+    return Served::kRefused;
   }
   RcTest rc(st, ctl, cfg, req, *test);
   if (!rc.run(o.local, o.remote, err)) {
-    ctl.report_error(err);
-    return false;
+    if (!g_stop) ctl.report_error(err);
+    return g_stop ? Served::kStopped : Served::kFailed;
   }
   std::fprintf(info, "# served %s: received %llu msgs (%llu bytes), sent %llu msgs in %.3f s\n", o.test.c_str(),
                (unsigned long long)o.local.r.msgs, (unsigned long long)o.local.r.bytes,
                (unsigned long long)o.local.s.msgs, real_s(o.local));
-  return o.ok = true;
+  o.ok = true;
+  return Served::kOk;
 }
 
 }  // namespace
@@ -890,9 +919,7 @@ int cmd_qperf(int argc, char** argv) {
       const std::optional<uint16_t> idx = test_index(pos[i]);
       if (!idx) return usage("unknown test '" + std::string(pos[i]) + "'");
       const std::optional<Test> t = supported(*idx);
-      if (!t || *t == Test::kQuit) {
-        return usage("test '" + std::string(pos[i]) + "' is not supported (client tests: conf rc_bw rc_lat)");
-      }
+      if (!t) return usage("test '" + std::string(pos[i]) + "' is not supported (supported: " + kSupportedList + ")");
       cfg.tests.push_back(*idx);
     }
   }
@@ -932,13 +959,24 @@ int cmd_qperf(int argc, char** argv) {
   std::vector<Outcome> done;
   bool ok = st.open(cfg, err);
   if (ok && cfg.server) {
-    bool quit = false;
-    while (ok && !quit && !g_stop && (!cfg.count || done.size() < cfg.count)) {
+    // A refused request is the client's mistake, reported to it; a failed one fails the run.
+    // The server ends on a quit request, after --count requests, or with SIGINT.
+    uint32_t failed = 0;
+    for (Served s = Served::kOk; s != Served::kQuit && s != Served::kStopped && s != Served::kFatal &&
+                                 (!cfg.count || done.size() < cfg.count);) {
       Outcome o;
-      ok = serve_one(st, cfg, info, quit, o, err);
-      if (!o.test.empty()) done.push_back(o);
+      std::string why;
+      s = serve_one(st, cfg, info, o, why);
+      if (s == Served::kRefused || s == Served::kFailed) {
+        std::fprintf(info, "# %s %s: %s\n", s == Served::kRefused ? "refused" : "failed", o.test.c_str(), why.c_str());
+      }
+      if (s == Served::kFailed || s == Served::kFatal) {
+        ++failed;
+        err = why;
+      }
+      if (s != Served::kStopped && s != Served::kFatal) done.push_back(o);
     }
-    if (!ok && g_stop) ok = true, err.clear();  // a server ends with SIGINT
+    ok = failed == 0;
   } else if (ok) {
     for (const uint16_t index : cfg.tests) {
       Outcome o;
