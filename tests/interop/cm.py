@@ -14,7 +14,6 @@ Needs root and /dev/net/tun (else exit 77 = skipped), like the other interop sui
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shlex
@@ -108,6 +107,49 @@ for _cell, _tool, _flags, _test, _row in (
         "retry_on": "REJECTED\\|UNREACHABLE\\|Unable to perform rdma_client",
     }
 
+# qperf -cm1: qperf's own TCP control connection (port 19765) carries the request, the rdma_cm
+# port, the node information, the sync messages and the server's statistics; rc_lat and rc_bw run
+# on one rdma_cm RC connection each (docs/CM.md, "qperf -cm1"). The stock client dials one address
+# for both, so as a server our stack takes the namespace kernel's address and the tap's MAC (the
+# port's own, from net_af_packet): the kernel keeps the TCP, our port takes the RoCE frames. After
+# rc_lat and rc_bw the stock client asks for a test we do not implement and must be refused
+# (qperf's error report: it prints "server: ..." and exits 1). As a client we end the stock
+# server with qperf's quit test.
+QPERF_TIME = 2  # seconds per test (qperf -t): one boot runs 2 x 2 s of test per role
+QPERF_LAT = r"latency\s+=\s+([\d.,]+) (ns|us|ms|sec)\b"
+QPERF_BW = r"\bbw\s+=\s+([\d.,]+) (bytes|KB|MB|GB)/sec\b"
+CELLS["qperf"] = {
+    "stock_server": "qperf",
+    "stock_client": (f'sh -c "qperf -cm1 -t {QPERF_TIME} {h.KERNEL_IP4} rc_lat rc_bw && '
+                     f'{{ qperf -cm1 {h.KERNEL_IP4} rc_rdma_read_bw; [ \\$? = 1 ]; }}"'),
+    "our_server": (f"qperf --ip {h.KERNEL_IP4} --listen {h.KERNEL_IP4} -C 3 --timeout {HOST_TIMEOUT} "
+                   f"--pcap {{pcap}} --counters"),
+    "our_client": f"qperf {OURS} -t {QPERF_TIME} {h.GUEST_IP4} rc_lat rc_bw quit --pcap {{pcap}} --counters",
+    # the stock server prints nothing unless a test fails
+    "stock_server_ok": r"\A(?!(.|\n)*(failed|error|unexpected))",
+    "stock_client_ok": rf"rc_lat:(.|\n)*{QPERF_LAT}(.|\n)*rc_bw:(.|\n)*{QPERF_BW}(.|\n)*rc_rdma_read_bw:(.|\n)*server: ",
+    "our_server_ok": (r"# served rc_lat: received [1-9]\d* msgs(.|\n)*# served rc_bw: received [1-9]\d* msgs"
+                      r"(.|\n)*# refused rc_rdma_read_bw: "),
+    "our_client_ok": rf"rc_lat:\n{QPERF_LAT}(.|\n)*rc_bw:\n(.|\n)*{QPERF_BW}(.|\n)*quit:",
+    "mads": ["ConnectRequest", "ConnectReply", "ReadyToUse", "DisconnectRequest", "DisconnectReply"],
+    "retry_on": "failed to connect",
+    "figures": True,
+}
+_UNITS = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "sec": 1e6, "bytes": 1e-6, "KB": 1e-3, "MB": 1.0, "GB": 1e3}
+
+
+def qperf_figures(text: str) -> dict:
+    """rc_lat in us and rc_bw in MB/s as a qperf client printed them (qperf's units, 1000-based),
+    and whether they are sane: a one-way latency of 1 us .. 100 ms, a bandwidth of 0.1 MB/s ..
+    10 GB/s (rxe under TCG: ~200-500 us, ~10-30 MB/s)."""
+    lat = re.search(QPERF_LAT, text)
+    bw = re.search(QPERF_BW, text)
+    f = {"rc_lat_us": round(float(lat.group(1).replace(",", "")) * _UNITS[lat.group(2)], 3) if lat else None,
+         "rc_bw_MBps": round(float(bw.group(1).replace(",", "")) * _UNITS[bw.group(2)], 3) if bw else None}
+    f["ok"] = (f["rc_lat_us"] is not None and 1 <= f["rc_lat_us"] <= 1e5
+               and f["rc_bw_MBps"] is not None and 0.1 <= f["rc_bw_MBps"] <= 1e4)
+    return f
+
 
 def guest_script(role: str, cells: list[str]) -> str:
     """role = OUR role. The stock client retries until our server listens."""
@@ -134,8 +176,8 @@ def guest_script(role: str, cells: list[str]) -> str:
 
 
 def host_script(uroce: str, role: str, cells: list[str], out: str) -> str:
-    """Ours, cell by cell in the guest's order; our client retries until the stock server
-    listens. Markers UROCE-HOST-STEP-BEGIN/END NAME rc= ms=."""
+    """Ours, cell by cell in the guest's order, between h.host_step()'s markers; our client
+    retries until the stock server listens."""
     lines = ["set -u"]
     for c in cells:
         pcap = os.path.join(out, f"{role}-{c}.pcap")
@@ -146,9 +188,7 @@ def host_script(uroce: str, role: str, cells: list[str], out: str) -> str:
             run = (f"for i in $(seq {RETRIES}); do {run}; [ $rc = 0 ] && break; "
                    f"grep -q 'REJECTED\\|ADDR_ERROR\\|UNREACHABLE\\|timed out' {out}/{role}-{c}.out || break; "
                    f"sleep 1; done")
-        lines += [f"echo UROCE-HOST-STEP-BEGIN {c}; t=$(date +%s%N)", run,
-                  f"head -n 3 {out}/{role}-{c}.out; tail -n 6 {out}/{role}-{c}.out",
-                  f'echo "UROCE-HOST-STEP-END {c} rc=$rc ms=$(( ($(date +%s%N) - t) / 1000000 ))"']
+        lines += h.host_step(c, f"{run}; head -n 3 {out}/{role}-{c}.out; tail -n 6 {out}/{role}-{c}.out")
     return "\n".join(lines)
 
 
@@ -171,87 +211,53 @@ def tshark_cm(pcap: str) -> dict:
 
 
 def run_matrix(out: str, uroce: str, roles: list[str], cells: list[str], timeout: float) -> dict:
+    """Per role one boot (h.run_cells); per cell also both tools' output checks, the qperf
+    figures and the CM MADs tshark finds in our capture."""
     res: dict = {"cells": {}, "boots": {}}
+
+    def check(c: str, cell: dict, ctx: dict) -> None:
+        spec, role = CELLS[c], cell["ours"]
+        our_out_path = os.path.join(ctx["rdir"], f"{role}-{c}.out")
+        our_out = open(our_out_path).read() if os.path.exists(our_out_path) else ""
+        stock_ok = re.search(spec["stock_client_ok" if role == "server" else "stock_server_ok"],
+                             ctx["stock_out"]) is not None
+        our_ok = re.search(spec.get(f"our_{role}_ok", spec.get("our_ok", "")), our_out) is not None
+        ts = tshark_cm(cell["pcap"])
+        mads_ok = all(m in ts["mads"] for m in spec["mads"]) and not ts["bad"]
+        cell.update({"cell": c, "stock_output_ok": stock_ok, "our_output_ok": our_ok, "tshark_mads": ts["mads"],
+                     "tshark_bad": ts["bad"][:5], "our_output": our_out_path})
+        cell["ok"] = cell["ok"] and stock_ok and our_ok and mads_ok
+        if spec.get("figures"):  # what the qperf client printed: the stock one, or ours
+            cell["figures"] = qperf_figures(ctx["stock_out"] if role == "server" else our_out)
+            cell["ok"] = cell["ok"] and cell["figures"]["ok"]
+
     for role in roles:
-        rdir = os.path.join(out, f"our-{role}")
-        os.makedirs(rdir, exist_ok=True)
-        r = h.run_single(rdir, guest_script(role, cells), host_script(uroce, role, cells, rdir),
-                         ipv6=any(c.endswith("6") for c in cells), timeout=timeout)
-        host_text = open(r["host"]["log"]).read() if "host" in r else ""
-        guest_text = open(r["guest"]["log"]).read() if r["guest"].get("log") else ""
-        host_steps = {m.group(1): {"rc": int(m.group(2)), "ms": int(m.group(3))} for m in
-                      re.finditer(r"UROCE-HOST-STEP-END (\S+) rc=(\d+) ms=(\d+)", host_text)}
-        res["boots"][role] = {"boot_s": r.get("boot_s"), "total_s": r.get("total_s"),
-                              "guest_log": r["guest"]["log"], "host_log": r.get("host", {}).get("log")}
-        for c in cells:
-            spec = CELLS[c]
-            pcap = os.path.join(rdir, f"{role}-{c}.pcap")
-            g = r["guest"]["steps"].get(c, {})
-            hs = host_steps.get(c, {})
-            stock_out = h._section(guest_text, f"UROCE-STEP-BEGIN {c}", f"UROCE-STEP-END {c}")
-            our_out_path = os.path.join(rdir, f"{role}-{c}.out")
-            our_out = open(our_out_path).read() if os.path.exists(our_out_path) else ""
-            stock_ok = re.search(spec["stock_client_ok" if role == "server" else "stock_server_ok"],
-                                 stock_out) is not None
-            our_ok = re.search(spec["our_ok"], our_out) is not None and hs.get("rc") == 0
-            d = h.pp_dump_verify(uroce, pcap)
-            ps = h.pcap_summary(pcap)
-            ts = tshark_cm(pcap)
-            mads_ok = all(m in ts["mads"] for m in spec["mads"]) and not ts["bad"]
-            ok = (stock_ok and g.get("rc") == 0 and our_ok and d["rc"] == 0 and ps["roce"] > 0 and ps["icrc_bad"] == 0
-                  and mads_ok)
-            res["cells"][f"{role}/{c}"] = {
-                "cell": c, "ours": role, "guest_step": g, "host_step": hs, "stock_output_ok": stock_ok,
-                "our_output_ok": our_ok, "dump_verify_rc": d["rc"], "roce_frames": ps["roce"],
-                "icrc_bad": ps["icrc_bad"], "tshark_mads": ts["mads"], "tshark_bad": ts["bad"][:5],
-                "pcap": pcap, "our_output": our_out_path, "ok": ok}
-    res["ok"] = bool(res["cells"]) and all(c["ok"] for c in res["cells"].values())
+        h.run_cells(res, uroce, out, role, role, cells, guest_script(role, cells),
+                    lambda rdir, r_=role: host_script(uroce, r_, cells, rdir), check,
+                    ipv6=any(c.endswith("6") for c in cells), timeout=timeout)
+    res["ok"] = h.matrix_ok(res)
     return res
 
 
 def table(res: dict) -> str:
     rows = [("cell", "uroce", "stock tool", "stock ok", "uroce ok", "ms (uroce)", "RoCE frames",
-             "ICRC bad", "dump --verify", "CM MADs (tshark)", "result")]
+             "ICRC bad", "dump --verify", "CM MADs (tshark)", "figures", "result")]
     for cell in res["cells"].values():
+        f = cell.get("figures")
         rows.append((cell["cell"], cell["ours"], "client" if cell["ours"] == "server" else "server",
                      "yes" if cell["stock_output_ok"] else "no", "yes" if cell["our_output_ok"] else "no",
                      str(cell["host_step"].get("ms", "-")), str(cell["roce_frames"]), str(cell["icrc_bad"]),
-                     "ok" if cell["dump_verify_rc"] == 0 else f"rc={cell['dump_verify_rc']}",
-                     " ".join(dict.fromkeys(cell["tshark_mads"])) or "-", "PASS" if cell["ok"] else "FAIL"))
-    w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    out = ["| " + " | ".join(r[i].ljust(w[i]) for i in range(len(r))) + " |" for r in rows]
-    out.insert(1, "|" + "|".join("-" * (x + 2) for x in w) + "|")
-    return "\n".join(out)
+                     h.verify_text(cell["dump_verify_rc"]), " ".join(dict.fromkeys(cell["tshark_mads"])) or "-",
+                     f"rc_lat {f['rc_lat_us']} us, rc_bw {f['rc_bw_MBps']} MB/s" if f else "-",
+                     "PASS" if cell["ok"] else "FAIL"))
+    return h.md_table(rows)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--uroce", default=os.environ.get("UROCE_BIN", "build/apps/uroce"))
-    ap.add_argument("--out", default=os.environ.get("UROCE_INTEROP_OUT") or f"/tmp/uroce-interop-cm-{os.getpid()}")
-    ap.add_argument("--roles", nargs="+", default=["server", "client"], choices=("server", "client"))
-    ap.add_argument("--cells", nargs="+", default=list(CELLS), choices=list(CELLS))
-    ap.add_argument("--timeout", type=float, default=600, help="per boot")
+    h.matrix_args(ap, "cm", list(CELLS), list(CELLS), 600, "default: all cells")
     a = ap.parse_args(argv)
-    if os.geteuid() != 0:
-        print("SKIP: interop tests need root (network namespaces, tap, QEMU)", flush=True)
-        return 77
-    if not os.path.exists("/dev/net/tun"):
-        print("SKIP: /dev/net/tun is missing (no tap devices)", flush=True)
-        return 77
-    if not os.access(a.uroce, os.X_OK):
-        print(f"uroce binary {a.uroce!r} is not executable", file=sys.stderr)
-        return 1
-    t0 = time.monotonic()
-    os.makedirs(a.out, exist_ok=True)
-    res = run_matrix(a.out, os.path.abspath(a.uroce), a.roles, a.cells, a.timeout)
-    res["total_s"] = round(time.monotonic() - t0, 2)
-    with open(os.path.join(a.out, "cm.json"), "w") as f:
-        json.dump(res, f, indent=1, default=list)
-    print(table(res))
-    h.log(f"results: {os.path.join(a.out, 'cm.json')}; total {res['total_s']} s; "
-          f"{'all cells passed' if res['ok'] else 'FAILED'}")
-    return 0 if res["ok"] else 1
-
+    return h.matrix_main(a, "cm", run_matrix, table)
 
 if __name__ == "__main__":
     try:

@@ -639,12 +639,8 @@ def check(cond: bool, what: str, failures: list[str]) -> None:
 
 
 def smoke(out: str, only: list[str] | None = None) -> int:
-    if os.geteuid() != 0:
-        print("SKIP: interop tests need root (network namespaces, tap, QEMU)", flush=True)
-        return 77
-    if not os.path.exists("/dev/net/tun"):
-        print("SKIP: /dev/net/tun is missing (no tap devices)", flush=True)
-        return 77
+    if (rc := preflight()) is not None:
+        return rc
     t0 = time.monotonic()
     failures: list[str] = []
     results: dict = {}
@@ -730,6 +726,160 @@ def afp_vdev(mtu: int = 1500) -> str:
             f"framecnt={AFP_FRAMES if mtu <= 1500 else AFP_FRAMES // 4}")
 
 
+# ------------------------------------------------------------- the matrices' shared cell runner
+# The pingpong, perf and CM matrices (cm.py) all run the same way: per boot one guest script of
+# `uroce-step NAME ...` cells and one host script running our side of the same cells in the same
+# order, each between the markers host_step() writes; then per cell the guest step's and the host
+# step's exit codes, `uroce dump --verify` and the ICRC check of our capture <out>/<role>-<cell>.pcap,
+# plus the matrix's own checks.
+
+def guest_step(name: str, cmd: str, timeout: int, retry_on: str | None = None,
+               after: str = "cat /tmp/o; exit $rc") -> str:
+    """A `uroce-step` line of a guest batch: cmd under busybox timeout, its output in /tmp/o,
+    then `after`. With retry_on: cmd again, up to 90 times 1 s apart, while its output matches
+    that grep pattern (a stock client before our server listens)."""
+    run = f"timeout {timeout} {cmd} >/tmp/o 2>&1; rc=$?; "
+    if retry_on:
+        run = f'for i in $(seq 90); do {run}grep -q "{retry_on}" /tmp/o || break; sleep 1; done; '
+    return f"uroce-step {name} sh -c '{run}{after}'"
+
+
+def host_step(name: str, cmd: str) -> list[str]:
+    """Host script lines that run cmd (which sets $rc) between the markers
+    UROCE-HOST-STEP-BEGIN NAME epoch= and UROCE-HOST-STEP-END NAME rc= ms= epoch=."""
+    return [f"t=$(date +%s%N); echo UROCE-HOST-STEP-BEGIN {name} epoch=$(( t / 1000000000 ))", cmd,
+            f'echo "UROCE-HOST-STEP-END {name} rc=$rc ms=$(( ($(date +%s%N) - t) / 1000000 )) epoch=$(date +%s)"']
+
+
+def host_steps(host_text: str) -> dict[str, dict]:
+    steps = {m.group(1): {"rc": int(m.group(2)), "ms": int(m.group(3)), "epoch_end": int(m.group(4))} for m in
+             re.finditer(r"UROCE-HOST-STEP-END (\S+) rc=(\d+) ms=(\d+) epoch=(\d+)", host_text)}
+    for m in re.finditer(r"UROCE-HOST-STEP-BEGIN (\S+) epoch=(\d+)", host_text):
+        steps.setdefault(m.group(1), {})["epoch_begin"] = int(m.group(2))
+    return steps
+
+
+def dump_verify(uroce: str, pcap: str) -> dict:
+    if not os.path.exists(pcap):
+        return {"rc": None, "out": "no capture"}
+    r = sh([uroce, "dump", "--verify", pcap], check=False)
+    return {"rc": r.returncode, "out": r.stdout[-3000:]}
+
+
+def _section(text: str, begin: str, end: str) -> str:
+    i = text.find(begin)
+    if i < 0:
+        return ""
+    j = text.find(end, i)
+    return text[i:j if j >= 0 else len(text)]
+
+
+def run_cells(res: dict, uroce: str, out: str, boot: str, role: str, cells: list[str], guest_script: str,
+              host_script, check=None, **run_opts) -> None:
+    """One boot (run_single with run_opts) in <out>/our-<boot>: host_script(rdir) is our side.
+    Adds res["boots"][boot] (with the dump --verify of the guest's capture of the whole boot)
+    and res["cells"]["<role>/<cell>"]; check(cell, result, ctx) may add fields and clear
+    result["ok"], with ctx = {"rdir", "run", "guest_text", "host_text", "stock_out", "our_out"}."""
+    rdir = os.path.join(out, f"our-{boot}")
+    os.makedirs(rdir, exist_ok=True)
+    r = run_single(rdir, guest_script, host_script(rdir), **run_opts)
+    host_text = open(r["host"]["log"]).read() if "host" in r else ""
+    guest_text = open(r["guest"]["log"]).read() if r["guest"].get("log") else ""
+    steps = host_steps(host_text)
+    res["boots"][boot] = {"boot_s": r.get("boot_s"), "total_s": r.get("total_s"),
+                          "guest_rc": r["guest"]["rc"], "host_rc": r.get("host", {}).get("rc"),
+                          "guest_log": r["guest"]["log"], "host_log": r.get("host", {}).get("log"),
+                          "guest_pcap": r["pcap"], "guest_pcap_summary": r["pcap_summary"],
+                          "guest_dump_verify_rc": dump_verify(uroce, r["pcap"])["rc"]}
+    for c in cells:
+        pcap = os.path.join(rdir, f"{role}-{c}.pcap")
+        g = r["guest"]["steps"].get(c, {})
+        hs = steps.get(c, {})
+        d = dump_verify(uroce, pcap)
+        ps = pcap_summary(pcap)
+        cell = {"ours": role, "guest_step": g, "host_step": hs, "dump_verify_rc": d["rc"],
+                "roce_frames": ps["roce"], "icrc_bad": ps["icrc_bad"], "opcodes": ps["opcodes"], "pcap": pcap,
+                "ok": (g.get("rc") == 0 and hs.get("rc") == 0 and d["rc"] == 0 and ps["roce"] > 0
+                       and ps["icrc_bad"] == 0)}
+        if d["rc"] != 0:
+            cell["dump_tail"] = d["out"][-800:]
+        if check:
+            check(c, cell, {"rdir": rdir, "run": r, "guest_text": guest_text, "host_text": host_text,
+                            # (the name ends at a newline or a space: write_bw is not write_bw_b)
+                            "stock_out": _section(guest_text, f"UROCE-STEP-BEGIN {c}\n", f"UROCE-STEP-END {c} "),
+                            "our_out": _section(host_text, f"UROCE-HOST-STEP-BEGIN {c} ",
+                                                f"UROCE-HOST-STEP-END {c} ")})
+        res["cells"][f"{role}/{c}"] = cell
+
+
+def matrix_ok(res: dict) -> bool:
+    """Every cell passed, and every boot's guest capture passes dump --verify."""
+    return (bool(res["cells"]) and all(c["ok"] for c in res["cells"].values())
+            and all(b["guest_dump_verify_rc"] == 0 for b in res["boots"].values()))
+
+
+def md_table(rows: list[tuple]) -> str:
+    """rows[0] is the header."""
+    w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    out = ["| " + " | ".join(r[i].ljust(w[i]) for i in range(len(r))) + " |" for r in rows]
+    out.insert(1, "|" + "|".join("-" * (x + 2) for x in w) + "|")
+    return "\n".join(out)
+
+
+def verify_text(rc) -> str:
+    return "ok" if rc == 0 else f"rc={rc}"
+
+
+def preflight(uroce: str | None = None) -> int | None:
+    """Exit code if the interop tests cannot run here: 77 (skipped) without root or
+    /dev/net/tun, 1 without the uroce binary (if one is named); None if they can."""
+    if os.geteuid() != 0:
+        print("SKIP: interop tests need root (network namespaces, tap, QEMU)", flush=True)
+        return 77
+    if not os.path.exists("/dev/net/tun"):
+        print("SKIP: /dev/net/tun is missing (no tap devices)", flush=True)
+        return 77
+    if uroce is not None and not os.access(uroce, os.X_OK):
+        print(f"uroce binary {uroce!r} is not executable", file=sys.stderr)
+        return 1
+    return None
+
+
+def matrix_args(p: argparse.ArgumentParser, name: str, cells: list[str], default: list[str],
+                timeout: float, cells_help: str) -> None:
+    """A matrix's options: the ones matrix_main reads."""
+    p.add_argument("--uroce", default=os.environ.get("UROCE_BIN", "build/apps/uroce"),
+                   help="the uroce binary (default $UROCE_BIN or build/apps/uroce)")
+    p.add_argument("--out", default=os.environ.get("UROCE_INTEROP_OUT") or
+                   f"/tmp/uroce-interop-{name}-{os.getpid()}")
+    p.add_argument("--roles", nargs="+", default=["server", "client"], choices=("server", "client"),
+                   help="our roles; one guest boot each")
+    p.add_argument("--cells", nargs="+", default=default, choices=cells, help=cells_help)
+    p.add_argument("--timeout", type=float, default=timeout, help="per boot")
+
+
+def matrix_main(a, name: str, run, table) -> int:
+    """A matrix's CLI (a: --uroce, --out, --roles, --cells, --timeout): preflight, then
+    res = run(out, uroce, roles, cells, timeout), <out>/<name>.json, table(res) and the boots
+    printed; exit 0 only if the matrix passed."""
+    if (rc := preflight(a.uroce)) is not None:
+        return rc
+    t0 = time.monotonic()
+    os.makedirs(a.out, exist_ok=True)
+    res = run(a.out, os.path.abspath(a.uroce), a.roles, a.cells, a.timeout)
+    res["total_s"] = round(time.monotonic() - t0, 2)
+    with open(os.path.join(a.out, f"{name}.json"), "w") as f:
+        json.dump(res, f, indent=1, default=list)
+    print(table(res))
+    for boot, b in res["boots"].items():
+        log(f"our {boot}: boot {b['boot_s']} s, boot+cells {b['total_s']} s, guest capture "
+            f"{b['guest_pcap_summary']['roce']} RoCE frames, dump --verify {verify_text(b['guest_dump_verify_rc'])}, "
+            f"logs {b['guest_log']} {b['host_log']}")
+    log(f"results: {os.path.join(a.out, name + '.json')}; total {res['total_s']} s; "
+        f"{'all cells passed' if res['ok'] else 'FAILED'}")
+    return 0 if res["ok"] else 1
+
+
 # ------------------------------------------------------------- uroce pingpong interop matrix
 PP_TOOLS = ("rc", "uc", "ud", "srq")
 # Per tool: the stock tool's and our flags (both sides get the same ones, as rdma-core wants).
@@ -752,22 +902,17 @@ def pp_guest_script(role: str, cells: list[str]) -> str:
     exits 0)."""
     lines = []
     for c in cells:
-        gid = "$GID6" if c == "rc6" else "$GID4"
-        cmd = f"ibv_{_pp_tool(c)}_pingpong -g {gid} {PP_FLAGS[c]}"
-        if role == "server":
-            body = (f'for i in $(seq 90); do timeout {PP_STEP_TIMEOUT} {cmd} {KERNEL_IP4} >/tmp/o 2>&1; '
-                    f'rc=$?; grep -q "Couldn.t connect" /tmp/o || break; sleep 1; done; ')
-        else:
-            body = f"timeout {PP_STEP_TIMEOUT} {cmd} >/tmp/o 2>&1; rc=$?; "
-        body += 'cat /tmp/o; [ $rc = 0 ] || exit $rc; ! grep -q "invalid data" /tmp/o'
-        lines.append(f"uroce-step {c} sh -c '{body}'")
+        cmd = f"ibv_{_pp_tool(c)}_pingpong -g {'$GID6' if c == 'rc6' else '$GID4'} {PP_FLAGS[c]}"
+        lines.append(guest_step(c, f"{cmd} {KERNEL_IP4}" if role == "server" else cmd, PP_STEP_TIMEOUT,
+                                "Couldn.t connect" if role == "server" else None,
+                                'cat /tmp/o; [ $rc = 0 ] || exit $rc; ! grep -q "invalid data" /tmp/o'))
     lines.append("exit 0")
     return "\n".join(lines)
 
 
 def pp_host_script(uroce: str, role: str, cells: list[str], out: str) -> str:
     """Our side: `uroce pingpong` once per cell, in the guest's order, each with its own EAL
-    (--no-shconf) and its own capture; markers UROCE-HOST-STEP-END NAME rc= ms=."""
+    (--no-shconf) and its own capture, between host_step()'s markers."""
     lines = ["set -u"]
     for c in cells:
         pcap = os.path.join(out, f"{role}-{c}.pcap")
@@ -778,58 +923,24 @@ def pp_host_script(uroce: str, role: str, cells: list[str], out: str) -> str:
         ours += f" --listen {KERNEL_IP4}" if role == "server" else f" {GUEST_IP4}"
         eal = ("--no-huge --no-pci --no-shconf -m 256 -l 0 --log-level=lib.*:error "
                f"--vdev={afp_vdev()}")
-        lines += [f"echo UROCE-HOST-STEP-BEGIN {c}; t=$(date +%s%N)",
-                  f"{shlex.quote(uroce)} pingpong {eal} -- {ours} --counters; rc=$?",
-                  f'echo "UROCE-HOST-STEP-END {c} rc=$rc ms=$(( ($(date +%s%N) - t) / 1000000 ))"']
+        lines += host_step(c, f"{shlex.quote(uroce)} pingpong {eal} -- {ours} --counters; rc=$?")
     return "\n".join(lines)
-
-
-def pp_dump_verify(uroce: str, pcap: str) -> dict:
-    if not os.path.exists(pcap):
-        return {"rc": None, "out": "no capture"}
-    r = sh([uroce, "dump", "--verify", pcap], check=False)
-    return {"rc": r.returncode, "out": r.stdout[-3000:]}
 
 
 def run_pingpong_matrix(out: str, uroce: str, roles: list[str], cells: list[str],
                         timeout: float = 900, cache: str | None = None) -> dict:
     """Per role one guest boot (IPv6 on when an rc6 cell is asked for) that runs every cell in
-    turn; per cell: guest step rc, host step rc, `uroce dump --verify` of our capture, and the
-    harness's own ICRC check of it."""
+    turn (run_cells)."""
     res: dict = {"cells": {}, "boots": {}}
-    ipv6 = "rc6" in cells
+
+    def name(c: str, cell: dict, _ctx: dict) -> None:
+        cell["tool"] = f"ibv_{_pp_tool(c)}_pingpong" + (" (IPv6 GID)" if c == "rc6" else "")
+
     for role in roles:
-        rdir = os.path.join(out, f"our-{role}")
-        os.makedirs(rdir, exist_ok=True)
-        r = run_single(rdir, pp_guest_script(role, cells),
-                       pp_host_script(uroce, role, cells, rdir), ipv6=ipv6, timeout=timeout,
-                       cache=cache)
-        host_text = open(r["host"]["log"]).read() if "host" in r else ""
-        host_steps = {m.group(1): {"rc": int(m.group(2)), "ms": int(m.group(3))} for m in
-                      re.finditer(r"UROCE-HOST-STEP-END (\S+) rc=(\d+) ms=(\d+)", host_text)}
-        res["boots"][role] = {"boot_s": r.get("boot_s"), "total_s": r.get("total_s"),
-                              "guest_rc": r["guest"]["rc"], "host_rc": r.get("host", {}).get("rc"),
-                              "guest_log": r["guest"]["log"], "host_log": r.get("host", {}).get("log"),
-                              "guest_pcap": r["pcap"], "guest_pcap_summary": r["pcap_summary"],
-                              "guest_dump_verify_rc": pp_dump_verify(uroce, r["pcap"])["rc"]}
-        for c in cells:
-            pcap = os.path.join(rdir, f"{role}-{c}.pcap")
-            g = r["guest"]["steps"].get(c, {})
-            h = host_steps.get(c, {})
-            d = pp_dump_verify(uroce, pcap)
-            ps = pcap_summary(pcap)
-            ok = (g.get("rc") == 0 and h.get("rc") == 0 and d["rc"] == 0 and ps["roce"] > 0
-                  and ps["icrc_bad"] == 0)
-            res["cells"][f"{role}/{c}"] = {
-                "tool": f"ibv_{_pp_tool(c)}_pingpong" + (" (IPv6 GID)" if c == "rc6" else ""),
-                "ours": role, "guest_step": g, "host_step": h, "dump_verify_rc": d["rc"],
-                "roce_frames": ps["roce"], "icrc_bad": ps["icrc_bad"], "opcodes": ps["opcodes"],
-                "pcap": pcap, "ok": ok}
-            if d["rc"] != 0:
-                res["cells"][f"{role}/{c}"]["dump_tail"] = d["out"][-800:]
-    # Every frame of the guest's NIC too (rxe's and ours as rxe saw them, the whole boot).
-    res["ok"] = (bool(res["cells"]) and all(c["ok"] for c in res["cells"].values())
-                 and all(b["guest_dump_verify_rc"] == 0 for b in res["boots"].values()))
+        run_cells(res, uroce, out, role, role, cells, pp_guest_script(role, cells),
+                  lambda rdir, r_=role: pp_host_script(uroce, r_, cells, rdir), name,
+                  ipv6="rc6" in cells, timeout=timeout, cache=cache)
+    res["ok"] = matrix_ok(res)
     return res
 
 
@@ -840,40 +951,8 @@ def pp_table(res: dict) -> str:
         rows.append((cell["tool"], cell["ours"], "client" if cell["ours"] == "server" else "server",
                      str(cell["guest_step"].get("rc", "-")), str(cell["host_step"].get("rc", "-")),
                      str(cell["host_step"].get("ms", "-")), str(cell["roce_frames"]),
-                     str(cell["icrc_bad"]), "ok" if cell["dump_verify_rc"] == 0 else
-                     f"rc={cell['dump_verify_rc']}", "PASS" if cell["ok"] else "FAIL"))
-    w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    out = ["| " + " | ".join(r[i].ljust(w[i]) for i in range(len(r))) + " |" for r in rows]
-    out.insert(1, "|" + "|".join("-" * (x + 2) for x in w) + "|")
-    return "\n".join(out)
-
-
-def pingpong_main(a) -> int:
-    if os.geteuid() != 0:
-        print("SKIP: interop tests need root (network namespaces, tap, QEMU)", flush=True)
-        return 77
-    if not os.path.exists("/dev/net/tun"):
-        print("SKIP: /dev/net/tun is missing (no tap devices)", flush=True)
-        return 77
-    if not os.access(a.uroce, os.X_OK):
-        print(f"uroce binary {a.uroce!r} is not executable", file=sys.stderr)
-        return 1
-    t0 = time.monotonic()
-    os.makedirs(a.out, exist_ok=True)
-    res = run_pingpong_matrix(a.out, os.path.abspath(a.uroce), a.roles, a.cells,
-                              timeout=a.timeout)
-    res["total_s"] = round(time.monotonic() - t0, 2)
-    with open(os.path.join(a.out, "pingpong.json"), "w") as f:
-        json.dump(res, f, indent=1, default=list)
-    print(pp_table(res))
-    for role, b in res["boots"].items():
-        log(f"our {role}: boot {b['boot_s']} s, boot+cells {b['total_s']} s, guest capture "
-            f"{b['guest_pcap_summary']['roce']} RoCE frames, dump --verify "
-            f"{'ok' if b['guest_dump_verify_rc'] == 0 else 'rc=%s' % b['guest_dump_verify_rc']}, logs "
-            f"{b['guest_log']} {b['host_log']}")
-    log(f"results: {os.path.join(a.out, 'pingpong.json')}; total {res['total_s']} s; "
-        f"{'all cells passed' if res['ok'] else 'FAILED'}")
-    return 0 if res["ok"] else 1
+                     str(cell["icrc_bad"]), verify_text(cell["dump_verify_rc"]), "PASS" if cell["ok"] else "FAIL"))
+    return md_table(rows)
 
 
 # --------------------------------------------------------------- uroce perf interop matrix
@@ -944,13 +1023,8 @@ def perf_guest_script(role: str, cells: list[str]) -> str:
     for c in cells:
         tool, flags, _ = PERF_CELLS[c]
         cmd = f"{tool} -d rxe0 -x {'$GID6' if c in PERF_IPV6 else '$GID4'} -F {flags}"
-        if role == "server":
-            body = (f'for i in $(seq 90); do timeout {PERF_STEP_TIMEOUT} {cmd} {KERNEL_IP4} >/tmp/o 2>&1; '
-                    f'rc=$?; grep -q "Couldn.t connect\\|Unable to init the socket" /tmp/o || break; sleep 1; done; ')
-        else:
-            body = f"timeout {PERF_STEP_TIMEOUT} {cmd} >/tmp/o 2>&1; rc=$?; "
-        body += 'cat /tmp/o; exit $rc'
-        lines.append(f"uroce-step {c} sh -c '{body}'")
+        lines.append(guest_step(c, f"{cmd} {KERNEL_IP4}" if role == "server" else cmd, PERF_STEP_TIMEOUT,
+                                "Couldn.t connect\\|Unable to init the socket" if role == "server" else None))
     lines.append("exit 0")
     return "\n".join(lines)
 
@@ -978,23 +1052,11 @@ def perf_host_cmd(uroce: str, role: str, cell: str, pcap: str) -> str:
 
 def perf_host_script(uroce: str, role: str, cells: list[str], out: str) -> str:
     """Our side: one `uroce perf` per cell, in the guest's order, each with its own EAL and its
-    own capture; markers UROCE-HOST-STEP-BEGIN/END NAME rc= ms=."""
+    own capture, between host_step()'s markers."""
     lines = ["set -u"]
     for c in cells:
-        pcap = os.path.join(out, f"{role}-{c}.pcap")
-        lines += [f"t=$(date +%s%N); echo UROCE-HOST-STEP-BEGIN {c} epoch=$(( t / 1000000000 ))",
-                  perf_host_cmd(uroce, role, c, pcap) + "; rc=$?",
-                  f'echo "UROCE-HOST-STEP-END {c} rc=$rc ms=$(( ($(date +%s%N) - t) / 1000000 )) '
-                  f'epoch=$(date +%s)"']
+        lines += host_step(c, perf_host_cmd(uroce, role, c, os.path.join(out, f"{role}-{c}.pcap")) + "; rc=$?")
     return "\n".join(lines)
-
-
-def _section(text: str, begin: str, end: str) -> str:
-    i = text.find(begin)
-    if i < 0:
-        return ""
-    j = text.find(end, i)
-    return text[i:j if j >= 0 else len(text)]
 
 
 _BW_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$")
@@ -1062,62 +1124,32 @@ def perf_loss_check(uroce_role: str, cell: str, pcap: str, guest_frames: list[di
 def run_perf_matrix(out: str, uroce: str, roles: list[str], cells: list[str],
                     timeout: float = 1500, cache: str | None = None) -> dict:
     """Per role and link MTU one guest boot (IPv6 on when an IPv6 cell is in it) running every cell
-    in turn; per cell: the stock tool's rc, ours,
-    `uroce dump --verify` of our capture and the harness's own ICRC check of it."""
+    in turn (run_cells); per cell also both tools' result rows, our counters and, for the loss
+    cells, the data check."""
     res: dict = {"cells": {}, "boots": {}}
     groups = [(1500, [c for c in cells if c not in PERF_JUMBO]),
               (9000, [c for c in cells if c in PERF_JUMBO])]  # one boot per role and link MTU
     for role, mtu, group in [(r_, m, g) for r_ in roles for m, g in groups if g]:
-        boot = role if mtu == 1500 else f"{role}-mtu{mtu}"
-        rdir = os.path.join(out, f"our-{boot}")
-        os.makedirs(rdir, exist_ok=True)
-        r = run_single(rdir, perf_guest_script(role, group),
-                       perf_host_script(uroce, role, group, rdir), mtu=mtu, timeout=timeout, cache=cache,
-                       ipv6=bool(PERF_IPV6 & set(group)))
-        host_text = open(r["host"]["log"]).read() if "host" in r else ""
-        guest_text = open(r["guest"]["log"]).read() if r["guest"].get("log") else ""
-        host_steps = {m.group(1): {"rc": int(m.group(2)), "ms": int(m.group(3)),
-                                   "epoch_end": int(m.group(4))} for m in
-                      re.finditer(r"UROCE-HOST-STEP-END (\S+) rc=(\d+) ms=(\d+) epoch=(\d+)", host_text)}
-        for m in re.finditer(r"UROCE-HOST-STEP-BEGIN (\S+) epoch=(\d+)", host_text):
-            host_steps.setdefault(m.group(1), {})["epoch_begin"] = int(m.group(2))
-        res["boots"][boot] = {"boot_s": r.get("boot_s"), "total_s": r.get("total_s"),
-                              "guest_rc": r["guest"]["rc"], "host_rc": r.get("host", {}).get("rc"),
-                              "guest_log": r["guest"]["log"], "host_log": r.get("host", {}).get("log"),
-                              "guest_pcap": r["pcap"], "guest_pcap_summary": r["pcap_summary"],
-                              "guest_dump_verify_rc": pp_dump_verify(uroce, r["pcap"])["rc"]}
-        guest_frames = None
-        for c in group:
+        guest_frames: list[dict] | None = None
+
+        def check(c: str, cell: dict, ctx: dict, role_=role) -> None:
+            nonlocal guest_frames
             tool, flags, test = PERF_CELLS[c]
-            pcap = os.path.join(rdir, f"{role}-{c}.pcap")
-            g = r["guest"]["steps"].get(c, {})
-            h = host_steps.get(c, {})
-            d = pp_dump_verify(uroce, pcap)
-            ps = pcap_summary(pcap)
-            ok = (g.get("rc") == 0 and h.get("rc") == 0 and d["rc"] == 0 and ps["roce"] > 0
-                  and ps["icrc_bad"] == 0)
-            our_text = _section(host_text, f"UROCE-HOST-STEP-BEGIN {c}", f"UROCE-HOST-STEP-END {c}")
-            counters = parse_counters(our_text)
-            cell = {"tool": f"{tool} {flags}", "ours": role, "test": test, "guest_step": g,
-                    "host_step": h, "dump_verify_rc": d["rc"], "roce_frames": ps["roce"],
-                    "icrc_bad": ps["icrc_bad"], "opcodes": ps["opcodes"], "pcap": pcap,
-                    "host_cmd": perf_host_cmd(uroce, role, c, pcap), "counters": counters,
-                    "stock_rows": perf_rows(_section(guest_text, f"UROCE-STEP-BEGIN {c}",
-                                                     f"UROCE-STEP-END {c}")),
-                    "our_rows": perf_rows(our_text)}
+            counters = parse_counters(ctx["our_out"])
+            cell.update({"tool": f"{tool} {flags}", "test": test, "counters": counters,
+                         "host_cmd": perf_host_cmd(uroce, role_, c, cell["pcap"]),
+                         "stock_rows": perf_rows(ctx["stock_out"]), "our_rows": perf_rows(ctx["our_out"])})
             if c in PERF_LOSS:
                 if guest_frames is None:
-                    guest_frames = [f for f in map(verify_data.roce, read_pcap(r["pcap"])) if f]
+                    guest_frames = [f for f in map(verify_data.roce, read_pcap(ctx["run"]["pcap"])) if f]
                 cell["loss"] = PERF_LOSS[c]
-                cell["data"] = perf_loss_check(role, c, pcap, guest_frames, h, counters)
-                ok = ok and cell["data"]["ok"]
-            cell["ok"] = ok
-            if d["rc"] != 0:
-                cell["dump_tail"] = d["out"][-800:]
-            res["cells"][f"{role}/{c}"] = cell
-    # Every frame of the guest's NIC too (rxe's and ours as rxe saw them, the whole boot).
-    res["ok"] = (bool(res["cells"]) and all(c["ok"] for c in res["cells"].values())
-                 and all(b["guest_dump_verify_rc"] == 0 for b in res["boots"].values()))
+                cell["data"] = perf_loss_check(role_, c, cell["pcap"], guest_frames, cell["host_step"], counters)
+                cell["ok"] = cell["ok"] and cell["data"]["ok"]
+
+        run_cells(res, uroce, out, role if mtu == 1500 else f"{role}-mtu{mtu}", role, group,
+                  perf_guest_script(role, group), lambda rdir, r_=role, g_=group: perf_host_script(uroce, r_, g_, rdir),
+                  check, mtu=mtu, timeout=timeout, cache=cache, ipv6=bool(PERF_IPV6 & set(group)))
+    res["ok"] = matrix_ok(res)
     return res
 
 
@@ -1145,41 +1177,11 @@ def perf_table(res: dict) -> str:
         rows.append((name.split("/", 1)[1], tool, cell["ours"],
                      str(cell["guest_step"].get("rc", "-")), str(cell["host_step"].get("rc", "-")),
                      str(cell["host_step"].get("ms", "-")), str(cell["roce_frames"]),
-                     str(cell["icrc_bad"]), "ok" if cell["dump_verify_rc"] == 0 else
-                     f"rc={cell['dump_verify_rc']}", "; ".join(cell["stock_rows"][-1:]) or "-",
+                     str(cell["icrc_bad"]), verify_text(cell["dump_verify_rc"]),
+                     "; ".join(cell["stock_rows"][-1:]) or "-",
                      "; ".join(cell["our_rows"][-1:]) or "-", counters_text(cell["counters"]),
                      data_text(cell), "PASS" if cell["ok"] else "FAIL"))
-    w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    out = ["| " + " | ".join(r[i].ljust(w[i]) for i in range(len(r))) + " |" for r in rows]
-    out.insert(1, "|" + "|".join("-" * (x + 2) for x in w) + "|")
-    return "\n".join(out)
-
-
-def perf_main(a) -> int:
-    if os.geteuid() != 0:
-        print("SKIP: interop tests need root (network namespaces, tap, QEMU)", flush=True)
-        return 77
-    if not os.path.exists("/dev/net/tun"):
-        print("SKIP: /dev/net/tun is missing (no tap devices)", flush=True)
-        return 77
-    if not os.access(a.uroce, os.X_OK):
-        print(f"uroce binary {a.uroce!r} is not executable", file=sys.stderr)
-        return 1
-    t0 = time.monotonic()
-    os.makedirs(a.out, exist_ok=True)
-    res = run_perf_matrix(a.out, os.path.abspath(a.uroce), a.roles, a.cells, timeout=a.timeout)
-    res["total_s"] = round(time.monotonic() - t0, 2)
-    with open(os.path.join(a.out, "perf.json"), "w") as f:
-        json.dump(res, f, indent=1, default=list)
-    print(perf_table(res))
-    for role, b in res["boots"].items():
-        log(f"our {role}: boot {b['boot_s']} s, boot+cells {b['total_s']} s, guest capture "
-            f"{b['guest_pcap_summary']['roce']} RoCE frames, dump --verify "
-            f"{'ok' if b['guest_dump_verify_rc'] == 0 else 'rc=%s' % b['guest_dump_verify_rc']}, logs "
-            f"{b['guest_log']} {b['host_log']}")
-    log(f"results: {os.path.join(a.out, 'perf.json')}; total {res['total_s']} s; "
-        f"{'all cells passed' if res['ok'] else 'FAILED'}")
-    return 0 if res["ok"] else 1
+    return md_table(rows)
 
 
 # ------------------------------------------------------------------------------------- CLI
@@ -1223,28 +1225,12 @@ def main(argv: list[str] | None = None) -> int:
     o.add_argument("--gid-ip", default=STACK_IP4)
     o.add_argument("--count", type=int, default=1)
     o.add_argument("--timeout", type=float, default=120)
-    pp = sub.add_parser("pingpong", help="interop matrix: uroce pingpong <-> stock "
-                        "ibv_{rc,uc,ud,srq}_pingpong, both roles (meson suite 'interop')")
-    pp.add_argument("--uroce", default=os.environ.get("UROCE_BIN", "build/apps/uroce"),
-                    help="the uroce binary (default $UROCE_BIN or build/apps/uroce)")
-    pp.add_argument("--out", default=os.environ.get("UROCE_INTEROP_OUT") or
-                    f"/tmp/uroce-interop-pingpong-{os.getpid()}")
-    pp.add_argument("--roles", nargs="+", default=["server", "client"], choices=("server", "client"),
-                    help="our roles; one guest boot each")
-    pp.add_argument("--cells", nargs="+", default=list(PP_TOOLS) + ["rc6"],
-                    choices=list(PP_TOOLS) + ["rc6"], help="rc6 = rc over IPv6 GIDs")
-    pp.add_argument("--timeout", type=float, default=900, help="per boot")
-    pf = sub.add_parser("perf", help="interop matrix: uroce perf <-> stock perftest ib_*_{bw,lat}, "
-                        "both roles (meson suite 'interop')")
-    pf.add_argument("--uroce", default=os.environ.get("UROCE_BIN", "build/apps/uroce"),
-                    help="the uroce binary (default $UROCE_BIN or build/apps/uroce)")
-    pf.add_argument("--out", default=os.environ.get("UROCE_INTEROP_OUT") or
-                    f"/tmp/uroce-interop-perf-{os.getpid()}")
-    pf.add_argument("--roles", nargs="+", default=["server", "client"], choices=("server", "client"),
-                    help="our roles; one guest boot each")
-    pf.add_argument("--cells", nargs="+", default=PERF_DEFAULT_CELLS, choices=list(PERF_CELLS),
-                    help="default: all cells")
-    pf.add_argument("--timeout", type=float, default=1500, help="per boot")
+    matrix_args(sub.add_parser("pingpong", help="interop matrix: uroce pingpong <-> stock "
+                               "ibv_{rc,uc,ud,srq}_pingpong, both roles (meson suite 'interop')"),
+                "pingpong", list(PP_TOOLS) + ["rc6"], list(PP_TOOLS) + ["rc6"], 900, "rc6 = rc over IPv6 GIDs")
+    matrix_args(sub.add_parser("perf", help="interop matrix: uroce perf <-> stock perftest ib_*_{bw,lat}, "
+                               "both roles (meson suite 'interop')"),
+                "perf", list(PERF_CELLS), PERF_DEFAULT_CELLS, 1500, "default: all cells")
     pc = sub.add_parser("pcap", help="summarize a pcap: RoCEv2 opcodes, ICRC check")
     pc.add_argument("--oob", action="store_true", help="also print the TCP/18515 payloads")
     pc.add_argument("files", nargs="+")
@@ -1271,9 +1257,9 @@ def main(argv: list[str] | None = None) -> int:
     if a.cmd == "smoke":
         return smoke(a.out, a.only)
     if a.cmd == "pingpong":
-        return pingpong_main(a)
+        return matrix_main(a, "pingpong", run_pingpong_matrix, pp_table)
     if a.cmd == "perf":
-        return perf_main(a)
+        return matrix_main(a, "perf", run_perf_matrix, perf_table)
     if os.geteuid() != 0:
         print("interop harness needs root", file=sys.stderr)
         return 2
