@@ -76,6 +76,7 @@
 #include "apps/commands.h"
 #include "apps/launch.h"
 #include "apps/oob.h"
+#include "apps/qperf_proto.h"
 #include "drivers/dpdk/dpdk_io.h"
 #include "drivers/dpdk/eal_args.h"
 #include "drivers/dpdk/tsc_clock.h"
@@ -83,109 +84,23 @@
 namespace uroce::apps {
 namespace {
 
-// ------------------------------------------------------------------ wire format
-constexpr uint16_t kVerMaj = 0, kVerMin = 4, kVerInc = 11;  // the version we speak
-constexpr size_t kStrSize = 64;
-constexpr size_t kReqBytes = 200, kReqVersionBytes = 6, kNodeBytes = 40, kStatBytes = 256, kConfBytes = 4 * kStrSize;
-constexpr char kSyncBefore[] = "synchronization before test";
-constexpr char kSyncAfter[] = "synchronization after test";
+using namespace qperf;  // NOLINT: the protocol's names, as qperf calls them
+
+// ------------------------------------------------------------------ what we serve
 constexpr uint32_t kTicksPerSec = 1'000'000;  // our STAT's time unit: microseconds
 constexpr uint32_t kRecvDepth = 1024;         // qperf's NCQE: rc_bw's posted receives
 constexpr uint32_t kSendDepth = 128;          // our rc_bw sender's outstanding SENDs
 
-/// qperf 0.4.11's test table (qperf.c Tests[], built with RDMA): the index is req_index.
-constexpr std::string_view kTests[] = {
-    "conf", "quit", "rds_bw", "rds_lat", "sctp_bw", "sctp_lat", "sdp_bw", "sdp_lat", "tcp_bw", "tcp_lat",
-    "udp_bw", "udp_lat", "rc_bi_bw", "rc_bw", "rc_compare_swap_mr", "rc_fetch_add_mr", "rc_lat",
-    "rc_rdma_read_bw", "rc_rdma_read_lat", "rc_rdma_write_bw", "rc_rdma_write_lat", "rc_rdma_write_poll_lat",
-    "uc_bi_bw", "uc_bw", "uc_lat", "uc_rdma_write_bw", "uc_rdma_write_lat", "uc_rdma_write_poll_lat", "ud_bi_bw",
-    "ud_bw", "ud_lat", "ver_rc_compare_swap", "ver_rc_fetch_add", "xrc_bi_bw", "xrc_bw", "xrc_lat",
-};
 enum class Test : uint8_t { kConf, kQuit, kRcBw, kRcLat };
 constexpr std::pair<Test, uint16_t> kSupported[] = {{Test::kConf, 0}, {Test::kQuit, 1}, {Test::kRcBw, 13}, {Test::kRcLat, 16}};
 constexpr char kSupportedList[] = "conf quit rc_bw rc_lat";
 
-std::optional<uint16_t> test_index(std::string_view name) {
-  for (size_t i = 0; i < std::size(kTests); ++i) {
-    if (kTests[i] == name) return uint16_t(i);
-  }
-  return std::nullopt;
-}
 std::optional<Test> supported(uint16_t index) {
   for (const auto& [t, i] : kSupported) {
     if (i == index) return t;
   }
   return std::nullopt;
 }
-
-struct Req {
-  uint16_t ver_maj = kVerMaj, ver_min = kVerMin, ver_inc = kVerInc, req_index = 0;
-  uint32_t access_recv = 0, affinity = 0, alt_port = 0, flip = 0, msg_size = 0, mtu_size = 0, no_msgs = 0,
-           poll_mode = 0, port = 0, rd_atomic = 0, sl = 0, sock_buf_size = 0, src_path_bits = 0, time = 0,
-           timeout = 0, use_cm = 0;
-  char id[kStrSize] = {}, static_rate[kStrSize] = {};
-};
-struct Ustat {
-  uint64_t bytes = 0, msgs = 0, errs = 0;
-};
-constexpr size_t kTimes = 9;  // T_REAL, T_USER, T_NICE, T_KERNEL, T_IDLE, T_IOWAIT, T_IRQ, T_SOFTIRQ, T_STEAL
-struct Stat {
-  uint32_t no_cpus = 0, no_ticks = 0, max_cqes = 0;
-  std::array<uint64_t, kTimes> time_s{}, time_e{};
-  Ustat s, r, rem_s, rem_r;
-};
-struct Node {
-  uint64_t vaddr = 0;
-  uint32_t lid = 0, qpn = 0, psn = 0, srqn = 0, rkey = 0, alt_lid = 0, rd_atomic = 0;
-};
-
-// Each struct's fields in wire order, once; encoding and decoding both walk them.
-template <typename R, typename F>
-void req_fields(R& q, F&& f) {
-  f(q.ver_maj), f(q.ver_min), f(q.ver_inc), f(q.req_index), f(q.access_recv), f(q.affinity), f(q.alt_port),
-      f(q.flip), f(q.msg_size), f(q.mtu_size), f(q.no_msgs), f(q.poll_mode), f(q.port), f(q.rd_atomic), f(q.sl),
-      f(q.sock_buf_size), f(q.src_path_bits), f(q.time), f(q.timeout), f(q.use_cm), f(q.id), f(q.static_rate);
-}
-template <typename S, typename F>
-void stat_fields(S& s, F&& f) {
-  f(s.no_cpus), f(s.no_ticks), f(s.max_cqes);
-  for (auto& t : s.time_s) f(t);
-  for (auto& t : s.time_e) f(t);
-  for (auto* u : {&s.s, &s.r, &s.rem_s, &s.rem_r}) f(u->bytes), f(u->msgs), f(u->errs);
-}
-template <typename N, typename F>
-void node_fields(N& n, F&& f) {
-  f(n.vaddr), f(n.lid), f(n.qpn), f(n.psn), f(n.srqn), f(n.rkey), f(n.alt_lid), f(n.rd_atomic);
-}
-
-/// qperf's enc_int / enc_str: little-endian integers, strings as their full array.
-struct Enc {
-  uint8_t* p;
-  template <typename T>
-  void operator()(const T& v) {
-    if constexpr (std::is_array_v<T>) {
-      std::memcpy(p, v, sizeof(v));
-    } else {
-      for (size_t i = 0; i < sizeof(T); ++i) p[i] = uint8_t(uint64_t(v) >> (8 * i));
-    }
-    p += sizeof(T);
-  }
-};
-struct Dec {
-  const uint8_t* p;
-  template <typename T>
-  void operator()(T& v) {
-    if constexpr (std::is_array_v<T>) {
-      std::memcpy(v, p, sizeof(v));
-      v[sizeof(v) - 1] = 0;
-    } else {
-      uint64_t x = 0;
-      for (size_t i = 0; i < sizeof(T); ++i) x |= uint64_t(p[i]) << (8 * i);
-      v = T(x);
-    }
-    p += sizeof(T);
-  }
-};
 
 // ------------------------------------------------------------------ our STAT clock
 /// Real time (steady clock) and the CPU times of /proc/stat, in microseconds.
@@ -546,9 +461,9 @@ class RcTest {
     n.qpn = id_->qp->qp_num;
     n.rkey = mr_->rkey;
     n.vaddr = uint64_t(uintptr_t(buf_.data()));
-    uint8_t out[kNodeBytes] = {}, in[kNodeBytes];
-    node_fields(n, Enc{out});
-    return ctl_.send(out, sizeof(out), "node information", err) && ctl_.recv(in, sizeof(in), "node information", err);
+    const auto out = encode_node(n);
+    uint8_t in[kNodeBytes];
+    return ctl_.send(out.data(), out.size(), "node information", err) && ctl_.recv(in, sizeof(in), "node information", err);
   }
 
   /// rd_pp_lat_loop (rc_lat), rd_client_bw and rd_server_def (rc_bw).
@@ -607,14 +522,14 @@ class RcTest {
 
   /// qperf's exchange_results: the server's STAT to the client, the client's sync back.
   bool exchange_results(const Stat& local, Stat& remote, std::string& err) {
-    uint8_t b[kStatBytes] = {};
     if (client_) {
+      uint8_t b[kStatBytes];
       if (!ctl_.recv(b, sizeof(b), "results", err)) return false;
-      stat_fields(remote, Dec{b});
+      remote = decode_stat(b);
       return ctl_.send(kSyncAfter, sizeof(kSyncAfter) - 1, kSyncAfter, err);
     }
-    stat_fields(local, Enc{b});
-    return ctl_.send(b, sizeof(b), "results", err) && ctl_.expect(kSyncAfter, err);
+    const auto b = encode_stat(local);
+    return ctl_.send(b.data(), b.size(), "results", err) && ctl_.expect(kSyncAfter, err);
   }
 
   /// cm_close: the client disconnects, both wait for DISCONNECTED.
@@ -652,53 +567,7 @@ class RcTest {
   CmId* id_ = nullptr;
 };
 
-// ------------------------------------------------------------------ results (qperf's calc_results / show)
-struct Results {
-  double latency_s = 0, msg_rate = 0, send_bw = 0, recv_bw = 0, loc_real_s = 0, rem_real_s = 0;
-};
-
-double real_s(const Stat& s) {
-  return s.no_ticks ? double(s.time_e[0] - s.time_s[0]) / s.no_ticks : 0;
-}
-
-/// One side's count alone, or both over the mean of the two real times (qperf's rule).
-double rate(uint64_t loc, uint64_t rem, double loc_t, double rem_t) {
-  if (!rem) return loc / loc_t;
-  if (!loc) return rem / rem_t;
-  return (loc + rem) / ((loc_t + rem_t) / 2);
-}
-
-Results calc(const Stat& l, const Stat& r) {
-  Results res;
-  res.loc_real_s = real_s(l);
-  res.rem_real_s = real_s(r);
-  if (const uint64_t msgs = l.r.msgs + r.r.msgs; msgs) res.latency_s = res.loc_real_s / double(msgs);
-  if (res.loc_real_s == 0 || res.rem_real_s == 0) return res;
-  // qperf's rule: one side's count over its real time, or both over the mean of the two; for
-  // msg_rate the one side's count goes over the *other* side's time.
-  res.msg_rate = rate(l.r.msgs, r.r.msgs, res.rem_real_s, res.loc_real_s);
-  res.send_bw = rate(l.s.bytes, r.s.bytes, res.loc_real_s, res.rem_real_s);
-  res.recv_bw = rate(l.r.bytes, r.r.bytes, res.loc_real_s, res.rem_real_s);
-  return res;
-}
-
-/// qperf's place_val: 3 significant digits, trailing zeros dropped, thousands with commas.
-std::string qperf_number(double v) {
-  char b[64];
-  std::snprintf(b, sizeof(b), "%.0f", v);
-  int digits = 0;
-  for (const char* p = b[0] == '-' ? b + 1 : b; *p >= '0' && *p <= '9'; ++p) ++digits;
-  if (const int dec = 3 - digits; dec > 0) {
-    std::snprintf(b, sizeof(b), "%.*f", dec, v);
-    std::string s = b;
-    while (!s.empty() && s.back() == '0') s.pop_back();
-    if (!s.empty() && s.back() == '.') s.pop_back();
-    return s;
-  }
-  std::string s = b;
-  for (int i = int(s.size()) - 3; i > (s[0] == '-' ? 1 : 0); i -= 3) s.insert(size_t(i), ",");
-  return s;
-}
+// ------------------------------------------------------------------ showing results (qperf's view_* / place_show)
 /// One line of qperf's result table: data with a unit is right-aligned, text (no unit) is not.
 struct Row {
   std::string name, data, unit;
@@ -788,16 +657,10 @@ bool run_client_test(Stack& st, const Config& cfg, uint16_t index, Outcome& o, s
   std::fprintf(out, "%s:\n", o.test.c_str());
   Control ctl(st, cfg.timeout_s, true);
   if (!ctl.tcp().connect_to(cfg.host, cfg.listen_port, cfg.timeout_s, ctl.idle(), err)) return false;
-  Req req;
-  req.req_index = index;
-  req.msg_size = cfg.msg_size ? cfg.msg_size : test == Test::kRcBw ? 65536 : 1;
-  req.no_msgs = cfg.no_msgs;
-  req.time = cfg.no_msgs ? 0 : cfg.time_s;  // qperf: -n replaces the default time
-  req.timeout = 5;                          // qperf's DEF_TIMEOUT, for the server's message waits
-  req.use_cm = 1;
-  uint8_t b[kReqBytes] = {};
-  req_fields(req, Enc{b});
-  if (!ctl.send(b, sizeof(b), "request data", err)) return false;
+  const Req req = client_request(index, cfg.msg_size ? cfg.msg_size : test == Test::kRcBw ? 65536 : 1,
+                                 cfg.time_s, cfg.no_msgs);
+  const auto b = encode_req(req);
+  if (!ctl.send(b.data(), b.size(), "request data", err)) return false;
   if (test == Test::kQuit) {  // qperf's run_client_quit: the server exits after the sync
     return o.ok = ctl.sync(kSyncBefore, err);
   }
@@ -848,7 +711,7 @@ Served serve_one(Stack& st, const Config& cfg, std::FILE* info, Outcome& o, std:
     return Served::kRefused;
   }
   if (!ctl.recv(b + kReqVersionBytes, kReqBytes - kReqVersionBytes, "request data", err)) return Served::kFailed;
-  req_fields(req, Dec{b});
+  req = decode_req(b);
   o.test = req.req_index < std::size(kTests) ? std::string(kTests[req.req_index]) : "#" + std::to_string(req.req_index);
   const std::optional<Test> test = supported(req.req_index);
   if (!test) {
