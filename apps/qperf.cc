@@ -92,7 +92,10 @@ constexpr uint32_t kRecvDepth = 1024;         // qperf's NCQE: rc_bw's posted re
 constexpr uint32_t kSendDepth = 128;          // our rc_bw sender's outstanding SENDs
 
 enum class Test : uint8_t { kConf, kQuit, kRcBw, kRcLat };
-constexpr std::pair<Test, uint16_t> kSupported[] = {{Test::kConf, 0}, {Test::kQuit, 1}, {Test::kRcBw, 13}, {Test::kRcLat, 16}};
+constexpr std::pair<Test, uint16_t> kSupported[] = {{Test::kConf, *test_index("conf")},
+                                                    {Test::kQuit, *test_index("quit")},
+                                                    {Test::kRcBw, *test_index("rc_bw")},
+                                                    {Test::kRcLat, *test_index("rc_lat")}};
 constexpr char kSupportedList[] = "conf quit rc_bw rc_lat";
 
 std::optional<Test> supported(uint16_t index) {

@@ -36,7 +36,7 @@ constexpr std::string_view kTests[] = {
     "uc_bi_bw", "uc_bw", "uc_lat", "uc_rdma_write_bw", "uc_rdma_write_lat", "uc_rdma_write_poll_lat", "ud_bi_bw",
     "ud_bw", "ud_lat", "ver_rc_compare_swap", "ver_rc_fetch_add", "xrc_bi_bw", "xrc_bw", "xrc_lat",
 };
-inline std::optional<uint16_t> test_index(std::string_view name) {
+constexpr std::optional<uint16_t> test_index(std::string_view name) {
   for (size_t i = 0; i < std::size(kTests); ++i) {
     if (kTests[i] == name) return uint16_t(i);
   }
