@@ -90,6 +90,7 @@ using namespace qperf;  // NOLINT: the protocol's names, as qperf calls them
 constexpr uint32_t kTicksPerSec = 1'000'000;  // our STAT's time unit: microseconds
 constexpr uint32_t kRecvDepth = 1024;         // qperf's NCQE: rc_bw's posted receives
 constexpr uint32_t kSendDepth = 128;          // our rc_bw sender's outstanding SENDs
+constexpr uint32_t kMaxMsgSize = 1u << 26;    // the largest message buffer a client may make us allocate
 
 enum class Test : uint8_t { kConf, kQuit, kRcBw, kRcLat };
 constexpr std::pair<Test, uint16_t> kSupported[] = {{Test::kConf, *test_index("conf")},
@@ -747,6 +748,11 @@ Served serve_one(Stack& st, const Config& cfg, std::FILE* info, Outcome& o, std:
   }
   if (!req.use_cm) {
     err = "uroce qperf: " + o.test + " needs the connection manager (qperf -cm1)";
+    ctl.report_error(err);
+    return Served::kRefused;
+  }
+  if (req.msg_size > kMaxMsgSize) {
+    err = strf("uroce qperf: msg_size %u is larger than we serve (%u)", req.msg_size, kMaxMsgSize);
     ctl.report_error(err);
     return Served::kRefused;
   }
