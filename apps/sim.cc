@@ -134,6 +134,8 @@ constexpr OptSpec kSimOptions[] = {
     {.name = "timely-min-rate-mbps", .kind = OptKind::kUint, .def = "10", .help = "TIMELY rate floor, Mb/s (ours: the paper states none)", .min = 1},
     {.name = "timely-beta", .kind = OptKind::kDouble, .def = "0.8", .help = "TIMELY multiplicative decrease beta", .max = 1},
     {.name = "timely-alpha", .kind = OptKind::kDouble, .def = "0.875", .help = "TIMELY EWMA weight alpha", .max = 1},
+    {.name = "timely-patched", .kind = OptKind::kUint, .def = "0", .help = "TIMELY: 1 = patched rules of Zhu et al. CoNEXT 2016 (fair fixed point)", .max = 1},
+    {.name = "timely-scale-by-elapsed", .kind = OptKind::kUint, .def = "0", .help = "TIMELY: 1 = weigh each update by min(1, elapsed / minRTT)", .max = 1},
     {.name = "pcap", .kind = OptKind::kString, .def = "", .help = "scenario: capture every frame the switch sees to FILE", .meta = "FILE"},
     {.name = "csv-dir", .kind = OptKind::kString, .def = "", .help = "scenario: write LABEL.series.csv and LABEL.fct.csv to DIR", .meta = "DIR"},
     {.name = "expect-util", .kind = OptKind::kDouble, .def = "0", .help = "scenario: fail unless bottleneck utilisation after convergence >= X", .max = 1},

@@ -198,6 +198,8 @@ CcConfig cc_config(const Args& a, CcAlgorithm algo, uint64_t link_bps) {
   c.timely.min_rate_bps = a.get_uint("timely-min-rate-mbps") * 1'000'000;
   c.timely.beta = a.get_double("timely-beta");
   c.timely.alpha = a.get_double("timely-alpha");
+  c.timely.patched = a.get_uint("timely-patched") != 0;
+  c.timely.scale_by_elapsed = a.get_uint("timely-scale-by-elapsed") != 0;
   return c;
 }
 

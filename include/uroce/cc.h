@@ -143,6 +143,17 @@ struct TimelyParams {
   uint32_t hai_thresh = 5;            ///< samples with gradient <= 0 before HAI
   uint32_t hai_n = 5;                 ///< HAI multiplier N
   uint64_t min_rate_bps = 10'000'000; ///< floor (ours; the paper states none)
+  /// Patched TIMELY (Zhu et al., "ECN or Delay", CoNEXT 2016, 4.3): between
+  /// T_low and T_high the gradient only weighs a decrease that is driven by
+  /// the RTT's distance from the reference T_low, so all flows that see the
+  /// same RTT settle at the same rate (a unique, fair fixed point):
+  ///   w(g) = 0 for g <= -1/4, 1 for g >= 1/4, else 2g + 1/2;
+  ///   rate = rate * (1 - beta * w * (rtt - T_low) / T_low) + delta * (1 - w).
+  /// Off: the original TIMELY rules (Mittal et al. 2015, Algorithm 1).
+  bool patched = false;
+  /// Weigh each update by min(1, time since the previous one / min_rtt), as
+  /// the TIMELY authors' reference code does (eRPC timely.h "delta_factor").
+  bool scale_by_elapsed = false;
 };
 
 
