@@ -152,6 +152,8 @@ class CcRun {
   std::vector<uint32_t> queue_samples_;  // bytes, every step
   std::vector<uint64_t> queue_t_;        // time of each sample
   DeviceConfig dc_;
+  loopback::Rng order_rng_{1};  // the hosts' poll order each step (seeded in setup)
+  std::vector<size_t> order_;   // that order
 };
 
 // ---------------------------------------------------------------- configuration
@@ -217,6 +219,7 @@ bool CcRun::setup() {
   duration_ns_ = a_.get_uint("duration-us") * 1000;
   const uint64_t seed = a_.get_uint("seed-start");
   loopback::Rng rng(loopback::derive_seed(seed, 8));
+  order_rng_ = loopback::Rng(loopback::derive_seed(seed, 9));
 
   loopback::FabricConfig fc;
   fc.seed = seed;
@@ -473,7 +476,13 @@ int CcRun::run() {
   for (uint64_t now = 0; now <= duration_ns_; now += step) {
     fabric_->advance(now);
     for (Flow& f : flows_) post(f, now);
-    for (auto& h : hosts_) poll(h->ctx.get(), now);
+    // Hosts poll in a seeded random order each step: frames of one step
+    // reach the switch in that order, and a fixed order would give the
+    // lower-numbered senders a lasting edge in the queue and in marking.
+    order_.resize(hosts_.size());
+    for (size_t i = 0; i < order_.size(); ++i) order_[i] = i;
+    for (size_t i = order_.size(); i > 1; --i) std::swap(order_[i - 1], order_[size_t(order_rng_.below(i))]);
+    for (size_t i : order_) poll(hosts_[i]->ctx.get(), now);
     for (Flow& f : flows_) reap(f, now);
     const uint64_t q = fabric_->queue_bytes(0);
     queue_samples_.push_back(uint32_t(q));

@@ -17,9 +17,9 @@ source "$2"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 
-"$uroce" sim --scenario incast --flows 8 "${CC_FABRIC[@]}" "${CC_DCQCN[@]}" --duration-us "$CC_INCAST_US" \
+"$uroce" sim --scenario incast --flows 8 "${CC_FABRIC[@]}" "${CC_DCQCN[@]}" --duration-us "$CC_TEST_US" \
   --expect-util 0.95 --expect-jain 0.99 --expect-p99-queue-kb 1024 --expect-converged --expect-no-drops
-"$uroce" sim --scenario incast --flows 16 "${CC_FABRIC[@]}" --cc none --duration-us "$CC_INCAST_US" \
+"$uroce" sim --scenario incast --flows 16 "${CC_FABRIC[@]}" --cc none --duration-us "$CC_TEST_US" \
   --expect-drops --expect-jain-below 0.99
 
 command -v tshark >/dev/null || { echo "cc_incast: tshark not installed" >&2; exit 1; }
