@@ -78,8 +78,8 @@ struct DcqcnParams {
   /// paper's gain is g = (1024 - dce_tcp_g) / 1024 (1019 -> g = 5/1024;
   /// g = 1/256 is 1020). ConnectX documents this field only as "used to
   /// update the congestion estimator (alpha) once every dce_tcp_rtt"; the
-  /// kept-share reading is ours, chosen because it is the one under which the
-  /// shipped default (1019) gives a DCTCP-like small gain.
+  /// kept-share reading is the one Google's isekai ConnectX model uses, and
+  /// the one under which the shipped default (1019) gives a DCTCP-like gain.
   uint32_t dce_tcp_g = 1019;
   /// DCE_TCP_RTT, us: the alpha update period (the paper's K): alpha rises
   /// by g at the end of a period in which a CNP arrived, else decays by (1-g).

@@ -21,10 +21,11 @@ SCHEMES = [("dcqcn", "DCQCN (paper)"), ("dcqcn_cx", "DCQCN (ConnectX)"), ("timel
            ("timely_p", "TIMELY (patched)"), ("none", "no CC")]
 COLORS = {"dcqcn": "tab:blue", "dcqcn_cx": "tab:cyan", "timely": "tab:orange", "timely_p": "tab:green",
           "none": "tab:red"}
-NAMES = dict(SCHEMES, dcqcn_cxb="DCQCN (ConnectX, byte counter in bytes)", dcqcn_pfc="DCQCN (paper) + PFC",
+NAMES = dict(SCHEMES, dcqcn_cxb="DCQCN (ConnectX, byte counter in bytes)",
+             dcqcn_cx_p100="DCQCN (ConnectX), RED Pmax 100 %", dcqcn_pfc="DCQCN (paper) + PFC",
              dcqcn_cx_pfc="DCQCN (ConnectX) + PFC", timely_p_pfc="TIMELY (patched) + PFC", none_pfc="no CC + PFC",
              timely_p_b08="TIMELY (patched), beta 0.8", timely_p_b01="TIMELY (patched), beta 0.1")
-INCAST_KEYS = ["dcqcn", "dcqcn_cx", "dcqcn_cxb", "timely", "timely_p", "none", "dcqcn_pfc", "dcqcn_cx_pfc",
+INCAST_KEYS = ["dcqcn", "dcqcn_cx", "dcqcn_cxb", "dcqcn_cx_p100", "timely", "timely_p", "none", "dcqcn_pfc", "dcqcn_cx_pfc",
                "timely_p_pfc", "none_pfc", "timely_p_b08", "timely_p_b01"]
 
 

@@ -41,6 +41,9 @@ for n in 2 8 32 64; do
   run incast dcqcn_cx "$n" "${CC_DCQCN_CX[@]}" "${i[@]}"
   # The byte counter read in bytes (512 x 64 = 32 KiB), for comparison.
   run incast dcqcn_cxb "$n" "${CC_DCQCN_CX[@]}" --rpg-byte-reset 512 "${i[@]}"
+  # The ConnectX defaults with RED's marking probability rising to 100 % at
+  # Kmax (Pmax 1.0) instead of 10 %: more CNPs per flow.
+  run incast dcqcn_cx_p100 "$n" "${CC_DCQCN_CX[@]}" --red-pmax 1.0 "${i[@]}"
   run incast timely "$n" "${CC_TIMELY[@]}" "${i[@]}"
   run incast timely_p "$n" "${CC_TIMELY_P[@]}" "${i[@]}"
   run incast none "$n" --cc none "${i[@]}"
