@@ -88,6 +88,7 @@ constexpr OptSpec kSimOptions[] = {
     // Congestion-control scenarios (apps/sim_cc.cc).
     {.name = "scenario", .kind = OptKind::kChoice, .def = "faults", .help = "faults: the seeded fault runs above; or a congestion-control scenario on one bottleneck (see below)", .choices = "faults|incast|share|join-leave|mixed"},
     {.name = "cc", .kind = OptKind::kChoice, .def = "dcqcn", .help = "congestion control of every host", .choices = "none|dcqcn|timely"},
+    {.name = "op", .kind = OptKind::kChoice, .def = "write", .help = "scenario: how data moves: host i WRITEs to host 0, or host 0 READs from host i (the READ responses are the congested data)", .choices = "write|read"},
     {.name = "flows", .kind = OptKind::kUint, .def = "8", .help = "incast: senders (N:1); mixed: hosts (2 long flows, the rest short flows)", .min = 2, .max = 128},
     {.name = "link-gbps", .kind = OptKind::kUint, .def = "100", .help = "rate of every link, Gb/s", .min = 1, .max = 400},
     {.name = "link-delay-ns", .kind = OptKind::kUint, .def = "1000", .help = "propagation delay host <-> switch, ns"},

@@ -158,11 +158,11 @@ def connectx_plot(run_dir, docs):
     save(fig, docs, "connectx.png")
 
 
-def worst_window_jain(run_dir, key, n, conv_ms, window_ms=5.0):
+def worst_window_jain(run_dir, key, n, conv_ms, scenario="incast", window_ms=5.0):
     """The lowest Jain's index of per-flow goodput over consecutive windows
     of window_ms in the steady state (from the middle of the run, or from
     convergence if later, as `uroce sim` measures it)."""
-    t, rows, flows = series(run_dir, key, "incast", n)
+    t, rows, flows = series(run_dir, key, scenario, n)
     worst, start = 1.0, max(t[-1] / 2, conv_ms or 0)
     while start + window_ms <= t[-1] + 1e-9:
         sel = [r for x, r in zip(t, rows) if start < x <= start + window_ms]
@@ -199,6 +199,22 @@ def tables(runs, commit, run_dir):
                        f" {r['retransmits']}{failed} | {r['timeouts']} | {r['cnp_handled']} | {r['pfc_pauses']} |")
     out.append("")
     out.append(f"Switch buffer for the bottleneck port: {runs['incast-dcqcn-n8']['buffer_kb']:.0f} KiB.")
+    out.append("")
+    out.append("**READ incast** (host 0 READs 16 KiB at a time, 16 outstanding, from each of N hosts: the READ"
+               " responses are the congested data; same definitions)")
+    out.append("")
+    out.append("| N | scheme | utilisation | Jain | worst 5 ms | convergence (ms) | p99 queue (KiB) | max queue (KiB) |"
+               " drops | retransmits | timeouts | CNPs |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for n in (8, 64):
+        for key in ("dcqcn", "dcqcn_cx", "none"):
+            r = runs.get(f"incast-read-{key}-n{n}")
+            if not r:
+                continue
+            worst = worst_window_jain(run_dir, key, n, r["convergence_ms"] if r["converged"] else None, "incast-read")
+            out.append(f"| {n} | {NAMES[key]} | {r['util']:.3f} | {r['jain']:.4f} | {worst:.4f} | {fmt_conv(r)} |"
+                       f" {r['p99_queue_kb']:.0f} | {r['max_queue_kb']:.0f} | {r['drops']} | {r['retransmits']} |"
+                       f" {r['timeouts']} | {r['cnp_handled']} |")
     out.append("")
     out.append("**Other scenarios** (8 hosts for mixed: 2 long flows, 6 hosts sending 16 KiB - 1 MiB flows)")
     out.append("")

@@ -26,7 +26,7 @@ run() {  # run SCENARIO KEY N ARGS...: one run "SCENARIO-KEY-nN", its JSON summa
   shift 3
   local name="$scenario-$key-n$n"
   echo "report.sh: $name $*" >&2
-  "$uroce" sim "${CC_FABRIC[@]}" --json --scenario "$scenario" --flows "$n" --csv-dir "$out/csv/$key" "$@" \
+  "$uroce" sim "${CC_FABRIC[@]}" --json --scenario "${scenario%-read}" --flows "$n" --csv-dir "$out/csv/$key" "$@" \
     >"$out/one.json" || rc=$?
   # Exit 1 is a run that completed with failed flows (no CC at 32:1): it is
   # reported; anything else is an error.
@@ -51,6 +51,12 @@ for n in 2 8 32 64; do
   run incast dcqcn_cx_pfc "$n" "${CC_DCQCN_CX[@]}" "${CC_PFC[@]}" "${i[@]}"
   run incast timely_p_pfc "$n" "${CC_TIMELY_P[@]}" "${CC_PFC[@]}" "${i[@]}"
   run incast none_pfc "$n" --cc none "${CC_PFC[@]}" "${i[@]}"
+done
+# READ incast: host 0 READs from N hosts; the READ responses are the congested data.
+for n in 8 64; do
+  run incast-read dcqcn "$n" --op read "${CC_DCQCN[@]}" --duration-us "$CC_INCAST_US"
+  run incast-read dcqcn_cx "$n" --op read "${CC_DCQCN_CX[@]}" --duration-us "$CC_INCAST_US"
+  run incast-read none "$n" --op read --cc none --duration-us "$CC_INCAST_US"
 done
 # TIMELY patched with the paper's beta 0.8 and with 0.1, for the beta choice.
 for b in 0.8 0.1; do
