@@ -225,10 +225,9 @@ bool Endpoint::expect_cm_event(const CmId* id, CmEventType want, CmEvent& ev, co
   return false;
 }
 
-CmId* Endpoint::cm_accept_one(const CmPeer& peer, const CmConnParam& param,
-                              const std::function<bool(CmId*, std::string&)>& make_qp, const Deadline& end,
-                              std::string& err) {
-  auto l = cm_create_id(ctx_.get(), nullptr, CmPortSpace::kTcp);
+CmId* Endpoint::cm_accept_one(CmPortSpace ps, const CmPeer& peer, const CmConnParam& param, const MakeQp& make_qp,
+                              const Deadline& end, std::string& err) {
+  auto l = cm_create_id(ctx_.get(), nullptr, ps);
   if (!l.ok()) {
     err = std::string("rdma_create_id: ") + l.status().message();
     return nullptr;
@@ -246,7 +245,8 @@ CmId* Endpoint::cm_accept_one(const CmPeer& peer, const CmConnParam& param,
       (void)cm_reject(id, nullptr, 0);
     } else if (s = cm_accept(id, param); !s.ok()) {
       err = std::string("rdma_accept: ") + s.message();
-    } else if (expect_cm_event(id, CmEventType::kEstablished, ev, end, err)) {
+    } else if (ps == CmPortSpace::kUdp || expect_cm_event(id, CmEventType::kEstablished, ev, end, err)) {
+      // SIDR (UDP): the SIDR REP is the whole answer; nothing comes back.
       (void)cm_destroy_id(listen_id);
       return id;
     }
@@ -257,10 +257,9 @@ CmId* Endpoint::cm_accept_one(const CmPeer& peer, const CmConnParam& param,
 }
 
 /// One attempt of the client: 1 connected, 0 the server is not there yet, -1 failure.
-int Endpoint::cm_connect_once(const CmPeer& peer, const CmConnParam& param,
-                              const std::function<bool(CmId*, std::string&)>& make_qp, const Deadline& end,
-                              CmId*& out, std::string& err) {
-  auto c = cm_create_id(ctx_.get(), nullptr, CmPortSpace::kTcp);
+int Endpoint::cm_connect_once(CmPortSpace ps, const CmPeer& peer, const CmConnParam& param, const MakeQp& make_qp,
+                              const Deadline& end, CmId*& out, CmEvent* established, std::string& err) {
+  auto c = cm_create_id(ctx_.get(), nullptr, ps);
   if (!c.ok()) {
     err = std::string("rdma_create_id: ") + c.status().message();
     return -1;
@@ -279,6 +278,7 @@ int Endpoint::cm_connect_once(const CmPeer& peer, const CmConnParam& param,
   } else if (s = cm_connect(id, param); !s.ok()) {
     err = std::string("rdma_connect: ") + s.message();
   } else if (expect_cm_event(id, CmEventType::kEstablished, ev, end, err)) {
+    if (established) *established = ev;
     out = id;
     return 1;
   } else {
@@ -288,13 +288,21 @@ int Endpoint::cm_connect_once(const CmPeer& peer, const CmConnParam& param,
   return rc;
 }
 
-CmId* Endpoint::cm_connect_rc(const CmPeer& peer, const CmConnParam& param,
-                              const std::function<bool(CmId*, std::string&)>& make_qp, std::string& err) {
+CmId* Endpoint::cm_connect_rc(const CmPeer& peer, const CmConnParam& param, const MakeQp& make_qp, std::string& err) {
+  return cm_connect_ps(CmPortSpace::kTcp, peer, param, make_qp, nullptr, err);
+}
+
+CmId* Endpoint::cm_connect_ud(const CmPeer& peer, const MakeQp& make_qp, CmEvent* established, std::string& err) {
+  return cm_connect_ps(CmPortSpace::kUdp, peer, CmConnParam{}, make_qp, established, err);
+}
+
+CmId* Endpoint::cm_connect_ps(CmPortSpace ps, const CmPeer& peer, const CmConnParam& param, const MakeQp& make_qp,
+                              CmEvent* established, std::string& err) {
   const Deadline end(peer.timeout_s);
-  if (peer.server) return cm_accept_one(peer, param, make_qp, end, err);
+  if (peer.server) return cm_accept_one(ps, peer, param, make_qp, end, err);
   for (;;) {
     CmId* id = nullptr;
-    const int r = cm_connect_once(peer, param, make_qp, end, id, err);
+    const int r = cm_connect_once(ps, peer, param, make_qp, end, id, established, err);
     if (r > 0) return id;
     if (r < 0 || !peer.retry_rejected || g_stop) return nullptr;
     if (end.passed()) {

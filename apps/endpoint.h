@@ -195,6 +195,13 @@ class Endpoint {
   /// set; ids given up on are destroyed here, their QPs with them.
   CmId* cm_connect_rc(const CmPeer& peer, const CmConnParam& param,
                       const std::function<bool(CmId*, std::string&)>& make_qp, std::string& err);
+  /// The same for a UD service (port space UDP, SIDR, as udaddy): the
+  /// server's id is done once it has answered the SIDR REQ (it learns no
+  /// peer QPN: the first datagram's source QP is the peer); the client's
+  /// ESTABLISHED event, with the server's QPN, Q_Key and AH (ud_*), goes to
+  /// *established.
+  CmId* cm_connect_ud(const CmPeer& peer, const std::function<bool(CmId*, std::string&)>& make_qp,
+                      CmEvent* established, std::string& err);
 
   /// rdma_disconnect of each id, then waits up to ms for their DISCONNECTED events.
   void cm_disconnect_all(std::span<CmId* const> ids, uint32_t ms);
@@ -212,11 +219,13 @@ class Endpoint {
   void print_cm_counters(std::FILE* out) const;
 
  private:
-  int cm_connect_once(const CmPeer& peer, const CmConnParam& param,
-                      const std::function<bool(CmId*, std::string&)>& make_qp, const Deadline& end, CmId*& out,
-                      std::string& err);
-  CmId* cm_accept_one(const CmPeer& peer, const CmConnParam& param,
-                      const std::function<bool(CmId*, std::string&)>& make_qp, const Deadline& end, std::string& err);
+  using MakeQp = std::function<bool(CmId*, std::string&)>;
+  CmId* cm_connect_ps(CmPortSpace ps, const CmPeer& peer, const CmConnParam& param, const MakeQp& make_qp,
+                      CmEvent* established, std::string& err);
+  int cm_connect_once(CmPortSpace ps, const CmPeer& peer, const CmConnParam& param, const MakeQp& make_qp,
+                      const Deadline& end, CmId*& out, CmEvent* established, std::string& err);
+  CmId* cm_accept_one(CmPortSpace ps, const CmPeer& peer, const CmConnParam& param, const MakeQp& make_qp,
+                      const Deadline& end, std::string& err);
 
   EndpointConfig cfg_;
   std::unique_ptr<dpdk::DpdkPort> port_;

@@ -22,6 +22,18 @@
 //   min_rnr_timer 12 (RC), RTS timeout 14, retry_cnt 7, rnr_retry 7,
 //   max_rd_atomic 1, path MTU -m (default 1024), SL -l.
 //
+// -R (--rdma_cm): no TCP. The QPs are created and connected by the RDMA CM
+// over QP1 (stack/cm, include/uroce/cm.h), one rdma_cm connection per QP:
+// rc, uc and srq by REQ / REP / RTU in rdma_cm's TCP port space (service ID
+// 0x106 << 16 | -p; the server listens on --listen, the client connects to
+// HOST and retries while the server answers REJ), ud by SIDR in the UDP port
+// space (the server's QPN and Q_Key 0x01234567 in the SIDR REP; the server
+// answers the path the SIDR REQ came on, to the QPN of the first datagram).
+// The CM picks the PSNs, the path MTU (the port's) and the RC attributes;
+// the receives are posted before the REP / REQ leaves; at the end each side
+// disconnects (DREQ / DREP). Only uroce has this mode (the stock pingpongs
+// exchange QPNs over TCP only); docs/CM.md.
+//
 // The port is any rte_ethdev port (EAL args before "--", e.g.
 // --vdev=net_af_packet0,iface=uxtap0; --dev picks it). Our addresses: --ip
 // (GID index 0, ::ffff:a.b.c.d) and --ip6 (GID index 1), MAC --mac. The
@@ -54,6 +66,7 @@
 
 #include <rte_lcore.h>
 
+#include <uroce/cm.h>
 #include <uroce/counters.h>
 #include <uroce/eal.h>
 #include <uroce/verbs.h>
@@ -91,6 +104,7 @@ constexpr OptSpec kPingpongOptions[] = {
     {.name = "new-send", .short_name = 'N', .help = "rdma-core: ibv_wr_* send API; accepted (same wire behaviour)"},
     {.name = "chk", .short_name = 'c', .help = "validate the received buffer as rdma-core does (server: first byte of each page)"},
     {.name = "num-qp", .short_name = 'q', .kind = OptKind::kUint, .def = "16", .help = "srq: number of QPs", .min = 1, .max = 255},
+    {.name = "rdma_cm", .short_name = 'R', .help = "connect with RDMA CM (uroce on both sides: the stock tools have no CM mode): rc/uc/srq by REQ/REP/RTU in rdma_cm's TCP port space, port -p, one connection per QP; ud by SIDR in the UDP port space (Q_Key 0x01234567); no TCP"},
     {.name = "srq-oob-msgs", .kind = OptKind::kUint, .def = "256", .help = "srq: out-of-band messages each way (rdma-core's MAX_QP)", .min = 1, .max = 256},
     UROCE_ENDPOINT_OPTIONS,
     {.name = "listen", .kind = OptKind::kString, .def = "0.0.0.0", .help = "server: out-of-band listen address", .meta = "A.B.C.D"},
@@ -104,6 +118,8 @@ constexpr OptSpec kPingpongOptions[] = {
 
 constexpr std::string_view kPingpongDetails =
     "Server: no HOST (listens on --listen:-p). Client: HOST is the server's IPv4 address.\n"
+    "-R: no TCP; the server's rdma_cm listener is --listen:-p (0.0.0.0: any of ours), the\n"
+    "client connects to HOST:-p (IPv4 or IPv6); -m is then the CM's (the port's MTU).\n"
     "EAL arguments go before a '--' (uroce pingpong --no-huge --no-pci --no-shconf\n"
     "--vdev=net_af_packet0,iface=tap0 -- --ip 10.70.0.3 10.70.0.1); without one EAL gets\n"
     "--no-huge --no-pci --no-shconf -m 512 and a port must be given as --dev SPEC.\n"
@@ -146,6 +162,8 @@ struct Config {
   bool chk = false;
   uint32_t num_qp = 1;
   uint32_t oob_msgs = 1;
+  bool cm = false;  // -R
+  SockAddr cm_addr;  // -R: server: --listen (zero: any of ours), client: HOST; port -p
   EndpointConfig ep;  // --dev, --ip, --ip6, --mac, --port-mtu, --pcap, --zero-copy, --drop-rate, --drop-seed
   std::string listen;
   uint32_t timeout_s = 0;
@@ -222,14 +240,18 @@ class Pingpong {
   bool open(std::string& err);
   bool exchange(std::string& err);
   RunResult run();
-  void print_counters(std::FILE* out) const { ep_.print_counters(out, false); }
+  void print_counters(std::FILE* out) const { ep_.print_counters(out, cfg_.cm); }
   const Endpoint& endpoint() const { return ep_; }
   const Gid& gid() const { return gid_; }
 
  private:
   void pump() { ep_.pump(); }
   bool connect_qps(std::string& err);
-  uint32_t post_recvs(uint32_t n);
+  /// -R: the QPs, each created and connected by rdma_cm (make_qp posts its
+  /// receives), instead of create + TCP exchange + connect_qps.
+  bool connect_cm(std::string& err);
+  QpInitAttr qp_init_attr() const;
+  uint32_t post_recvs(Qp* qp, uint32_t n);
   bool post_send(uint32_t qp_index);
   int find_qp(uint32_t qpn) const;
   uint32_t buf_bytes() const { return cfg_.size + (cfg_.kind == Kind::kUd ? kUdGrhBytes : 0); }
@@ -243,6 +265,8 @@ class Pingpong {
   Srq* srq_ = nullptr;
   Ah* ah_ = nullptr;
   std::vector<Qp*> qps_;
+  std::vector<CmId*> cm_ids_;  // -R: the ids that own qps_
+  uint32_t ud_qkey_ = kQkey;   // the Q_Key our UD sends carry (-R: rdma_cm's)
   std::vector<Dest> me_, rem_;
   std::vector<uint8_t> pending_;
   uint8_t* buf_ = nullptr;
@@ -251,7 +275,10 @@ class Pingpong {
 };
 
 Pingpong::~Pingpong() {
-  for (Qp* q : qps_) (void)destroy_qp(q);
+  if (cm_ids_.empty()) {
+    for (Qp* q : qps_) (void)destroy_qp(q);
+  }
+  for (CmId* id : cm_ids_) (void)cm_destroy_id(id);  // with its QP
   if (ah_) (void)destroy_ah(ah_);
   if (srq_) (void)destroy_srq(srq_);
   if (cq_) (void)destroy_cq(cq_);
@@ -304,15 +331,17 @@ bool Pingpong::open(std::string& err) {
     }
     srq_ = *srq;
   }
+  pending_.assign(n_qp, 0);
+  if (cfg_.cm) {  // rdma_cm makes the QPs (connect_cm); an SRQ takes its receives now
+    if (srq_) routs_ = post_recvs(nullptr, cfg_.rx_depth);
+    if (srq_ && routs_ < cfg_.rx_depth) {
+      err = "Couldn't post receive (" + std::to_string(routs_) + ")";
+      return false;
+    }
+    return true;
+  }
   for (uint32_t i = 0; i < n_qp; ++i) {
-    QpInitAttr ia;
-    ia.send_cq = cq_;
-    ia.recv_cq = cq_;
-    ia.srq = srq_;
-    ia.cap.max_send_wr = 1;
-    ia.cap.max_recv_wr = srq_ ? 0 : cfg_.rx_depth;
-    ia.qp_type = cfg_.kind == Kind::kUc ? QpType::kUc : cfg_.kind == Kind::kUd ? QpType::kUd : QpType::kRc;
-    auto q = create_qp(ep_.pd(), ia);
+    auto q = create_qp(ep_.pd(), qp_init_attr());
     if (!q.ok()) {
       err = "create_qp[" + std::to_string(i) + "]: " + q.status().message();
       return false;
@@ -320,8 +349,7 @@ bool Pingpong::open(std::string& err) {
     qps_.push_back(*q);
     if (!init_qp(*q, 0, kQkey, err)) return false;  // access 0: SEND only, as rdma-core
   }
-  pending_.assign(n_qp, 0);
-  routs_ = post_recvs(cfg_.rx_depth);
+  routs_ = post_recvs(qps_[0], cfg_.rx_depth);
   if (routs_ < cfg_.rx_depth) {
     err = "Couldn't post receive (" + std::to_string(routs_) + ")";
     return false;
@@ -353,7 +381,19 @@ bool Pingpong::open(std::string& err) {
   return true;
 }
 
-uint32_t Pingpong::post_recvs(uint32_t n) {
+QpInitAttr Pingpong::qp_init_attr() const {
+  QpInitAttr ia;
+  ia.send_cq = cq_;
+  ia.recv_cq = cq_;
+  ia.srq = srq_;
+  ia.cap.max_send_wr = 1;
+  ia.cap.max_recv_wr = srq_ ? 0 : cfg_.rx_depth;
+  ia.qp_type = cfg_.kind == Kind::kUc ? QpType::kUc : cfg_.kind == Kind::kUd ? QpType::kUd : QpType::kRc;
+  return ia;
+}
+
+/// n receives on qp (on the SRQ if there is one); returns how many were posted.
+uint32_t Pingpong::post_recvs(Qp* qp, uint32_t n) {
   Sge sge{uint64_t(uintptr_t(buf_)), buf_bytes(), mr_->lkey};
   RecvWr wr;
   wr.wr_id = kRecvWrid;
@@ -362,7 +402,7 @@ uint32_t Pingpong::post_recvs(uint32_t n) {
   RecvWr* bad = nullptr;
   uint32_t i = 0;
   for (; i < n; ++i) {
-    const Status s = srq_ ? post_srq_recv(srq_, &wr, &bad) : uroce::post_recv(qps_[0], &wr, &bad);
+    const Status s = srq_ ? post_srq_recv(srq_, &wr, &bad) : uroce::post_recv(qp, &wr, &bad);
     if (!s.ok()) break;
   }
   return i;
@@ -379,7 +419,7 @@ bool Pingpong::post_send(uint32_t qp_index) {
   if (cfg_.kind == Kind::kUd) {
     wr.ud.ah = ah_;
     wr.ud.remote_qpn = rem_[0].qpn;
-    wr.ud.remote_qkey = kQkey;
+    wr.ud.remote_qkey = ud_qkey_;
   }
   SendWr* bad = nullptr;
   return uroce::post_send(qps_[qp_index], &wr, &bad).ok();
@@ -428,8 +468,74 @@ bool Pingpong::connect_qps(std::string& err) {
   return true;
 }
 
+bool Pingpong::connect_cm(std::string& err) {
+  const CmPeer peer{.server = cfg_.server, .addr = cfg_.cm_addr, .timeout_s = cfg_.timeout_s};
+  auto make_qp = [this](CmId* id, std::string& e) {
+    // A connection attempt that was rejected left its receives flushed here.
+    Wc stale;
+    while (poll_cq(cq_, 1, &stale) == 1) {
+    }
+    if (Status s = cm_create_qp(id, ep_.pd(), qp_init_attr()); !s.ok()) {
+      e = std::string("rdma_create_qp: ") + s.message();
+      return false;
+    }
+    if (srq_) return true;
+    routs_ = post_recvs(id->qp, cfg_.rx_depth);  // before the REP / REQ leaves
+    if (routs_ < cfg_.rx_depth) {
+      e = "Couldn't post receive (" + std::to_string(routs_) + ")";
+      return false;
+    }
+    return true;
+  };
+  const uint32_t n_qp = uint32_t(pending_.size());
+  me_.assign(n_qp, Dest{});
+  rem_.assign(n_qp, Dest{});
+  for (uint32_t i = 0; i < n_qp; ++i) {
+    CmEvent est;
+    CmId* id = cfg_.kind == Kind::kUd ? ep_.cm_connect_ud(peer, make_qp, &est, err)
+                                      : ep_.cm_connect_rc(peer, CmConnParam{}, make_qp, err);
+    if (!id) {
+      err = "rdma_cm connection [" + std::to_string(i) + "]: " + err;
+      return false;
+    }
+    cm_ids_.push_back(id);
+    qps_.push_back(id->qp);
+    me_[i] = {.qpn = id->qp->qp_num, .gid = gid_};
+    rem_[i].gid = id->dst.ip;
+    if (cfg_.kind != Kind::kUd) {  // the PSNs and the peer's QPN the CM set
+      QpAttr a;
+      QpInitAttr ia;
+      if (Status s = query_qp(id->qp, &a, &ia); !s.ok()) {
+        err = std::string("query_qp: ") + s.message();
+        return false;
+      }
+      me_[i].psn = a.sq_psn;
+      rem_[i] = {.qpn = a.dest_qp_num, .psn = a.rq_psn, .gid = id->dst.ip};
+      continue;
+    }
+    // UD: the client has the server's QPN, Q_Key and path from the SIDR REP;
+    // the server answers the path the SIDR REQ came on, to the QPN the first
+    // datagram comes from (run() takes it from the completion, as udaddy does).
+    ud_qkey_ = cfg_.server ? kRdmaUdpQkey : est.ud_qkey;
+    if (!cfg_.server) rem_[i].qpn = est.ud_qp_num;
+    auto ah = create_ah(ep_.pd(), cfg_.server ? id->route : est.ud_ah);
+    if (!ah.ok()) {
+      err = std::string("create_ah: ") + ah.status().message();
+      return false;
+    }
+    ah_ = *ah;
+  }
+  return true;
+}
+
 bool Pingpong::exchange(std::string& err) {
   std::FILE* info = cfg_.json ? stderr : stdout;
+  if (cfg_.cm) {
+    if (!connect_cm(err)) return false;
+    for (uint32_t i = 0; i < qps_.size(); ++i) print_dest(info, "local address: ", me_[i]);
+    for (uint32_t i = 0; i < qps_.size(); ++i) print_dest(info, "remote address:", rem_[i]);
+    return true;
+  }
   for (uint32_t i = 0; i < qps_.size(); ++i) print_dest(info, "local address: ", me_[i]);
   TcpChannel oob(&g_stop);
   auto idle = [this] { pump(); };
@@ -518,8 +624,9 @@ RunResult Pingpong::run() {
     if (wc.wr_id == kSendWrid) {
       ++scnt;
     } else if (wc.wr_id == kRecvWrid) {
+      if (cfg_.kind == Kind::kUd && rem_[0].qpn == 0) rem_[0].qpn = wc.src_qp;  // -R server: the SIDR peer
       if (--routs_ <= refill_at) {
-        routs_ += post_recvs(cfg_.rx_depth - routs_);
+        routs_ += post_recvs(qps_[0], cfg_.rx_depth - routs_);
         if (routs_ < cfg_.rx_depth) return fail("Couldn't post receive (" + std::to_string(routs_) + ")");
       }
       ++rcnt;
@@ -565,6 +672,8 @@ RunResult Pingpong::run() {
   }
   // Let the last ACKs leave (the peer's final SEND completion waits for them).
   ep_.drain(200);
+  // -R: rdma_disconnect (DREQ / DREP) of each connection; the CM answers the peer's.
+  if (!cm_ids_.empty()) ep_.cm_disconnect_all(cm_ids_, 1000);
   res.ok = ok && res.invalid_pages == 0;
   if (ok && res.invalid_pages) res.error = std::to_string(res.invalid_pages) + " invalid page(s)";
   return res;
@@ -613,6 +722,16 @@ int cmd_pingpong(int argc, char** argv) {
   }
   if (const std::string e = read_endpoint_options(args, cfg.gid_idx, "-g", cfg.ep); !e.empty()) return usage(e);
   cfg.listen = std::string(args.get_str("listen"));
+  cfg.cm = args.flag("rdma_cm");
+  if (cfg.cm) {
+    if (args.given("mtu")) return usage("-m with -R: rdma_cm takes the path MTU the port carries (set --port-mtu)");
+    const std::string_view a = cfg.server ? std::string_view(cfg.listen) : std::string_view(cfg.host);
+    std::optional<Gid> g = parse_ip_gid(a, false);
+    if (!g) g = parse_ip_gid(a, true);
+    if (!g) return usage(std::string("-R: ") + (cfg.server ? "--listen" : "HOST") + " is not an IPv4 or IPv6 address");
+    const bool any = *g == *parse_ip_gid("0.0.0.0", false) || *g == Gid{};
+    cfg.cm_addr = SockAddr{any ? Gid{} : *g, cfg.port};
+  }
   cfg.timeout_s = uint32_t(args.get_uint("timeout"));
   cfg.ep.timeout_s = cfg.timeout_s;
   cfg.ep.max_qp = cfg.num_qp + 4;
@@ -638,7 +757,7 @@ int cmd_pingpong(int argc, char** argv) {
   }
   const auto& pi = pp.endpoint().port_info();
   std::fprintf(info, "# %s %s: size %u, path MTU %u, port %s (%s) mtu %u, mac %s, gid %s, lcore %u%s%s\n",
-               kind_name(cfg.kind), role, cfg.size, mtu_bytes(cfg.mtu), pi.name.c_str(), pi.driver.c_str(), pi.mtu,
+               kind_name(cfg.kind), role, cfg.size, cfg.cm ? mtu_bytes(pp.endpoint().max_mtu()) : mtu_bytes(cfg.mtu), pi.name.c_str(), pi.driver.c_str(), pi.mtu,
                mac_str(pp.endpoint().mac()).c_str(), gid_str(pp.gid()).c_str(), rte_lcore_id(),
                cfg.ep.pcap.empty() ? "" : ", capture ", cfg.ep.pcap.c_str());
   RunResult r;
