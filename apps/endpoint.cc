@@ -117,6 +117,8 @@ bool init_qp(Qp* qp, uint32_t access, uint32_t qkey, std::string& err) {
 
 Endpoint::~Endpoint() {
   if (!ctx_) return;
+  for (const CmEvent& r : requests_) (void)cm_destroy_id(r.id);  // never accepted: rejected (REJ 28)
+  for (const Listener& l : listeners_) (void)cm_destroy_id(l.id);
   if (pd_) (void)dealloc_pd(pd_);
   ctx_.reset();
 }
@@ -211,6 +213,7 @@ bool Endpoint::wait_cm_event(const CmId* id, CmEvent& ev, const Deadline& end, s
                      static_cast<void*>(ev.id), ev.status);
       }
       if (!id || ev.id == id || ev.listen_id == id) return true;
+      if (ev.event == CmEventType::kConnectRequest && is_listener(ev.listen_id)) requests_.push_back(ev);
     }
     if (end.expired(what, err)) return false;
     pump();
@@ -225,34 +228,53 @@ bool Endpoint::expect_cm_event(const CmId* id, CmEventType want, CmEvent& ev, co
   return false;
 }
 
-CmId* Endpoint::cm_accept_one(CmPortSpace ps, const CmPeer& peer, const CmConnParam& param, const MakeQp& make_qp,
-                              const Deadline& end, std::string& err) {
+bool Endpoint::is_listener(const CmId* id) const {
+  return std::any_of(listeners_.begin(), listeners_.end(), [id](const Listener& l) { return l.id == id; });
+}
+
+CmId* Endpoint::listener(CmPortSpace ps, const SockAddr& addr, std::string& err) {
+  for (const Listener& l : listeners_) {
+    if (l.ps == ps && l.addr == addr) return l.id;
+  }
   auto l = cm_create_id(ctx_.get(), nullptr, ps);
   if (!l.ok()) {
     err = std::string("rdma_create_id: ") + l.status().message();
     return nullptr;
   }
-  CmId* listen_id = *l;
-  CmId* id = nullptr;
-  CmEvent ev;
-  Status s = cm_bind_addr(listen_id, peer.addr);
-  if (s.ok()) s = cm_listen(listen_id, 1);
+  Status s = cm_bind_addr(*l, addr);
+  if (s.ok()) s = cm_listen(*l, 8);
   if (!s.ok()) {
+    (void)cm_destroy_id(*l);
     err = std::string("rdma_bind_addr / rdma_listen: ") + s.message();
-  } else if (expect_cm_event(listen_id, CmEventType::kConnectRequest, ev, end, err)) {
-    id = ev.id;
-    if (!make_qp(id, err)) {
-      (void)cm_reject(id, nullptr, 0);
-    } else if (s = cm_accept(id, param); !s.ok()) {
-      err = std::string("rdma_accept: ") + s.message();
-    } else if (ps == CmPortSpace::kUdp || expect_cm_event(id, CmEventType::kEstablished, ev, end, err)) {
-      // SIDR (UDP): the SIDR REP is the whole answer; nothing comes back.
-      (void)cm_destroy_id(listen_id);
-      return id;
-    }
+    return nullptr;
   }
-  if (id) (void)cm_destroy_id(id);
-  (void)cm_destroy_id(listen_id);
+  listeners_.push_back({ps, addr, *l});
+  return *l;
+}
+
+CmId* Endpoint::cm_accept_one(CmPortSpace ps, const CmPeer& peer, const CmConnParam& param, const MakeQp& make_qp,
+                              const Deadline& end, std::string& err) {
+  CmId* listen_id = listener(ps, peer.addr, err);
+  if (!listen_id) return nullptr;
+  CmEvent ev;
+  const auto kept = std::find_if(requests_.begin(), requests_.end(),
+                                 [listen_id](const CmEvent& r) { return r.listen_id == listen_id; });
+  if (kept != requests_.end()) {
+    ev = *kept;
+    requests_.erase(kept);
+  } else if (!expect_cm_event(listen_id, CmEventType::kConnectRequest, ev, end, err)) {
+    return nullptr;
+  }
+  CmId* id = ev.id;
+  if (!make_qp(id, err)) {
+    (void)cm_reject(id, nullptr, 0);
+  } else if (Status s = cm_accept(id, param); !s.ok()) {
+    err = std::string("rdma_accept: ") + s.message();
+  } else if (ps == CmPortSpace::kUdp || expect_cm_event(id, CmEventType::kEstablished, ev, end, err)) {
+    // SIDR (UDP): the SIDR REP is the whole answer; nothing comes back.
+    return id;
+  }
+  (void)cm_destroy_id(id);
   return nullptr;
 }
 

@@ -25,12 +25,14 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <uroce/cm.h>
 #include <uroce/verbs.h>
@@ -177,8 +179,10 @@ class Endpoint {
   bool wait_wc(Cq* cq, Wc& wc, const Deadline& end, std::string_view what, std::string& err);
 
   /// Waits for the next CM event about id (or its listener; any id if null).
-  /// Events about other ids are dropped (the CM itself answers the peer's
-  /// DREQs). With set_cm_trace(true) each event taken is printed to stderr.
+  /// A connect request to one of cm_connect_*'s listeners that comes while
+  /// waiting for something else is kept for the next accept; other events
+  /// about other ids are dropped (the CM itself answers the peer's DREQs).
+  /// With set_cm_trace(true) each event taken is printed to stderr.
   bool wait_cm_event(const CmId* id, CmEvent& ev, const Deadline& end, std::string_view what, std::string& err);
   /// Waits for event want about id; another event fails with
   /// err = "unexpected CM event X (status N), waiting for Y".
@@ -186,9 +190,11 @@ class Endpoint {
   void set_cm_trace(bool on) { cm_trace_ = on; }
 
   /// One RC connection by rdma_cm (port space TCP), as librdmacm's tools set
-  /// it up: the server listens, takes the first REQ and accepts it (its
-  /// listening id then goes); the client resolves address and route and
-  /// connects (see CmPeer::retry_rejected). make_qp gives the id its QP
+  /// it up: the server listens on peer.addr (the first call makes the
+  /// listener, which stays until the Endpoint goes, so a peer's next REQ that
+  /// comes early waits for the next call instead of being rejected, as with
+  /// perftest's one listening id), takes the next REQ and accepts it; the
+  /// client resolves address and route and connects (see CmPeer::retry_rejected). make_qp gives the id its QP
   /// (cm_create_qp) and posts the receives the first messages need, before
   /// the REP / REQ leaves; an id it fails on is rejected. Returns the
   /// connected id (the caller destroys it, with its QP), or nullptr with err
@@ -226,6 +232,17 @@ class Endpoint {
                       const Deadline& end, CmId*& out, CmEvent* established, std::string& err);
   CmId* cm_accept_one(CmPortSpace ps, const CmPeer& peer, const CmConnParam& param, const MakeQp& make_qp,
                       const Deadline& end, std::string& err);
+  /// The listener for (ps, addr): made, bound and listening on first use.
+  CmId* listener(CmPortSpace ps, const SockAddr& addr, std::string& err);
+  bool is_listener(const CmId* id) const;
+
+  struct Listener {
+    CmPortSpace ps;
+    SockAddr addr;
+    CmId* id;
+  };
+  std::vector<Listener> listeners_;
+  std::deque<CmEvent> requests_;  // connect requests to listeners_ not taken yet
 
   EndpointConfig cfg_;
   std::unique_ptr<dpdk::DpdkPort> port_;
