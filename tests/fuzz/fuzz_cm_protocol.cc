@@ -15,10 +15,13 @@
 //             4  disconnect   [a] owned id number a
 //             5  destroy      [a] owned id number a
 //             6  inject MAD   [attr][fix][seed 16 bytes]: a MAD of CM attribute
-//                             kAttrs[attr % 9] whose fields come from the seed
-//                             bytes, then the fix-ups fix asks for:
+//                             kAttrs[(attr & 15) % 9] whose fields come from the seed
+//                             bytes, then the fix-ups fix asks for; attr bit 7: the
+//                             consumer is busy: the engine polls but the events stay
+//                             queued until after the next operation (so that one can
+//                             destroy a listener whose request is still undelivered)
 //               fix bit 0     remote comm ID (SIDR REP: request ID) := one of ours
-//                             (the conversation attr >> 4 picks, from the MADs we sent)
+//                             (the conversation attr >> 4 & 7 picks, from the MADs we sent)
 //                   bit 1     local comm ID := the peer's one in that conversation
 //                   bit 2     REQ / SIDR REQ: a listened service ID and a valid rdma_cm
 //                             header (peer -> us); REQ: RC or UC, MTU 1024, P_Key 0xffff;
@@ -364,7 +367,8 @@ struct Injector {
   uint32_t psn = 0;
 
   // Injects a frame, polls, and checks that the CM counted it as it must.
-  void send(std::span<const uint8_t> frame, Verdict v, uint64_t now) {
+  // busy: the consumer takes no events (they stay queued; no ownership check).
+  void send(std::span<const uint8_t> frame, Verdict v, uint64_t now, bool busy = false) {
     if (g_port->trace) {
       wire::PacketDesc d;
       if (wire::parse(frame, d) == wire::ParseError::kOk) {
@@ -377,7 +381,11 @@ struct Injector {
     const CmCounters before = query_cm_counters(c.ctx);
     const uint64_t unknown_qp = query_counters(c.ctx).get(Counter::rx_drop_unknown_qp);
     g_port->inject(frame);
-    settle(c, now);
+    if (busy) {
+      for (int i = 0; i < 4; ++i) poll(c.ctx, now);
+    } else {
+      settle(c, now);
+    }
     const CmCounters after = query_cm_counters(c.ctx);
     auto delta = [&](CmCounter k) { return after.get(k) - before.get(k); };
     FUZZ_CHECK(delta(CmCounter::mad_rcvd) == qp1);
@@ -512,8 +520,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Injector inj{c};
     std::array<uint8_t, 512> frame{};
     Reader r{data, size};
+    bool busy = false;  // the last operation left the events queued
     while (r.more()) {
       const uint8_t op = r.u8() % 10;
+      busy = false;
       switch (op) {
         case 0: {  // listen
           const uint8_t a = r.u8();
@@ -567,11 +577,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           const uint8_t attr = r.u8(), fix = r.u8();
           uint8_t seed[16];
           for (uint8_t& s : seed) s = r.u8();
-          const auto mad = make_mad(kAttrs[attr % 9], fix, seed, c, uint8_t(attr >> 4));
+          const auto mad = make_mad(kAttrs[(attr & 15) % 9], fix, seed, c, uint8_t(attr >> 4 & 7));
           const bool bad_framing = fix & 0x30;
           const size_t len = frame_mad(mad, fix & 0x10, fix & 0x20, inj.psn++, frame);
           FUZZ_CHECK(len > 0);
-          inj.send(std::span<const uint8_t>(frame.data(), len), expected(mad, bad_framing), now);
+          busy = attr & 0x80;
+          inj.send(std::span<const uint8_t>(frame.data(), len), expected(mad, bad_framing), now, busy);
           break;
         }
         case 7:  // the last frame again
@@ -594,8 +605,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         default:
           break;
       }
-      settle(c, now);
+      if (!busy) settle(c, now);
     }
+    settle(c, now);  // the events a busy last operation left
     if (g_trace) {  // FUZZ_CM_TRACE=1: what the input reached (replay a corpus with -runs=0 to see it)
       const CmCounters cc = query_cm_counters(c.ctx);
       std::fprintf(stderr, "fuzz_cm_protocol: %zu ops bytes, ids %zu:", size, c.owned.size());

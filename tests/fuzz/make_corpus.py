@@ -89,13 +89,16 @@ F_REMOTE, F_LOCAL, F_VALID, F_QPN_LEN, F_QKEY, F_SHORT, F_HDR, F_BYTE = (1 << i 
 CLOCK_67S = 26  # 2^26 us
 
 
-def mad(attr, fix, seed=0, conv=0, **over):
+BUSY = 0x80  # attr bit 7: the events stay queued until after the next operation
+
+
+def mad(attr, fix, seed=0, conv=0, busy=False, **over):
     """One inject-MAD operation; seed varies the fields (and the comm IDs the fuzzer makes up)."""
     s = bytearray((seed * 29 + i * 7) & 0xFF for i in range(16))
     s[0] &= 0xFE  # the service ID: port 7174 (listen / connect with a = 0)
     for k, v in over.items():
         s[int(k[1:])] = v
-    return bytes([MAD, attr | conv << 4, fix]) + bytes(s)
+    return bytes([MAD, attr | conv << 4 | (BUSY if busy else 0), fix]) + bytes(s)
 
 
 def cm_protocol_seeds():
@@ -127,6 +130,9 @@ def cm_protocol_seeds():
                       *mad(REQ, F_VALID, 15)],
         'reflect': [CONNECT, 0, REFLECT, 0, CLOCK, 20, LISTEN, 0, REFLECT, 1],
         'listener-gone': [LISTEN, 0, *mad(REQ, F_VALID, 16), DESTROY, 0, DUP, CLOCK, 20],
+        # The REQ arrives, the consumer has not taken its kConnectRequest yet, and destroys the
+        # listener: the request must be rejected and its id go too (pingpong -R srq found this).
+        'listener-gone-busy': [LISTEN, 0, *mad(REQ, F_VALID, 19, busy=True), DESTROY, 0, DUP, CLOCK, 20],
     }
 
 
