@@ -76,21 +76,14 @@
 #include "stack/cm/mad.h"
 #include "stack/engine/context.h"
 #include "stack/wire/packet.h"
+#include "tests/fuzz/fuzz_support.h"
 
 namespace {
 
 using namespace uroce;
 using namespace uroce::cm;
 
-[[noreturn]] void fail(const char* what) {
-  std::fprintf(stderr, "fuzz_cm_protocol invariant failure: %s\n", what);
-  std::abort();
-}
-
-#define FUZZ_CHECK(cond) \
-  do {                   \
-    if (!(cond)) fail(#cond); \
-  } while (0)
+constexpr char kFuzzTarget[] = "fuzz_cm_protocol";
 
 constexpr unsigned kPoolFrames = 1024;
 constexpr MacAddr kOurMac{{0x02, 0, 0, 0, 0, 0x01}};
@@ -112,62 +105,35 @@ struct Conv {
   uint32_t our_qpn = 0;
 };
 
-// An in-memory port. Frames the test injects come out of rx_burst; frames the
-// stack sends are checked, ARP requests answered for the peer, CM MADs
-// recorded (conversations, and the frames to reflect), then freed.
-class FuzzPort final : public PacketIo {
+// The in-memory port (fuzz_support.h). Frames the stack sends are checked,
+// ARP requests answered for the peer, CM MADs recorded (conversations, and
+// the frames to reflect).
+class FuzzPort final : public fuzz::InboxPort {
  public:
-  explicit FuzzPort(rte_mempool* pool) : pool_(pool) {}
-  uint16_t rx_burst(rte_mbuf** out, uint16_t n) override {
-    uint16_t k = 0;
-    while (k < n && head_ < tail_) out[k++] = inbox_[head_++];
-    if (head_ == tail_) head_ = tail_ = 0;
-    return k;
-  }
-  uint16_t tx_burst(rte_mbuf** in, uint16_t n) override {
-    for (uint16_t i = 0; i < n; ++i) {
-      const std::span<const uint8_t> f(rte_pktmbuf_mtod(in[i], const uint8_t*), rte_pktmbuf_data_len(in[i]));
-      wire::PacketDesc d;
-      const auto e = wire::parse(f, d);
-      FUZZ_CHECK(e == wire::ParseError::kOk || wire::is_not_roce(e));  // the stack sends valid RoCE
-      if (e == wire::ParseError::kOk && is_gsi_packet(d)) {
-        on_sent_mad(d, f);
-      } else if (e != wire::ParseError::kOk) {
-        maybe_answer_arp(f);
-      }
-      rte_pktmbuf_free(in[i]);
-    }
-    return n;
-  }
-  rte_mempool* tx_pool() override { return pool_; }
-  IoCaps caps() const override { return IoCaps{1500, false}; }
-  MacAddr mac() const override { return kOurMac; }
+  explicit FuzzPort(rte_mempool* pool) : InboxPort(pool, kOurMac, 1500) {}
 
-  void inject(std::span<const uint8_t> f) {
-    if (tail_ == inbox_.size()) return;
-    rte_mbuf* m = rte_pktmbuf_alloc(pool_);
-    if (!m) return;
-    auto* dst = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, uint16_t(f.size())));
-    if (!dst) {
-      rte_pktmbuf_free(m);
-      return;
-    }
-    std::memcpy(dst, f.data(), f.size());
-    inbox_[tail_++] = m;
-  }
   void reset() {
-    while (head_ < tail_) rte_pktmbuf_free(inbox_[head_++]);
-    head_ = tail_ = 0;
+    clear();
     convs.clear();
     sent.clear();
   }
-  rte_mempool* pool() const { return pool_; }
-  bool idle() const { return head_ == tail_; }
 
   std::vector<Conv> convs;                           // most recent last, at most 16
   std::vector<std::array<uint8_t, kMadBytes>> sent;  // MADs we sent, most recent last, at most 16
+  bool trace = false;
 
  private:
+  void on_tx(const rte_mbuf& m) override {
+    const std::span<const uint8_t> f(rte_pktmbuf_mtod(&m, const uint8_t*), rte_pktmbuf_data_len(&m));
+    wire::PacketDesc d;
+    const auto e = wire::parse(f, d);
+    FUZZ_CHECK(e == wire::ParseError::kOk || wire::is_not_roce(e));  // the stack sends valid RoCE
+    if (e == wire::ParseError::kOk && is_gsi_packet(d)) {
+      on_sent_mad(d, f);
+    } else if (e != wire::ParseError::kOk) {
+      maybe_answer_arp(f);
+    }
+  }
   void on_sent_mad(const wire::PacketDesc& d, std::span<const uint8_t> f) {
     FUZZ_CHECK(d.payload_len == kMadBytes && d.dest_qp == kGsiQpn && d.deth_qkey == kGsiQkey);
     FUZZ_CHECK(d.dst_mac == kPeerMac && d.dgid == Gid::from_ipv4(kPeerIp));
@@ -206,11 +172,6 @@ class FuzzPort final : public PacketIo {
     if (sent.size() > 16) sent.erase(sent.begin());
     if (trace) std::fprintf(stderr, "  sent: %s\n", describe_cm_mad(mad).c_str());
   }
-
- public:
-  bool trace = false;
-
- private:
   // ARP request for the peer's IPv4 address: answer it (the peer is at kPeerMac).
   void maybe_answer_arp(std::span<const uint8_t> f) {
     if (f.size() < 42 || f[12] != 0x08 || f[13] != 0x06 || f[21] != 1) return;
@@ -226,10 +187,6 @@ class FuzzPort final : public PacketIo {
     std::memcpy(r.data() + 38, kOurIp, 4);
     inject(r);
   }
-
-  rte_mempool* pool_;
-  std::array<rte_mbuf*, 64> inbox_{};
-  size_t head_ = 0, tail_ = 0;
 };
 
 FuzzPort* g_port = nullptr;
@@ -489,9 +446,9 @@ std::array<uint8_t, kMadBytes> make_mad(CmAttr attr, uint8_t fix, const uint8_t 
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  if (!init_eal().ok()) fail("init_eal");
+  if (!init_eal().ok()) uroce::fuzz::fail(kFuzzTarget, "init_eal");
   auto pool = create_frame_pool("fuzz_cm_protocol", kPoolFrames);
-  if (!pool.ok()) fail("create_frame_pool");
+  if (!pool.ok()) uroce::fuzz::fail(kFuzzTarget, "create_frame_pool");
   g_port = new FuzzPort(*pool);
   g_trace = std::getenv("FUZZ_CM_TRACE") != nullptr;
   g_port->trace = g_trace;
@@ -512,7 +469,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     cfg.max_ah = 2;
     cfg.key_seed = 0x5eed;
     auto ctx = open_device(*g_port, cfg);
-    if (!ctx.ok()) fail("open_device");
+    if (!ctx.ok()) uroce::fuzz::fail(kFuzzTarget, "open_device");
     Consumer c;
     c.ctx = ctx->get();
     c.pd = alloc_pd(c.ctx).value();
