@@ -60,26 +60,22 @@
 #include <cstring>
 #include <fstream>
 #include <initializer_list>
-#include <memory>
 #include <optional>
-#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <uroce/cm.h>
-#include <uroce/counters.h>
 #include <uroce/verbs.h>
 
 #include "apps/addr_text.h"
 #include "apps/args.h"
 #include "apps/commands.h"
+#include "apps/endpoint.h"
 #include "apps/launch.h"
 #include "apps/oob.h"
 #include "apps/qperf_proto.h"
-#include "drivers/dpdk/dpdk_io.h"
 #include "drivers/dpdk/eal_args.h"
-#include "drivers/dpdk/tsc_clock.h"
 
 namespace uroce::apps {
 namespace {
@@ -137,12 +133,8 @@ constexpr OptSpec kQperfOptions[] = {
     {.name = "msg-size", .short_name = 'm', .kind = OptKind::kUint, .def = "0", .help = "client: message bytes (qperf's -m; 0: the test's default, rc_lat 1, rc_bw 65536)", .max = 1u << 30},
     {.name = "no-msgs", .short_name = 'n', .kind = OptKind::kUint, .def = "0", .help = "client: end each test after this many messages instead of -t (qperf's -n)", .max = 1u << 30},
     {.name = "verbose", .short_name = 'v', .help = "client: also show msg_rate and each side's messages, bytes and real time"},
-    {.name = "dev", .kind = OptKind::kString, .def = "0", .help = "the port: an ethdev probed from the EAL args (name or port id) or a device spec", .meta = "SPEC"},
-    {.name = "ip", .kind = OptKind::kString, .def = "", .help = "our IPv4 address: GID index 0 (::ffff:a.b.c.d)", .meta = "A.B.C.D"},
-    {.name = "mac", .kind = OptKind::kString, .def = "", .help = "our MAC (the port's if empty)", .meta = "MAC"},
-    {.name = "port-mtu", .kind = OptKind::kUint, .def = "1500", .help = "Ethernet MTU to set on the port", .min = 576, .max = 9600},
+    UROCE_ENDPOINT_OPTIONS,
     {.name = "timeout", .kind = OptKind::kUint, .def = "60", .help = "seconds to wait for the peer at each step", .min = 1, .max = 3600},
-    {.name = "pcap", .kind = OptKind::kString, .def = "", .help = "capture every frame of the port to FILE", .meta = "FILE"},
     {.name = "counters", .help = "print the device and CM counters that are not zero at the end"},
     {.name = "json", .help = "write the results as JSON on stdout (everything else goes to stderr)"},
 };
@@ -173,81 +165,13 @@ struct Config {
   std::string host;  // client: the server (TCP and rdma_cm)
   std::vector<uint16_t> tests;
   uint16_t listen_port = 19765;
+  uint16_t cm_port = 0;  // server: the rdma_cm port of every test
   std::string listen = "0.0.0.0";
   uint32_t count = 0, time_s = 2, msg_size = 0, no_msgs = 0;
   bool verbose = false;
-  std::string dev;
-  Gid gid4{};
-  std::optional<MacAddr> mac;
-  uint16_t port_mtu = 1500;
+  EndpointConfig ep;  // --dev, --ip, --mac, --port-mtu, --pcap
   uint32_t timeout_s = 60;
-  std::string pcap;
   bool counters = false, json = false;
-};
-
-// ------------------------------------------------------------------ the stack
-/// Our port, the device on it and one PD; pump() runs the engine.
-class Stack {
- public:
-  ~Stack() {
-    if (pd_) (void)dealloc_pd(pd_);
-    ctx_.reset();
-  }
-  bool open(const Config& cfg, std::string& err) {
-    dpdk::DpdkPortConfig pc;
-    pc.device = cfg.dev;
-    pc.mtu = cfg.port_mtu;
-    pc.promiscuous = true;  // the stack answers for --mac in software
-    pc.link_timeout_ms = cfg.timeout_s * 1000;
-    pc.pcap_path = cfg.pcap;
-    auto port = dpdk::DpdkPort::open(pc);
-    if (!port.ok()) {
-      err = "port '" + cfg.dev + "': " + port.status().message();
-      return false;
-    }
-    port_ = std::move(port).value();
-    clock_.emplace();
-    DeviceConfig dc;
-    dc.mac = cfg.mac ? *cfg.mac : port_->info().mac;
-    dc.gid = cfg.gid4;
-    dc.max_qp = 8;
-    auto ctx = open_device(port_->queue(0), dc);
-    if (!ctx.ok()) {
-      err = std::string("open_device: ") + ctx.status().message();
-      return false;
-    }
-    ctx_ = std::move(ctx).value();
-    pump();
-    auto pd = alloc_pd(ctx_.get());
-    if (!pd.ok()) {
-      err = std::string("alloc_pd: ") + pd.status().message();
-      return false;
-    }
-    pd_ = *pd;
-    return true;
-  }
-  void pump() { uroce::poll(ctx_.get(), clock_->now_ns()); }
-  Context* ctx() const { return ctx_.get(); }
-  Pd* pd() const { return pd_; }
-  void print_counters(std::FILE* out) const {
-    const Counters& c = query_counters(ctx_.get());
-    std::fprintf(out, "# counters:");
-    for (size_t i = 0; i < kCounterNames.size(); ++i) {
-      if (c.v[i]) std::fprintf(out, " %.*s=%llu", int(kCounterNames[i].size()), kCounterNames[i].data(), (unsigned long long)c.v[i]);
-    }
-    const CmCounters cc = query_cm_counters(ctx_.get());
-    std::fprintf(out, "\n# cm counters:");
-    for (size_t i = 0; i < size_t(CmCounter::kCount); ++i) {
-      if (cc.v[i]) std::fprintf(out, " %s=%llu", kCmCounterNames[i], (unsigned long long)cc.v[i]);
-    }
-    std::fprintf(out, "\n");
-  }
-
- private:
-  std::unique_ptr<dpdk::DpdkPort> port_;
-  std::optional<dpdk::TscClock> clock_;
-  ContextPtr ctx_;
-  Pd* pd_ = nullptr;
 };
 
 // ------------------------------------------------------------------ control connection
@@ -256,7 +180,7 @@ class Stack {
 /// wait pumps the engine.
 class Control {
  public:
-  Control(Stack& st, uint32_t timeout_s, bool client) : st_(st), timeout_s_(timeout_s), client_(client) {}
+  Control(Endpoint& st, uint32_t timeout_s, bool client) : st_(st), timeout_s_(timeout_s), client_(client) {}
   TcpChannel& tcp() { return tcp_; }
   auto idle() {
     return [this] { st_.pump(); };
@@ -337,7 +261,7 @@ class Control {
     return true;
   }
 
-  Stack& st_;
+  Endpoint& st_;
   TcpChannel tcp_{&g_stop};
   uint32_t timeout_s_;
   bool client_;
@@ -354,7 +278,7 @@ struct Outcome {
 /// loop, exchange_results and the close, for either role.
 class RcTest {
  public:
-  RcTest(Stack& st, Control& ctl, const Config& cfg, const Req& req, Test test)
+  RcTest(Endpoint& st, Control& ctl, const Config& cfg, const Req& req, Test test)
       : st_(st), ctl_(ctl), cfg_(cfg), req_(req), test_(test), client_(!cfg.server) {}
   ~RcTest() {
     if (id_) (void)cm_destroy_id(id_);  // and its QP
@@ -403,20 +327,18 @@ class RcTest {
       }
       peer.addr = SockAddr{*parse_ip_gid(cfg_.host, false), uint16_t(port)};
     } else {
-      // rdma_bind_addr to port 0 picks a free port; ours picks one from the
-      // ephemeral range (the previous test's listener is gone by now). It is
-      // announced before the listen, as qperf does; the REQ cannot be
-      // handled before cm_connect_rc listens, since nothing polls in between.
-      static uint32_t serial = 0;
-      const uint16_t port = uint16_t(49152 + (uint32_t(getpid()) * 7 + serial++) % 16384);
+      // qperf binds port 0 (a free port) for each test; our endpoint keeps its
+      // listener per port for the whole run, so we take one port from the
+      // ephemeral range for all tests (cfg_.cm_port). It is announced before
+      // the accept, as qperf does; a REQ that comes first waits for it.
+      const uint16_t port = cfg_.cm_port;
       peer.addr = SockAddr{Gid{}, port};
       uint8_t p[4];
       Enc{p}(uint32_t(port));
       if (!ctl_.send(p, sizeof(p), "RDMA CM TCP IPv4 server port", err)) return false;
     }
     CmConnParam param;  // qperf's: responder resources 1, initiator depth 1, retry 7, RNR retry 7
-    id_ = cm_connect_rc(st_.ctx(), peer, param, [this](CmId* id, std::string& e) { return make_qp(id, e); },
-                        ctl_.idle(), &g_stop, err);
+    id_ = st_.cm_connect_rc(peer, param, [this](CmId* id, std::string& e) { return make_qp(id, e); }, err);
     return id_ != nullptr;
   }
 
@@ -559,7 +481,7 @@ class RcTest {
     return false;
   }
 
-  Stack& st_;
+  Endpoint& st_;
   Control& ctl_;
   const Config& cfg_;
   const Req& req_;
@@ -655,7 +577,7 @@ void get_conf(uint8_t out[kConfBytes]) {
 }
 
 // ------------------------------------------------------------------ client
-bool run_client_test(Stack& st, const Config& cfg, uint16_t index, Outcome& o, std::FILE* out, std::string& err) {
+bool run_client_test(Endpoint& st, const Config& cfg, uint16_t index, Outcome& o, std::FILE* out, std::string& err) {
   const Test test = *supported(index);
   o.test = std::string(kTests[index]);
   std::fprintf(out, "%s:\n", o.test.c_str());
@@ -693,7 +615,7 @@ enum class Served : uint8_t { kOk, kQuit, kRefused, kFailed, kStopped, kFatal };
 
 /// Serves one request (qperf's server forks one child per request; we serve
 /// them in turn). err says why a request was refused or failed.
-Served serve_one(Stack& st, const Config& cfg, std::FILE* info, Outcome& o, std::string& err) {
+Served serve_one(Endpoint& st, const Config& cfg, std::FILE* info, Outcome& o, std::string& err) {
   Control ctl(st, cfg.timeout_s, false);
   // The server waits for clients as long as it runs: accept in rounds of --timeout.
   while (!ctl.tcp().accept_one(cfg.listen, cfg.listen_port, cfg.timeout_s, ctl.idle(), err)) {
@@ -771,15 +693,10 @@ Served serve_one(Stack& st, const Config& cfg, std::FILE* info, Outcome& o, std:
 }  // namespace
 
 int cmd_qperf(int argc, char** argv) {
-  const dpdk::SplitArgs split = dpdk::split_eal_args(argc, argv, 1);
-  std::vector<const char*> av = {"qperf"};
-  for (const auto& a : split.app) av.push_back(a.c_str());
+  dpdk::SplitArgs split;
   Args args;
-  if (auto rc = parse_command_line(kQperfCommand, int(av.size()), av.data(), args)) return *rc;
-  auto usage = [](const std::string& msg) {
-    std::fprintf(stderr, "uroce qperf: %s (see uroce qperf --help)\n", msg.c_str());
-    return kExitUsage;
-  };
+  if (auto rc = parse_endpoint_command(kQperfCommand, argc, argv, split, args)) return *rc;
+  auto usage = [](const std::string& msg) { return usage_error(kQperfCommand, msg); };
   Config cfg;
   const auto& pos = args.positional();
   cfg.server = pos.empty();
@@ -795,9 +712,8 @@ int cmd_qperf(int argc, char** argv) {
       cfg.tests.push_back(*idx);
     }
   }
-  const std::optional<Gid> ip = parse_ip_gid(args.get_str("ip"), false);
-  if (!ip) return usage("give our IPv4 address with --ip");
-  cfg.gid4 = *ip;
+  // qperf -cm1 is IPv4 only (rdma_cm bound and resolved as AF_INET): we send from GID 0.
+  if (const std::string e = read_endpoint_options(args, 0, "GID index", cfg.ep); !e.empty()) return usage(e);
   cfg.listen_port = uint16_t(args.get_uint("listen-port"));
   cfg.listen = std::string(args.get_str("listen"));
   if (!parse_ip_gid(cfg.listen, false)) return usage("--listen is not an IPv4 address");
@@ -806,14 +722,9 @@ int cmd_qperf(int argc, char** argv) {
   cfg.msg_size = uint32_t(args.get_uint("msg-size"));
   cfg.no_msgs = uint32_t(args.get_uint("no-msgs"));
   cfg.verbose = args.flag("verbose");
-  cfg.dev = std::string(args.get_str("dev"));
-  if (args.given("mac")) {
-    cfg.mac = parse_mac(args.get_str("mac"));
-    if (!cfg.mac) return usage("--mac is not aa:bb:cc:dd:ee:ff");
-  }
-  cfg.port_mtu = uint16_t(args.get_uint("port-mtu"));
   cfg.timeout_s = uint32_t(args.get_uint("timeout"));
-  cfg.pcap = std::string(args.get_str("pcap"));
+  cfg.ep.timeout_s = cfg.timeout_s;
+  cfg.cm_port = uint16_t(49152 + uint32_t(getpid()) % 16384);
   cfg.counters = args.flag("counters");
   cfg.json = args.flag("json");
 
@@ -826,10 +737,10 @@ int cmd_qperf(int argc, char** argv) {
   }
   std::fprintf(info, "# uroce qperf %s\n", args.config_line().c_str());
   const char* role = cfg.server ? "server" : "client";
-  Stack st;
+  Endpoint st;
   std::string err;
   std::vector<Outcome> done;
-  bool ok = st.open(cfg, err);
+  bool ok = st.open(cfg.ep, err);
   if (ok && cfg.server) {
     // A refused request is the client's mistake, reported to it; a failed one fails the run.
     // The server ends on a quit request, after --count requests, or with SIGINT.
@@ -857,7 +768,7 @@ int cmd_qperf(int argc, char** argv) {
       if (!ok) break;
     }
   }
-  if (cfg.counters && st.ctx()) st.print_counters(info);
+  if (cfg.counters && st.ctx()) st.print_counters(info, true);
   if (cfg.json) {
     std::string tests;
     for (const Outcome& o : done) tests += (tests.empty() ? "" : ",") + outcome_json(o);
