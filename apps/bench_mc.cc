@@ -824,13 +824,8 @@ bool Endpoint::soak_checks(const char* side, RssLog& rss, std::string& err) {
 }
 
 int run_endpoint(const Config& cfg, const Args& args, const dpdk::SplitArgs& split) {
-  install_stop_handlers();
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   const char* side = cfg.server ? "server" : "client";
-  if (Status s = dpdk::init_eal_from_args(split); !s.ok()) {
-    std::fprintf(stderr, "uroce bench-mc (%s): %s\n", side, s.message());
-    return kExitFailure;
-  }
+  if (!start_endpoint_process(strf("bench-mc (%s)", side), split)) return kExitFailure;
   std::printf("# uroce bench-mc %s (%s, %u lcores)\n", args.config_line().c_str(), side, rte_lcore_count());
   int rc = kExitFailure;
   {

@@ -478,12 +478,7 @@ int run_cmatose(bool ud, int argc, char** argv) {
   cfg.ep.max_qp = cfg.connections + 4;
   cfg.counters = args.flag("counters");
 
-  install_stop_handlers();
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  if (Status s = dpdk::init_eal_from_args(split); !s.ok()) {
-    std::fprintf(stderr, "uroce %s: %s\n", name, s.message());
-    return kExitFailure;
-  }
+  if (!start_endpoint_process(name, split)) return kExitFailure;
   std::printf("# uroce %s %s\n", name, args.config_line().c_str());
   std::string err;
   Cmatose t(cfg);

@@ -1173,12 +1173,7 @@ std::string counters_report(Endpoint& ep, const char* role, bool json) {
 int run_endpoint(const Config& cfg, const Args& args, const dpdk::SplitArgs& split) {
   const char* role = cfg.server ? "server" : "client";
   std::FILE* info = cfg.json ? stderr : stdout;
-  install_stop_handlers();
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  if (Status s = dpdk::init_eal_from_args(split); !s.ok()) {
-    std::fprintf(stderr, "uroce demo (%s): %s\n", role, s.message());
-    return kExitFailure;
-  }
+  if (!start_endpoint_process(strf("demo (%s)", role), split)) return kExitFailure;
   std::fprintf(info, "# uroce demo %s\n", args.config_line().c_str());
   Endpoint ep(cfg);
   std::string err;

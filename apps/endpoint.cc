@@ -36,6 +36,16 @@ std::string read_endpoint_options(const Args& args, uint8_t gid_idx, std::string
   return idx_opt.empty() ? parse_our_addrs(args, ec.addrs) : parse_our_addrs(args, gid_idx, idx_opt, ec.addrs);
 }
 
+bool start_endpoint_process(std::string_view who, const dpdk::SplitArgs& split) {
+  install_stop_handlers();
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  if (Status s = dpdk::init_eal_from_args(split); !s.ok()) {
+    std::fprintf(stderr, "uroce %.*s: %s\n", int(who.size()), who.data(), s.message());
+    return false;
+  }
+  return true;
+}
+
 // ---------------------------------------------------------------- Deadline
 
 Deadline::Deadline(std::chrono::steady_clock::duration d, std::string limit)

@@ -55,6 +55,10 @@ std::optional<int> parse_endpoint_command(const CommandSpec& spec, int argc, cha
                                           Args& args);
 /// Prints "uroce NAME: MSG (see uroce NAME --help)" to stderr; returns kExitUsage.
 int usage_error(const CommandSpec& spec, const std::string& msg);
+/// The start of an endpoint process once its options are read: installs the
+/// stop handlers, makes stdout line-buffered and initialises the EAL from
+/// split. On failure prints "uroce WHO: MSG" to stderr and returns false.
+bool start_endpoint_process(std::string_view who, const dpdk::SplitArgs& split);
 
 /// The options of every endpoint command for its port and addresses (an
 /// OptSpec list, to put in the command's table): --dev, --ip, --ip6, --mac,

@@ -231,12 +231,7 @@ int cmd_floor(int argc, char** argv) {
   const bool server = args.get_str("role") == "server";
   const bool json = args.flag("json");
   std::FILE* info = json ? stderr : stdout;
-  install_stop_handlers();
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  if (Status s = dpdk::init_eal_from_args(split); !s.ok()) {
-    std::fprintf(stderr, "uroce floor: %s\n", s.message());
-    return kExitFailure;
-  }
+  if (!start_endpoint_process("floor", split)) return kExitFailure;
   std::fprintf(info, "# uroce floor %s %s\n", mode.c_str(), args.config_line().c_str());
   std::string err;
   bool ok = false;

@@ -1408,8 +1408,6 @@ int cmd_perf(int argc, char** argv) {
   cfg.ep.drop_seed = args.get_uint("drop-seed");
   cfg.save_buffer = std::string(args.get_str("save-buffer"));
 
-  install_stop_handlers();
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   Output out;
   out.info = cfg.json ? stderr : stdout;
   out.gbits = cfg.gbits;
@@ -1417,10 +1415,7 @@ int cmd_perf(int argc, char** argv) {
   for (const char* name : {"CPU-freq", "events", "perform_warm_up", "inline_size", "ib-dev"}) {
     if (args.given(name)) std::fprintf(out.info, "# note: --%s is accepted for perftest compatibility and has no effect here\n", name);
   }
-  if (Status s = dpdk::init_eal_from_args(split); !s.ok()) {
-    std::fprintf(stderr, "uroce perf: %s\n", s.message());
-    return kExitFailure;
-  }
+  if (!start_endpoint_process("perf", split)) return kExitFailure;
   std::fprintf(out.info, "# uroce perf %.*s %s\n", int(test.size()), test.data(), args.config_line().c_str());
   std::string err;
   Perf perf(cfg);

@@ -740,14 +740,9 @@ int cmd_pingpong(int argc, char** argv) {
   cfg.ep.drop_seed = args.get_uint("drop-seed");
   cfg.json = args.flag("json");
 
-  install_stop_handlers();
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   std::FILE* info = cfg.json ? stderr : stdout;
   const char* role = cfg.server ? "server" : "client";
-  if (Status s = dpdk::init_eal_from_args(split); !s.ok()) {
-    std::fprintf(stderr, "uroce pingpong: %s\n", s.message());
-    return kExitFailure;
-  }
+  if (!start_endpoint_process("pingpong", split)) return kExitFailure;
   std::fprintf(info, "# uroce pingpong %s\n", args.config_line().c_str());
   std::string err;
   Pingpong pp(cfg);

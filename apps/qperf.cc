@@ -728,13 +728,8 @@ int cmd_qperf(int argc, char** argv) {
   cfg.counters = args.flag("counters");
   cfg.json = args.flag("json");
 
-  install_stop_handlers();
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   std::FILE* info = cfg.json ? stderr : stdout;
-  if (Status s = dpdk::init_eal_from_args(split); !s.ok()) {
-    std::fprintf(stderr, "uroce qperf: %s\n", s.message());
-    return kExitFailure;
-  }
+  if (!start_endpoint_process("qperf", split)) return kExitFailure;
   std::fprintf(info, "# uroce qperf %s\n", args.config_line().c_str());
   const char* role = cfg.server ? "server" : "client";
   Endpoint st;
