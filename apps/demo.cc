@@ -182,6 +182,26 @@ int64_t check(const uint8_t* p, uint32_t len, uint64_t key, uint8_t tag) {
   return p[len - 1] == tag ? -1 : int64_t(len - 1);
 }
 
+/// "byte OFF of LEN differs" for a failed check of message k, with what the
+/// bytes are instead: another message's (which one), zeros, or unknown. A
+/// stale, misplaced or duplicated message then names itself in the report.
+std::string mismatch(const uint8_t* p, uint32_t len, uint64_t seed, uint64_t k, int64_t off) {
+  std::string what = "bytes of no message within 4096 of it";
+  if (std::all_of(p, p + len, [](uint8_t b) { return b == 0; })) {
+    what = "all zero";
+  } else {
+    const uint64_t lo = k > 4096 ? k - 4096 : 0;
+    for (uint64_t j = lo; j < k + 4096; ++j) {
+      if (j != k && check(p, len, msg_key(seed, j), msg_tag(j)) < 0) {
+        what = strf("message %llu's bytes", (unsigned long long)j);
+        break;
+      }
+    }
+  }
+  const uint8_t want = off == int64_t(len) - 1 ? msg_tag(k) : uint8_t((msg_key(seed, k) + kGolden * uint64_t(off / 8)) >> (8 * (off % 8)));
+  return strf("byte %lld of %u differs: 0x%02x, want 0x%02x; it holds %s", (long long)off, len, p[off], want, what.c_str());
+}
+
 // Atomics: the CAS chain v0 -> v1 -> ... and the FAA addends, from the seed.
 uint64_t atomic_initial(uint64_t seed) { return msg_key(seed, ~0ull); }
 uint64_t cas_value(uint64_t seed, uint64_t k) { return k == 0 ? atomic_initial(seed) : msg_key(seed, k) | 1; }
@@ -622,7 +642,7 @@ void Target::on_recv(const Wc& wc) {
   }
   if (ud && wc.src_qp != ep_.peer_.qpn[2]) return fail(strf("UD receive %llu from QP 0x%x", (unsigned long long)k, wc.src_qp));
   if (int64_t off = check(data, cur_.size, msg_key(cur_.seed, k), msg_tag(k)); off >= 0) {
-    return fail(strf("message %llu: byte %lld of %u differs", (unsigned long long)k, (long long)off, cur_.size));
+    return fail(strf("message %llu: %s", (unsigned long long)k, mismatch(data, cur_.size, cur_.seed, k, off).c_str()));
   }
   post_recvs();
 }
@@ -652,7 +672,7 @@ void Target::step() {
     if (Status s = post_send(ep_.rc_, &wr, &bad); !s.ok()) fail(strf("echo post_send: %s", s.message()));
     ep_.pump();
     if (int64_t off = check(ep_.area(), cur_.size, msg_key(cur_.seed, k), msg_tag(k)); off >= 0) {
-      fail(strf("message %llu: byte %lld of %u differs", (unsigned long long)k, (long long)off, cur_.size));
+      fail(strf("message %llu: %s", (unsigned long long)k, mismatch(ep_.area(), cur_.size, cur_.seed, k, off).c_str()));
     }
   }
 }
@@ -678,7 +698,7 @@ void Target::finish(Msg& reply) {
         step();
       }
       if (off >= 0) {
-        fail(strf("written message %llu: byte %lld of %u differs", (unsigned long long)k, (long long)off, cur_.size));
+        fail(strf("written message %llu: %s", (unsigned long long)k, mismatch(slot(k), cur_.size, cur_.seed, k, off).c_str()));
       }
     }
   }
@@ -904,11 +924,13 @@ bool Driver::pingpong(Row& row, uint64_t seed, std::string& err) {
     if (!done) break;
     lat.push_back(clk.to_ns(t1 - t0) / 2);
     // Checks, outside the timed window.
-    int64_t off = -1;
-    if (row.op == WrOpcode::kSend || row.op == WrOpcode::kRdmaWrite) {
-      off = check(echo, row.size, msg_key(seed, i), msg_tag(i));
-    } else if (row.op == WrOpcode::kRdmaRead) {
-      off = check(src, row.size, msg_key(seed, s), msg_tag(s));
+    if (row.op == WrOpcode::kSend || row.op == WrOpcode::kRdmaWrite || row.op == WrOpcode::kRdmaRead) {
+      const bool read = row.op == WrOpcode::kRdmaRead;
+      const uint8_t* got = read ? src : echo;
+      const uint64_t want = read ? s : i;  // a READ returns the target's message s
+      if (int64_t off = check(got, row.size, msg_key(seed, want), msg_tag(want)); off >= 0) {
+        err = strf("message %llu: %s", (unsigned long long)i, mismatch(got, row.size, seed, want, off).c_str());
+      }
     } else {
       uint64_t got;
       std::memcpy(&got, ep_.local() + (i % (ep_.area_bytes_ / 8)) * 8, 8);
@@ -917,7 +939,6 @@ bool Driver::pingpong(Row& row, uint64_t seed, std::string& err) {
       if (got != want) err = strf("%s %llu returned 0x%llx, want 0x%llx", op_name(row.op).data(), (unsigned long long)i,
                                  (unsigned long long)got, (unsigned long long)want);
     }
-    if (off >= 0) err = strf("message %llu: byte %lld of %u differs", (unsigned long long)i, (long long)off, row.size);
   }
   // The last SENDs' and WRITEs' own completions may still be due: drain them.
   while (err.empty() && wrs_reaped < wrs_posted) {
@@ -1020,7 +1041,7 @@ bool Driver::stream(Row& row, uint64_t count, uint32_t depth, uint64_t seed, boo
   if (err.empty() && row.op == WrOpcode::kRdmaRead) {
     for (uint64_t k = 0; k < count && err.empty(); ++k) {
       if (int64_t off = check(ep_.local() + k * stride, row.size, msg_key(seed, k), msg_tag(k)); off >= 0) {
-        err = strf("read message %llu: byte %lld of %u differs", (unsigned long long)k, (long long)off, row.size);
+        err = strf("read message %llu: %s", (unsigned long long)k, mismatch(ep_.local() + k * stride, row.size, seed, k, off).c_str());
       }
     }
   }
