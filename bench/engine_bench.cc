@@ -65,6 +65,8 @@ class RingPort : public PacketIo {
   Fifo* out_;
 };
 
+bool g_failed = false;  // a WRITE completed in error: the run (and the bench suite's smoke test) fails
+
 void must(const Status& s, const char* what) {
   if (!s.ok()) {
     std::fprintf(stderr, "engine_bench: %s: %s\n", what, std::string(s.message()).c_str());
@@ -198,6 +200,7 @@ void run_writes(benchmark::State& state, uint32_t size, uint32_t n_qps, uint32_t
       for (int i = 0; i < n; ++i) {
         if (wc[i].status != WcStatus::kSuccess) {
           state.SkipWithError("a WRITE failed");
+          g_failed = true;
           return;
         }
         const uint32_t q = uint32_t(wc[i].wr_id >> 32);
@@ -207,6 +210,11 @@ void run_writes(benchmark::State& state, uint32_t size, uint32_t n_qps, uint32_t
         refill.push_back(q);
       }
     }
+  }
+  if (done == 0 && state.iterations() >= 1000) {  // a WRITE completes within a few engine rounds
+    state.SkipWithError("no WRITE completed");
+    g_failed = true;
+    return;
   }
   state.SetItemsProcessed(int64_t(done));
   state.counters["ns_per_write"] =
@@ -237,5 +245,5 @@ int main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
-  return 0;
+  return g_failed ? 1 : 0;
 }
