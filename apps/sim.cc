@@ -88,6 +88,7 @@ constexpr OptSpec kSimOptions[] = {
     // Congestion-control scenarios (apps/sim_cc.cc).
     {.name = "scenario", .kind = OptKind::kChoice, .def = "faults", .help = "faults: the seeded fault runs above; or a congestion-control scenario on one bottleneck (see below)", .choices = "faults|incast|share|join-leave|mixed"},
     {.name = "cc", .kind = OptKind::kChoice, .def = "dcqcn", .help = "congestion control of every host", .choices = "none|dcqcn|timely"},
+    {.name = "op", .kind = OptKind::kChoice, .def = "write", .help = "scenario: how data moves: host i WRITEs to host 0, or host 0 READs from host i (the READ responses are the congested data)", .choices = "write|read"},
     {.name = "flows", .kind = OptKind::kUint, .def = "8", .help = "incast: senders (N:1); mixed: hosts (2 long flows, the rest short flows)", .min = 2, .max = 128},
     {.name = "link-gbps", .kind = OptKind::kUint, .def = "100", .help = "rate of every link, Gb/s", .min = 1, .max = 400},
     {.name = "link-delay-ns", .kind = OptKind::kUint, .def = "1000", .help = "propagation delay host <-> switch, ns"},
@@ -134,6 +135,8 @@ constexpr OptSpec kSimOptions[] = {
     {.name = "timely-min-rate-mbps", .kind = OptKind::kUint, .def = "10", .help = "TIMELY rate floor, Mb/s (ours: the paper states none)", .min = 1},
     {.name = "timely-beta", .kind = OptKind::kDouble, .def = "0.8", .help = "TIMELY multiplicative decrease beta", .max = 1},
     {.name = "timely-alpha", .kind = OptKind::kDouble, .def = "0.875", .help = "TIMELY EWMA weight alpha", .max = 1},
+    {.name = "timely-patched", .kind = OptKind::kUint, .def = "0", .help = "TIMELY: 1 = patched rules of Zhu et al. CoNEXT 2016 (fair fixed point)", .max = 1},
+    {.name = "timely-scale-by-elapsed", .kind = OptKind::kUint, .def = "0", .help = "TIMELY: 1 = weigh each update by min(1, elapsed / minRTT)", .max = 1},
     {.name = "pcap", .kind = OptKind::kString, .def = "", .help = "scenario: capture every frame the switch sees to FILE", .meta = "FILE"},
     {.name = "csv-dir", .kind = OptKind::kString, .def = "", .help = "scenario: write LABEL.series.csv and LABEL.fct.csv to DIR", .meta = "DIR"},
     {.name = "expect-util", .kind = OptKind::kDouble, .def = "0", .help = "scenario: fail unless bottleneck utilisation after convergence >= X", .max = 1},

@@ -5,7 +5,10 @@
 // buffer and RED/ECN marking (--red-kmin-kb, --red-kmax-kb, --red-pmax) on
 // each egress queue. Every flow is one RC QP pair, sender host i -> host 0,
 // moving data with RDMA WRITEs of --msg-kb, at most --sq-depth outstanding,
-// so the bottleneck is the switch's egress queue toward host 0. All hosts run
+// so the bottleneck is the switch's egress queue toward host 0. With --op
+// read host 0 READs the same amounts from host i instead: the READ responses
+// are the congested data, host 0's notification point answers their CE marks
+// and host i's reaction point paces them. All hosts run
 // the same congestion control (--cc none|dcqcn|timely); DCQCN sends ECN-capable
 // packets, the receiver's notification point answers CE marks with CNPs.
 //
@@ -80,6 +83,8 @@ struct Flow {
   Qp* sqp = nullptr;
   Qp* rqp = nullptr;
   Cq* scq = nullptr;
+  Cq* rcq = nullptr;
+  uint64_t read_bytes = 0;  // --op read: bytes of READs completed at host 0
   uint32_t outstanding = 0;
   uint64_t wr_seq = 0;
   std::vector<ShortMsg> shorts;
@@ -142,6 +147,7 @@ class CcRun {
   Mtu mtu_code_ = Mtu::k4096;
   uint32_t msg_bytes_ = 0;
   uint32_t sq_depth_ = 16;
+  bool read_ = false;       // --op read
   uint64_t duration_ns_ = 0;
   uint64_t steady_begin_ns_ = 0;  // last join
   uint64_t steady_end_ns_ = 0;    // first leave
@@ -152,6 +158,8 @@ class CcRun {
   std::vector<uint32_t> queue_samples_;  // bytes, every step
   std::vector<uint64_t> queue_t_;        // time of each sample
   DeviceConfig dc_;
+  loopback::Rng order_rng_{1};  // the hosts' poll order each step (seeded in setup)
+  std::vector<size_t> order_;   // that order
 };
 
 // ---------------------------------------------------------------- configuration
@@ -198,6 +206,8 @@ CcConfig cc_config(const Args& a, CcAlgorithm algo, uint64_t link_bps) {
   c.timely.min_rate_bps = a.get_uint("timely-min-rate-mbps") * 1'000'000;
   c.timely.beta = a.get_double("timely-beta");
   c.timely.alpha = a.get_double("timely-alpha");
+  c.timely.patched = a.get_uint("timely-patched") != 0;
+  c.timely.scale_by_elapsed = a.get_uint("timely-scale-by-elapsed") != 0;
   return c;
 }
 
@@ -212,9 +222,11 @@ bool CcRun::setup() {
   link_bps_ = a_.get_uint("link-gbps") * 1'000'000'000ull;
   msg_bytes_ = uint32_t(a_.get_uint("msg-kb") * 1024);
   sq_depth_ = uint32_t(a_.get_uint("sq-depth"));
+  read_ = a_.get_str("op") == "read";
   duration_ns_ = a_.get_uint("duration-us") * 1000;
   const uint64_t seed = a_.get_uint("seed-start");
   loopback::Rng rng(loopback::derive_seed(seed, 8));
+  order_rng_ = loopback::Rng(loopback::derive_seed(seed, 9));
 
   loopback::FabricConfig fc;
   fc.seed = seed;
@@ -272,7 +284,7 @@ bool CcRun::setup() {
     const size_t bytes = h == 0 ? size_t(4) << 20 : std::max<size_t>(msg_bytes_, 1u << 20);
     host->mem = std::make_unique<uint8_t[]>(bytes);
     std::fill_n(host->mem.get(), bytes, uint8_t(h));
-    auto mr = reg_mr(host->pd, host->mem.get(), bytes, kAccessLocalWrite | kAccessRemoteWrite);
+    auto mr = reg_mr(host->pd, host->mem.get(), bytes, kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead);
     if (!mr.ok()) {
       std::fprintf(stderr, "uroce sim: reg_mr: %s\n", mr.status().message());
       return false;
@@ -319,13 +331,17 @@ bool CcRun::setup() {
   return true;
 }
 
+// READs outstanding per QP (--op read): the most a QP allows (IBA 9.7.5.1.4).
+constexpr uint8_t kRdAtomic = 16;
+
 bool CcRun::connect(Flow& f) {
   Host& s = *hosts_[f.host];
   Host& r = *hosts_[0];
   auto scq = create_cq(s.ctx.get(), sq_depth_ * 2 + 8);
-  auto rcq = create_cq(r.ctx.get(), 16);
+  auto rcq = create_cq(r.ctx.get(), sq_depth_ * 2 + 8);
   if (!scq.ok() || !rcq.ok()) return false;
   f.scq = *scq;
+  f.rcq = *rcq;
   QpInitAttr ia;
   ia.qp_type = QpType::kRc;
   ia.sq_sig_all = true;
@@ -352,7 +368,7 @@ bool CcRun::connect(Flow& f) {
     QpAttr q;
     q.qp_state = QpState::kInit;
     q.port_num = 1;
-    q.qp_access_flags = kAccessLocalWrite | kAccessRemoteWrite;
+    q.qp_access_flags = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead;
     Status st = modify_qp(side.qp, q, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags);
     q = {};
     q.qp_state = QpState::kRtr;
@@ -361,7 +377,7 @@ bool CcRun::connect(Flow& f) {
     q.rq_psn = 0;
     q.ah_attr.dgid = side.peer->gid;
     q.ah_attr.dmac = side.peer->mac;
-    q.max_dest_rd_atomic = 1;
+    q.max_dest_rd_atomic = kRdAtomic;
     q.min_rnr_timer = 1;
     if (st.ok()) {
       st = modify_qp(side.qp, q,
@@ -373,7 +389,7 @@ bool CcRun::connect(Flow& f) {
     q.timeout = uint8_t(a_.get_uint("qp-timeout"));
     q.retry_cnt = 7;
     q.rnr_retry = 7;
-    q.max_rd_atomic = 1;
+    q.max_rd_atomic = kRdAtomic;
     if (st.ok()) {
       st = modify_qp(side.qp, q, kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic);
     }
@@ -402,13 +418,14 @@ void CcRun::post(Flow& f, uint64_t now) {
       }
       len = std::min(f.short_left, msg_bytes_);
     }
-    Sge sge{uint64_t(uintptr_t(s.mem.get())), len, s.mr->lkey};
+    // Every flow writes the same target (or reads into it): only the traffic matters.
+    Sge sge{uint64_t(uintptr_t(read_ ? r.mem.get() : s.mem.get())), len, read_ ? r.mr->lkey : s.mr->lkey};
     SendWr w;
-    w.opcode = WrOpcode::kRdmaWrite;
+    w.opcode = read_ ? WrOpcode::kRdmaRead : WrOpcode::kRdmaWrite;
     w.sg_list = &sge;
     w.num_sge = 1;
-    w.rdma.remote_addr = uint64_t(uintptr_t(r.mem.get()));  // every flow writes the same target: only the traffic matters
-    w.rdma.rkey = r.mr->rkey;
+    w.rdma.remote_addr = uint64_t(uintptr_t(read_ ? s.mem.get() : r.mem.get()));
+    w.rdma.rkey = read_ ? s.mr->rkey : r.mr->rkey;
     // wr_id: low bit set on the last WR of a short message.
     bool last = false;
     if (!f.long_flow) {
@@ -416,9 +433,10 @@ void CcRun::post(Flow& f, uint64_t now) {
       last = f.short_left == 0;
       if (last) ++f.next_short;
     }
-    w.wr_id = f.wr_seq++ << 1 | (last ? 1 : 0);
+    // wr_id: the length in the high half (a READ's completion does not carry it).
+    w.wr_id = uint64_t(len) << 32 | (f.wr_seq++ & 0x7fffffff) << 1 | (last ? 1 : 0);
     SendWr* bad = nullptr;
-    if (!post_send(f.sqp, &w, &bad).ok()) {
+    if (!post_send(read_ ? f.rqp : f.sqp, &w, &bad).ok()) {
       f.failed = true;
       return;
     }
@@ -428,9 +446,10 @@ void CcRun::post(Flow& f, uint64_t now) {
 
 void CcRun::reap(Flow& f, uint64_t now) {
   Wc wc[32];
-  for (int n; (n = poll_cq(f.scq, 32, wc)) > 0;) {
+  for (int n; (n = poll_cq(read_ ? f.rcq : f.scq, 32, wc)) > 0;) {
     for (int i = 0; i < n; ++i) {
       --f.outstanding;
+      if (wc[i].status == WcStatus::kSuccess) f.read_bytes += wc[i].wr_id >> 32;
       if (wc[i].status != WcStatus::kSuccess) f.failed = true;
       if (!f.long_flow && (wc[i].wr_id & 1) && f.next_done < f.shorts.size()) f.shorts[f.next_done++].done_ns = now;
     }
@@ -438,6 +457,7 @@ void CcRun::reap(Flow& f, uint64_t now) {
 }
 
 uint64_t CcRun::good_bytes(const Flow& f) const {
+  if (read_) return f.read_bytes;  // READ data is in place when the READ completes
   const Counters& c = query_qp_counters(f.rqp);
   const uint64_t pkts = c.get(Counter::rcvd_pkts) - c.get(Counter::out_of_sequence) - c.get(Counter::duplicate_request);
   return pkts * mtu_;
@@ -450,7 +470,7 @@ void CcRun::snapshot(uint64_t t, double qmax_kb, double q_kb) {
   s.rx_wire_bytes = rc.get(PortCounter::rx_bytes) + rc.get(PortCounter::rx_frames) * kWireOverhead;
   s.drops = rc.get(PortCounter::drop_buffer);
   s.retransmits = 0;
-  for (const Flow& f : flows_) s.retransmits += query_qp_counters(f.sqp).get(Counter::retransmits);
+  for (const Flow& f : flows_) s.retransmits += query_qp_counters(read_ ? f.rqp : f.sqp).get(Counter::retransmits);
   for (const Flow& f : flows_) {
     s.good_bytes.push_back(good_bytes(f));
     const auto& hc = hosts_[f.host]->port->counters();
@@ -471,7 +491,13 @@ int CcRun::run() {
   for (uint64_t now = 0; now <= duration_ns_; now += step) {
     fabric_->advance(now);
     for (Flow& f : flows_) post(f, now);
-    for (auto& h : hosts_) poll(h->ctx.get(), now);
+    // Hosts poll in a seeded random order each step: frames of one step
+    // reach the switch in that order, and a fixed order would give the
+    // lower-numbered senders a lasting edge in the queue and in marking.
+    order_.resize(hosts_.size());
+    for (size_t i = 0; i < order_.size(); ++i) order_[i] = i;
+    for (size_t i = order_.size(); i > 1; --i) std::swap(order_[i - 1], order_[size_t(order_rng_.below(i))]);
+    for (size_t i : order_) poll(hosts_[i]->ctx.get(), now);
     for (Flow& f : flows_) reap(f, now);
     const uint64_t q = fabric_->queue_bytes(0);
     queue_samples_.push_back(uint32_t(q));
@@ -577,7 +603,8 @@ int CcRun::report() {
   std::sort(fct_us.begin(), fct_us.end());
   auto fct_p = [&](double p) { return fct_us.empty() ? 0.0 : fct_us[std::min(fct_us.size() - 1, size_t(p * double(fct_us.size())))]; };
 
-  const std::string label = std::string(scenario_) + "-" + std::string(cc_algorithm_name(algo_)) + "-n" + std::to_string(n_);
+  const std::string label = std::string(scenario_) + (read_ ? "-read-" : "-") + std::string(cc_algorithm_name(algo_)) +
+                            "-n" + std::to_string(n_);
   char conv[32];
   if (conv_ns >= 0) std::snprintf(conv, sizeof(conv), "%.3f", double(uint64_t(conv_ns) - steady_begin_ns_) / 1e6);
   else std::snprintf(conv, sizeof(conv), "none");

@@ -20,6 +20,9 @@ enum class CcAlgorithm : uint8_t {
 inline constexpr std::string_view kCcAlgorithmNames[] = {"none", "dcqcn", "timely"};
 constexpr std::string_view cc_algorithm_name(CcAlgorithm a) { return kCcAlgorithmNames[uint8_t(a)]; }
 
+/// The unit of DcqcnParams::rpg_byte_reset, bytes.
+inline constexpr uint32_t kRpgByteResetUnit = 64;
+
 /// DCQCN RP parameters, named and scaled as ConnectX names them.
 ///
 /// Defaults: the ConnectX firmware defaults, as reported by
@@ -44,8 +47,14 @@ struct DcqcnParams {
   bool clamp_tgt_rate_after_time_inc = true;
   /// RPG_TIME_RESET, us: time between rate increases without CNPs.
   uint32_t rpg_time_reset = 300;
-  /// RPG_BYTE_RESET, bytes: data sent between rate increases; 0 disables the
-  /// byte counter.
+  /// RPG_BYTE_RESET, in units of kRpgByteResetUnit (64) bytes: data sent
+  /// between rate increases; 0 disables the byte counter. The NVIDIA text says
+  /// "given in bytes", but the field is 15 bits wide (32767 is its largest
+  /// value, and the default), and a 32 KiB counter would fire every 2.6 us at
+  /// 100 Gb/s, faster than the 4 us monitor period can cut; Google's isekai
+  /// ConnectX model counts it in 64-byte units (32767 x 64 B = 2 MiB, the
+  /// order of the paper's B = 10 MB). We do the same; docs/CC.md shows what
+  /// the byte reading does.
   uint32_t rpg_byte_reset = 32767;
   /// RPG_THRESHOLD (F): rate-increase events spent in fast recovery.
   uint32_t rpg_threshold = 1;
@@ -69,11 +78,11 @@ struct DcqcnParams {
   /// paper's gain is g = (1024 - dce_tcp_g) / 1024 (1019 -> g = 5/1024;
   /// g = 1/256 is 1020). ConnectX documents this field only as "used to
   /// update the congestion estimator (alpha) once every dce_tcp_rtt"; the
-  /// kept-share reading is ours, chosen because it is the one under which the
-  /// shipped default (1019) gives a DCTCP-like small gain.
+  /// kept-share reading is the one Google's isekai ConnectX model uses, and
+  /// the one under which the shipped default (1019) gives a DCTCP-like gain.
   uint32_t dce_tcp_g = 1019;
-  /// DCE_TCP_RTT, us: the alpha timer (the paper's K): alpha decays once per
-  /// period without CNPs.
+  /// DCE_TCP_RTT, us: the alpha update period (the paper's K): alpha rises
+  /// by g at the end of a period in which a CNP arrived, else decays by (1-g).
   uint32_t dce_tcp_rtt = 1;
   /// RATE_REDUCE_MONITOR_PERIOD, us: minimum time between two cuts; CNPs
   /// that arrive inside the period cause one cut at its end.
@@ -95,7 +104,7 @@ struct DcqcnParams {
     p.clamp_tgt_rate = true;
     p.clamp_tgt_rate_after_time_inc = false;
     p.rpg_time_reset = 55;
-    p.rpg_byte_reset = 10 * 1024 * 1024;
+    p.rpg_byte_reset = 10 * 1024 * 1024 / kRpgByteResetUnit;  // B = 10 MB
     p.rpg_threshold = 5;
     p.rpg_ai_rate = 40;
     p.rpg_hai_rate = 400;
@@ -134,6 +143,17 @@ struct TimelyParams {
   uint32_t hai_thresh = 5;            ///< samples with gradient <= 0 before HAI
   uint32_t hai_n = 5;                 ///< HAI multiplier N
   uint64_t min_rate_bps = 10'000'000; ///< floor (ours; the paper states none)
+  /// Patched TIMELY (Zhu et al., "ECN or Delay", CoNEXT 2016, 4.3): between
+  /// T_low and T_high the gradient only weighs a decrease that is driven by
+  /// the RTT's distance from the reference T_low, so all flows that see the
+  /// same RTT settle at the same rate (a unique, fair fixed point):
+  ///   w(g) = 0 for g <= -1/4, 1 for g >= 1/4, else 2g + 1/2;
+  ///   rate = rate * (1 - beta * w * (rtt - T_low) / T_low) + delta * (1 - w).
+  /// Off: the original TIMELY rules (Mittal et al. 2015, Algorithm 1).
+  bool patched = false;
+  /// Weigh each update by min(1, time since the previous one / min_rtt), as
+  /// the TIMELY authors' reference code does (eRPC timely.h "delta_factor").
+  bool scale_by_elapsed = false;
 };
 
 

@@ -38,32 +38,44 @@ Dcqcn::Dcqcn(uint64_t line_rate_bps, const DcqcnParams& p)
       time_reset_ns_(us_to_ns(p.rpg_time_reset)),
       alpha_period_ns_(us_to_ns(p.dce_tcp_rtt)),
       monitor_ns_(us_to_ns(p.rate_reduce_monitor_period)),
+      byte_reset_(uint64_t(p.rpg_byte_reset) * kRpgByteResetUnit),
       rc_bps_(line_rate_bps),
       rt_bps_(line_rate_bps) {}
 
 void Dcqcn::on_cnp(uint64_t now_ns) {
   on_timer(now_ns);  // settle anything due first, so events stay in time order
   if (!limited_) {
-    // First CNP (or first after a release): allocate the limiter.
+    // First CNP (or first after a release): allocate the limiter, start alpha
+    // at initial_alpha_value; this CNP does not also raise alpha (it set it).
     limited_ = true;
     alpha_ = p_.initial_alpha_value << (kAlphaShift - 10);
+    alpha_cnp_ = false;
+    alpha_deadline_ns_ = now_ns + alpha_period_ns_;
     if (p_.rate_to_set_on_first_cnp != 0) {
       rc_bps_ = std::clamp(mbps_to_bps(p_.rate_to_set_on_first_cnp), min_bps_, line_bps_);
       rt_bps_ = rc_bps_;
     }
+  } else {
+    alpha_cnp_ = true;  // the next alpha update raises alpha
+    if (alpha_deadline_ns_ == kNeverNs) alpha_deadline_ns_ = now_ns + alpha_period_ns_;
   }
   if (!have_cut_ || now_ns >= last_cut_ns_ + monitor_ns_) {
-    cut(now_ns);  // uses alpha before this CNP's update (paper order)
+    cut(now_ns);
   } else if (!cut_pending_) {
     cut_pending_ = true;  // fold into one cut at the end of the monitor period
     cut_deadline_ns_ = last_cut_ns_ + monitor_ns_;
   }
-  raise_alpha();
-  alpha_deadline_ns_ = now_ns + alpha_period_ns_;
 }
 
 void Dcqcn::cut(uint64_t now_ns) {
-  const bool clamp = p_.clamp_tgt_rate || (p_.clamp_tgt_rate_after_time_inc && t_ > 0);
+  // RT = RC when clamp_tgt_rate is set, when the byte counter has raised the
+  // rate since the last cut, or (clamp_tgt_rate_after_time_inc) when the
+  // timer has: ConnectX's "the target rate should be updated if the
+  // transmission rate was increased due to the timer, and not only due to the
+  // byte counter". Without the byte-counter clause a flow that recovers by
+  // bytes between cuts keeps RT at the line rate and never converges.
+  const bool clamp =
+      p_.clamp_tgt_rate || bc_ > 0 || (p_.clamp_tgt_rate_after_time_inc && t_ > 0);
   if (clamp) rt_bps_ = rc_bps_;
   // RC * alpha / Gd, alpha in 1/1024 units  ==  RC * alpha_q20 >> (gd + 10).
   // rc <= 2^40 and alpha <= 2^20, so the product fits in 64 bits.
@@ -83,10 +95,13 @@ void Dcqcn::cut(uint64_t now_ns) {
   cut_deadline_ns_ = kNeverNs;
 }
 
-void Dcqcn::raise_alpha() {
-  // alpha = (1-g)*alpha + g, with (1-g) = dce_tcp_g / 1024.
+void Dcqcn::update_alpha() {
+  // Once per dce_tcp_rtt: alpha = (1-g)*alpha + g if a CNP arrived in the
+  // period, else (1-g)*alpha, with (1-g) = dce_tcp_g / 1024.
   const uint64_t keep = p_.dce_tcp_g;
-  alpha_ = uint32_t((uint64_t(alpha_) * keep + (1024 - keep) * uint64_t(kAlphaOne)) >> 10);
+  const uint64_t add = alpha_cnp_ ? (1024 - keep) * uint64_t(kAlphaOne) : 0;
+  alpha_ = uint32_t((uint64_t(alpha_) * keep + add) >> 10);
+  alpha_cnp_ = false;
 }
 
 void Dcqcn::increase(Event e) {
@@ -128,8 +143,8 @@ void Dcqcn::on_bytes_sent(uint64_t bytes, uint64_t now_ns) {
   on_timer(now_ns);
   if (!limited_ || p_.rpg_byte_reset == 0) return;
   bytes_since_event_ += bytes;
-  while (limited_ && bytes_since_event_ >= p_.rpg_byte_reset) {
-    bytes_since_event_ -= p_.rpg_byte_reset;
+  while (limited_ && bytes_since_event_ >= byte_reset_) {
+    bytes_since_event_ -= byte_reset_;
     increase(Event::kBytes);
   }
 }
@@ -148,8 +163,9 @@ void Dcqcn::on_timer(uint64_t now_ns) {
     if (cut_deadline_ns_ == due) {
       cut(due);
     } else if (alpha_deadline_ns_ == due) {
-      // alpha = (1-g)*alpha: no CNP for one dce_tcp_rtt.
-      alpha_ = uint32_t((uint64_t(alpha_) * p_.dce_tcp_g) >> 10);
+      update_alpha();
+      // The alpha timer stops once alpha is 0 with no CNP pending; the next
+      // CNP restarts it.
       alpha_deadline_ns_ = alpha_ == 0 ? kNeverNs : due + alpha_period_ns_;
     } else {
       increase_deadline_ns_ = due + time_reset_ns_;

@@ -11,21 +11,33 @@
 //   on_timer(now)             whenever now >= next_timer_ns(),
 // and paces the QP at rate_bps(). No call allocates.
 //
-// State machine (paper, Fig. 5/Section 3.1; QCN 802.1Qau 32.13):
-//   CNP:   [if clamp] RT = RC;  RC = RC * (1 - alpha/2);  alpha = (1-g)*alpha + g
-//          at most one rate cut per rate_reduce_monitor_period: CNPs inside the
-//          period are folded into one cut at its end (ConnectX semantics).
-//   alpha timer (dce_tcp_rtt after the last CNP or decay): alpha = (1-g)*alpha.
+// State machine (paper, Fig. 5/Section 3.1; QCN 802.1Qau 32.13), with the
+// ConnectX timing of alpha and of the cut (the semantics the NVIDIA "DCQCN
+// parameters" page gives each knob; the same reading as the ConnectX models of
+// Google's isekai simulator, rdma_roce_cc_dcqcn.cc, and of the HPCC ns-3
+// code, rdma-hw.cc "Mlx" functions):
+//   first CNP: the limiter is allocated, alpha = initial_alpha_value (this
+//          CNP does not also raise it), RC = RT = rate_to_set_on_first_cnp if set.
+//   CNP:   [clamp] RT = RC;  RC = RC * (1 - alpha/2) (alpha / 2^(rpg_gd-10),
+//          at most by 100 - rpg_min_dec_fac percent, never below rpg_min_rate);
+//          at most one cut per rate_reduce_monitor_period: CNPs inside the
+//          period are folded into one cut at its end. RT is clamped when
+//          clamp_tgt_rate is set, when the byte counter has raised the rate
+//          since the last cut (BC > 0), or when the timer has (T > 0) and
+//          clamp_tgt_rate_after_time_inc is set.
+//   alpha timer, every dce_tcp_rtt from the first CNP:
+//          alpha = (1-g)*alpha + g  if a CNP arrived in the period, else
+//          alpha = (1-g)*alpha   (so alpha rises at most once per period).
 //   rate-increase events, from the timer (every rpg_time_reset, counter T) and
-//   the byte counter (every rpg_byte_reset bytes sent, counter BC); both reset
-//   at every cut. The stage is chosen from (T, BC) before the event counts:
+//   the byte counter (every rpg_byte_reset x 64 bytes sent, counter BC); both
+//   reset at every cut. The stage is chosen from (T, BC) before the event counts:
 //     fast recovery     max(T,BC) <  F          RC = (RT + RC) / 2
 //     additive increase otherwise               RT += R_AI;  RC = (RT + RC) / 2
 //     hyper increase    min(T,BC) >  F          RT += R_HAI; RC = (RT + RC) / 2
 //   with F = rpg_threshold. RT is capped at the maximum rate; halving rounds
 //   up so that RC reaches RT exactly instead of stalling one bit/s below it.
 //   When RC reaches the maximum rate the rate limiter is released (ConnectX
-//   rpg_max_rate semantics) and the QP runs at line rate with no timers.
+//   rpg_max_rate semantics) and the QP runs at line rate; alpha keeps decaying.
 //
 // Fixed point: alpha is held in Q20 (1.0 = 2^20); ConnectX expresses it in
 // 1/1024 units (initial_alpha_value, dce_tcp_g), so those map exactly. The
@@ -91,7 +103,7 @@ class Dcqcn {
  private:
   enum class Event : uint8_t { kTimer, kBytes };
   void cut(uint64_t now_ns);
-  void raise_alpha();
+  void update_alpha();
   void increase(Event e);
   void release();
 
@@ -104,6 +116,7 @@ class Dcqcn {
   uint64_t time_reset_ns_;
   uint64_t alpha_period_ns_;
   uint64_t monitor_ns_;
+  uint64_t byte_reset_;    // rpg_byte_reset in bytes
 
   uint64_t rc_bps_;
   uint64_t rt_bps_;
@@ -112,6 +125,7 @@ class Dcqcn {
   uint32_t bc_ = 0;
   uint64_t bytes_since_event_ = 0;
   bool limited_ = false;
+  bool alpha_cnp_ = false;  // a CNP arrived since the last alpha update
   bool cut_pending_ = false;
   bool have_cut_ = false;
   DcqcnStage stage_ = DcqcnStage::kIdle;

@@ -11,10 +11,9 @@
 //    completion timestamps; our engine takes its own TSC on ACK arrival).
 //  - Swift's target delay scales with the hop count and the flow count,
 //    which we cannot observe until the fabric reports hops.
-// Known limits, which we accept for now: TIMELY's gradient term has no unique
-// fixed point, so flows need not converge to fair shares (Zhu et al., "ECN or
-// Delay", CoNEXT 2016); DCQCN stays the default, and Swift can be added later
-// as its own file behind the same interface.
+// Known limit of the original: its gradient term has no unique fixed point,
+// so flows need not converge to fair shares (Zhu et al., "ECN or Delay",
+// CoNEXT 2016); their patch (below, TimelyParams::patched) fixes that.
 //
 // Algorithm 1 (per RTT sample new_rtt, i.e. per completion):
 //   new_rtt_diff = new_rtt - prev_rtt;  prev_rtt = new_rtt
@@ -26,6 +25,20 @@
 //                                           <= 0 for hai_thresh samples in a row)
 //   otherwise:         rate *= 1 - beta * gradient
 // clamped to [min_rate, line rate]. The first sample only seeds prev_rtt.
+//
+// With TimelyParams::patched (Zhu et al., CoNEXT 2016, "Patched TIMELY") the
+// two gradient rules between T_low and T_high become one:
+//   w = clamp(2 * gradient + 1/2, 0, 1)
+//   rate = rate * (1 - beta * w * (new_rtt - t_low) / t_low) + delta * (1 - w)
+// The original's gradient term has no unique fixed point, so flows need not
+// converge to fair shares; the patch ties the decrease to the absolute RTT,
+// which every flow through the bottleneck shares.
+//
+// With TimelyParams::scale_by_elapsed every step (delta and every decrease
+// factor) is weighed by min(1, time since the previous update / min_rtt), as
+// in the TIMELY authors' reference code (which eRPC's timely.h follows): a
+// flow that gets samples more often than once per min_rtt then does not
+// react more strongly per unit time than one that gets them once per min_rtt.
 //
 // Arithmetic is integer: alpha and beta are converted once to parts per
 // million, rtt_diff is kept in ns (truncated toward zero), so scripted tests
@@ -82,6 +95,8 @@ class Timely {
   int64_t rtt_diff_ns_ = 0;
   uint32_t neg_count_ = 0;
   bool have_prev_ = false;
+  uint64_t last_update_ns_ = 0;
+  int64_t weight_ppm_ = kPpm;  // this update's weight (scale_by_elapsed)
 };
 
 }  // namespace uroce::cc

@@ -58,7 +58,7 @@ bool receives(QpState s) {  // IBA 10.3.1: the receive side works from RTR on, a
 }
 
 // DCQCN notification point (Zhu et al. 2015, 3.1; RoCEv2 CNP, IBA Annex
-// A17.9.2): a CE-marked request makes a CNP to the QP that sent it, at most
+// A17.9.2): a CE-marked packet makes a CNP to the QP that sent it, at most
 // one per QP per min_time_between_cnps. The CNP is BTH opcode 0x81 to the
 // peer QP, PSN 0, then 16 reserved bytes and the ICRC; it goes out with the
 // CNP DSCP and 802.1p priority, not ECN-capable (it must not be marked itself).
@@ -104,12 +104,18 @@ void rx_qp(Context& ctx, QpImpl& qp, const wire::PacketDesc& d, const uint8_t* f
   // Anyone else who learns the QPN and PSN could otherwise write into the
   // connection (RC BTH carries no source QPN, so the address is the check).
   if (qp.qp_type != QpType::kUd && d.sgid != qp.attr.ah_attr.dgid) return ctx.inc(Counter::rx_drop_wrong_src);
+  // The NP sits at the receiver of the congested data, whichever role sent
+  // it: CE on a request (SEND/WRITE data, or a READ request) goes to the
+  // requester's RP, CE on a response (READ response data) to the responder's,
+  // which paces its READ responses (responder.cc responder_tx).
+  const bool ce = d.ecn() == 3 && ctx.cfg.cc.np_enabled && qp.qp_type != QpType::kUd;
   if (flags & wire::kReq) {
     if (!receives(qp.state)) return ctx.inc(Counter::rx_drop_qp_state);
-    if (d.ecn() == 3 && ctx.cfg.cc.np_enabled && qp.qp_type != QpType::kUd) notify_congestion(ctx, qp);
+    if (ce) notify_congestion(ctx, qp);
     transport::responder_rx(ctx, qp, d, frame);
   } else {
     if (qp.state != QpState::kRts && qp.state != QpState::kSqd) return ctx.inc(Counter::rx_drop_qp_state);
+    if (ce) notify_congestion(ctx, qp);
     transport::completer_rx(ctx, qp, d, frame);
   }
 }

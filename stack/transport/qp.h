@@ -197,6 +197,11 @@ void completer_timer(Context& ctx, QpImpl& qp);
 /// Completer: retires finished WQEs from the head of the SQ in order, writing
 /// CQEs for signaled or failed ones.
 void retire_done(Context& ctx, QpImpl& qp);
+/// Congestion control (pacer.h): true if the QP's pacer lets its next packet
+/// (requests and READ responses alike: all of the QP's data toward its peer)
+/// leave now; if not, counts cc_tx_paced and arms the QP's pacing timer, which
+/// puts it back on the transmit schedule when the pacer lets it go.
+bool pacer_allows(Context& ctx, QpImpl& qp);
 /// Requester: sends up to budget packets. Returns true if it has more to send now.
 bool requester_tx(Context& ctx, QpImpl& qp, uint32_t budget);
 /// Moves the requester's send point to psn: back for go-back-N (IBA

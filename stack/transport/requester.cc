@@ -120,14 +120,9 @@ ReqState chk_window(ReqRun& r) {
 }
 
 // Congestion control (stack/transport/pacer.h): a packet the pacer holds
-// waits, never dropped; the engine's pacing timer puts the QP back on the
-// transmit schedule when the pacer lets it go.
+// waits, never dropped (pacer_allows arms the pacing timer).
 ReqState chk_pacer(ReqRun& r) {
-  QpCc& cc = r.qp.cc;
-  if (cc.may_send(r.ctx.now_ns, r.qp.mtu())) return ReqState::kSendPacket;
-  r.ctx.inc(Counter::cc_tx_paced);
-  r.ctx.pace_timers.arm(r.qp.index, cc.next_send_ns(r.qp.mtu()));
-  return ReqState::kDone;
+  return pacer_allows(r.ctx, r.qp) ? ReqState::kSendPacket : ReqState::kDone;
 }
 
 // Stages the frame d with its payload from byte off of the WQE's data: in
@@ -246,6 +241,13 @@ ReqState err_local(ReqRun& r) {
 }
 
 }  // namespace
+
+bool pacer_allows(Context& ctx, QpImpl& qp) {
+  if (qp.cc.may_send(ctx.now_ns, qp.mtu())) return true;
+  ctx.inc(Counter::cc_tx_paced);
+  ctx.pace_timers.arm(qp.index, qp.cc.next_send_ns(qp.mtu()));
+  return false;
+}
 
 bool requester_tx(Context& ctx, QpImpl& qp, uint32_t budget) {
   ReqRun r{ctx, qp, budget};

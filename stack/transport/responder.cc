@@ -477,6 +477,7 @@ bool send_response(Context& ctx, QpImpl& qp, RespRes& res) {
     src = reinterpret_cast<const uint8_t*>(res.word + off);
   }
   if (!send_frame(ctx, d, src, res.rkey)) return false;
+  qp.cc.on_sent(ctx.now_ns, uint32_t(wire::frame_len(d)) + kWireOverheadBytes, res.cur_psn, false, false);
   res.pending = psn_cmp(res.cur_psn, resp_last_psn(qp, res)) < 0;
   res.cur_psn = wire::psn_add(res.cur_psn, 1);
   return true;
@@ -536,6 +537,12 @@ bool responder_tx(Context& ctx, QpImpl& qp) {
   for (uint32_t i = 0; i < n; ++i) {  // oldest first: responses leave in PSN order
     RespRes& res = s.res[(s.res_head + i) % n];
     while (res.pending) {
+      // READ responses are this QP's data toward its peer: the requester's
+      // NP answers CE-marked responses with CNPs to this QP (engine.cc
+      // rx_qp), and this QP's rate paces them as it paces requests. A held
+      // response holds the ACKs behind it too (PSN order); the pacing timer
+      // brings the QP back.
+      if (!pacer_allows(ctx, qp)) return false;
       if (!send_response(ctx, qp, res)) return true;
     }
   }

@@ -17,10 +17,15 @@ source "$2"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 
-"$uroce" sim --scenario incast --flows 8 "${CC_FABRIC[@]}" "${CC_DCQCN[@]}" --duration-us "$CC_INCAST_US" \
+"$uroce" sim --scenario incast --flows 8 "${CC_FABRIC[@]}" "${CC_DCQCN[@]}" --duration-us "$CC_TEST_US" \
   --expect-util 0.95 --expect-jain 0.99 --expect-p99-queue-kb 1024 --expect-converged --expect-no-drops
-"$uroce" sim --scenario incast --flows 16 "${CC_FABRIC[@]}" --cc none --duration-us "$CC_INCAST_US" \
+"$uroce" sim --scenario incast --flows 16 "${CC_FABRIC[@]}" --cc none --duration-us "$CC_TEST_US" \
   --expect-drops --expect-jain-below 0.99
+# READ incast: host 0 READs from 8 hosts; its NP answers CE-marked READ
+# responses with CNPs and the responders' pacers hold their responses. Without
+# that the queue holds every outstanding READ (8 x 16 x 16 KiB = 2 MiB).
+"$uroce" sim --scenario incast --op read --flows 8 "${CC_FABRIC[@]}" "${CC_DCQCN[@]}" --duration-us "$CC_TEST_US" \
+  --expect-util 0.95 --expect-p99-queue-kb 1024 --expect-converged --expect-no-drops
 
 command -v tshark >/dev/null || { echo "cc_incast: tshark not installed" >&2; exit 1; }
 # tshark 4.0 has no name for BTH opcode 0x81: it decodes the BTH (opcode 129,

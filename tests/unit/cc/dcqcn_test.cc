@@ -130,18 +130,19 @@ TEST(Dcqcn, PaperFastRecoveryFiveHalvingsThenAdditiveIncreaseToRelease) {
 TEST(Dcqcn, ConnectXFirstCnpUsesInitialAlpha1023) {
   // Events: line 100 Gb/s, ConnectX defaults, CNP at t=0.
   // Expect: RC = 100 G * (1 - 1023/2048) = 50 048 828 125; RT unclamped
-  // (no timer increase yet) = 100 G; alpha = (1019*1023/1024 + 5) / 1024 in
-  // Q20 = 1047557; next timer = alpha period dce_tcp_rtt = 1 us; the
-  // increase timer is at rpg_time_reset = 300 us.
+  // (no increase yet) = 100 G; alpha = initial_alpha_value 1023/1024 in Q20
+  // = 1047552 (the first CNP sets alpha, it does not also raise it); next
+  // timer = alpha period dce_tcp_rtt = 1 us; the increase timer is at
+  // rpg_time_reset = 300 us.
   Dcqcn d(100 * kG, DcqcnParams::connectx());
   d.on_cnp(0);
   EXPECT_EQ(d.rate_bps(), 50'048'828'125u);
   EXPECT_EQ(d.target_rate_bps(), 100 * kG);
-  EXPECT_EQ(d.alpha_q20(), 1047557u);
+  EXPECT_EQ(d.alpha_q20(), 1047552u);
   EXPECT_EQ(d.next_timer_ns(), 1 * kUs);
-  // Alpha decays each microsecond without CNP: 1047557 * 1019 / 1024.
+  // Alpha decays each microsecond without CNP: 1047552 * 1019 / 1024.
   d.on_timer(1 * kUs);
-  EXPECT_EQ(d.alpha_q20(), 1042441u);
+  EXPECT_EQ(d.alpha_q20(), 1042437u);
   EXPECT_EQ(d.rate_bps(), 50'048'828'125u);
 }
 
@@ -178,7 +179,7 @@ TEST(Dcqcn, MonitorPeriodFoldsCnpsIntoOneCut) {
 
 TEST(Dcqcn, ByteCounterAndTimerDriveAdditiveThenHyperIncrease) {
   // Events: line 10 G, alpha pinned at 1, clamp RT on every cut, F = 1,
-  // R_AI = 100 Mb/s, R_HAI = 1000 Mb/s, T = 100 us, B = 1000 bytes, no
+  // R_AI = 100 Mb/s, R_HAI = 1000 Mb/s, T = 100 us, B = 16 x 64 = 1024 bytes, no
   // monitor period. CNPs at 0 and 1 ns (RT = 5 G, RC = 2.5 G), then
   // interleaved byte-counter (BC) and timer (T) events.
   // Expect (stage from (T, BC) before the event):
@@ -194,7 +195,7 @@ TEST(Dcqcn, ByteCounterAndTimerDriveAdditiveThenHyperIncrease) {
   p.rpg_ai_rate = 100;
   p.rpg_hai_rate = 1000;
   p.rpg_time_reset = 100;
-  p.rpg_byte_reset = 1000;
+  p.rpg_byte_reset = 16;  // 64-byte units: 1024 bytes
   p.rate_reduce_monitor_period = 0;
   Dcqcn d(10 * kG, p);
   d.on_cnp(0);
@@ -202,13 +203,13 @@ TEST(Dcqcn, ByteCounterAndTimerDriveAdditiveThenHyperIncrease) {
   EXPECT_EQ(d.target_rate_bps(), 5 * kG);
   EXPECT_EQ(d.rate_bps(), 2'500'000'000u);
 
-  d.on_bytes_sent(999, 10);  // below the byte threshold: nothing
+  d.on_bytes_sent(1023, 10);  // below the byte threshold: nothing
   EXPECT_EQ(d.rate_bps(), 2'500'000'000u);
   d.on_bytes_sent(1, 10);
   EXPECT_EQ(d.stage(), DcqcnStage::kFastRecovery);
   EXPECT_EQ(d.rate_bps(), 3'750'000'000u);
 
-  d.on_bytes_sent(1000, 20);
+  d.on_bytes_sent(1024, 20);
   EXPECT_EQ(d.stage(), DcqcnStage::kAdditiveIncrease);
   EXPECT_EQ(d.target_rate_bps(), 5'100'000'000u);
   EXPECT_EQ(d.rate_bps(), 4'425'000'000u);
@@ -218,7 +219,7 @@ TEST(Dcqcn, ByteCounterAndTimerDriveAdditiveThenHyperIncrease) {
   EXPECT_EQ(d.target_rate_bps(), 5'200'000'000u);
   EXPECT_EQ(d.rate_bps(), 4'812'500'000u);
 
-  d.on_bytes_sent(1000, 100 * kUs + 10);
+  d.on_bytes_sent(1024, 100 * kUs + 10);
   EXPECT_EQ(d.target_rate_bps(), 5'300'000'000u);
   EXPECT_EQ(d.rate_bps(), 5'056'250'000u);
 
@@ -228,7 +229,7 @@ TEST(Dcqcn, ByteCounterAndTimerDriveAdditiveThenHyperIncrease) {
   EXPECT_EQ(d.time_stage(), 2u);
   EXPECT_EQ(d.byte_stage(), 3u);
 
-  d.on_bytes_sent(1000, 200 * kUs + 10);
+  d.on_bytes_sent(1024, 200 * kUs + 10);
   EXPECT_EQ(d.stage(), DcqcnStage::kHyperIncrease);
   EXPECT_EQ(d.target_rate_bps(), 6'400'000'000u);
   EXPECT_EQ(d.rate_bps(), 5'814'062'500u);
@@ -339,6 +340,69 @@ TEST(Dcqcn, ByteCounterDisabledWhenZero) {
   for (int i = 0; i < 100; ++i) d.on_bytes_sent(1'000'000, 1 + uint64_t(i));
   EXPECT_EQ(d.rate_bps(), 50 * kG);
   EXPECT_EQ(d.byte_stage(), 0u);
+}
+
+TEST(Dcqcn, ByteResetCountsSixtyFourByteUnits) {
+  // Events: ConnectX defaults (rpg_byte_reset = 32767), line 100 G, CNP at 0
+  // (RC 50 048 828 125, RT 100 G); 32767 x 64 - 1 = 2 097 087 bytes sent,
+  // then 1 more byte.
+  // Expect: no increase until 2 097 088 bytes; then one fast-recovery step,
+  // RC = (100 G + 50 048 828 125 + 1) / 2 = 75 024 414 063, BC = 1.
+  Dcqcn d(100 * kG, DcqcnParams::connectx());
+  d.on_cnp(0);
+  d.on_bytes_sent(2'097'087, 10);
+  EXPECT_EQ(d.rate_bps(), 50'048'828'125u);
+  EXPECT_EQ(d.byte_stage(), 0u);
+  d.on_bytes_sent(1, 20);
+  EXPECT_EQ(d.byte_stage(), 1u);
+  EXPECT_EQ(d.stage(), DcqcnStage::kFastRecovery);
+  EXPECT_EQ(d.rate_bps(), 75'024'414'063u);
+}
+
+TEST(Dcqcn, AlphaRisesAtMostOncePerPeriod) {
+  // Events: g = 1/4 (dce_tcp_g 768), dce_tcp_rtt 10 us, alpha starts at 0.5
+  // (512); first CNP at 0, then three CNPs at 1, 2, 3 us; alpha updates at
+  // 10 us (CNP seen) and 20 us (none).
+  // Expect: the first CNP sets alpha = 0.5 (Q20 524288) and does not raise
+  // it; at 10 us one raise for the three CNPs: 0.5 * 3/4 + 1/4 = 0.625
+  // (655360); at 20 us one decay: 0.625 * 3/4 = 0.46875 (491520).
+  DcqcnParams p = fixed_alpha_params();
+  p.initial_alpha_value = 512;
+  p.dce_tcp_g = 768;
+  p.dce_tcp_rtt = 10;
+  Dcqcn d(100 * kG, p);
+  d.on_cnp(0);
+  EXPECT_EQ(d.alpha_q20(), 524288u);
+  d.on_cnp(1 * kUs);
+  d.on_cnp(2 * kUs);
+  d.on_cnp(3 * kUs);
+  EXPECT_EQ(d.alpha_q20(), 524288u);
+  d.on_timer(10 * kUs);
+  EXPECT_EQ(d.alpha_q20(), 655360u);
+  d.on_timer(20 * kUs);
+  EXPECT_EQ(d.alpha_q20(), 491520u);
+}
+
+TEST(Dcqcn, ByteCounterIncreaseClampsTargetOnNextCut) {
+  // Events: ConnectX clamp flags, alpha pinned at 1, B = 16 x 64 bytes, no
+  // monitor period, line 100 G. CNP at 0 (RC 50 G, RT 100 G), CNP at 1 us
+  // (no increase in between: RT stays 100 G, RC 25 G), 1024 bytes sent (FR:
+  // RC 62.5 G, BC = 1), CNP at 2 us.
+  // Expect: the third cut clamps RT to RC = 62.5 G (the byte counter raised
+  // the rate), RC = 31.25 G.
+  DcqcnParams p = fixed_alpha_params();
+  p.rpg_byte_reset = 16;
+  p.rate_reduce_monitor_period = 0;
+  Dcqcn d(100 * kG, p);
+  d.on_cnp(0);
+  d.on_cnp(1 * kUs);
+  EXPECT_EQ(d.target_rate_bps(), 100 * kG);
+  EXPECT_EQ(d.rate_bps(), 25 * kG);
+  d.on_bytes_sent(1024, 1 * kUs + 10);
+  EXPECT_EQ(d.rate_bps(), 62'500'000'000u);
+  d.on_cnp(2 * kUs);
+  EXPECT_EQ(d.target_rate_bps(), 62'500'000'000u);
+  EXPECT_EQ(d.rate_bps(), 31'250'000'000u);
 }
 
 TEST(Dcqcn, LateTimerCallReplaysMissedPeriodsInOrder) {

@@ -135,6 +135,78 @@ TEST_F(EngineCc, PacerHoldsPacketsAndNeverDropsThem) {
   EXPECT_GT(a->count(Counter::cc_tx_paced), 0u);
 }
 
+TEST_F(EngineCc, CeMarkedReadResponsesCutTheResponderRate) {
+  // The NP sits at the receiver of the congested data: for a READ that is
+  // the requester a, whose CNPs go to the responder b (A17.9.2: the CNP's
+  // DestQP is the QP that sent the marked packet), whose RP cuts the rate of
+  // its READ responses.
+  // Receive: b's 4 READ response packets of a 4 KiB READ, CE-marked, at a.
+  // Expect: a sends 1 CNP (4 us interval) with DestQP b's QP; b handles it
+  // (rp_cnp_handled 1) and its DCQCN rate is cut by alpha/2 with alpha =
+  // 1023/1024: 50,048,828,125 b/s. The READ completes.
+  PairOptions o;
+  o.device = [](DeviceConfig& c) {
+    c.ecn = true;
+    c.cc.algorithm = CcAlgorithm::kDcqcn;
+  };
+  open(o);
+  b->port.keep_bytes = true;
+  b->port.hook = [](const wire::PacketDesc& d) {
+    return d.opcode >= wire::kRcReadResponseFirst && d.opcode <= wire::kRcReadResponseOnly ? Action::kDrop
+                                                                                            : Action::kPass;
+  };
+  ASSERT_TRUE(post(WrOpcode::kRdmaRead, 1, 0, 4096, 0).ok());
+  run_for(2000);
+  std::vector<std::vector<uint8_t>> resp;
+  for (size_t i = 0; i < b->port.sent.size(); ++i) {
+    const uint8_t op = b->port.sent[i].opcode;
+    if (op >= wire::kRcReadResponseFirst && op <= wire::kRcReadResponseOnly) resp.push_back(b->port.sent_bytes[i]);
+  }
+  ASSERT_EQ(resp.size(), 4u);
+  b->port.hook = nullptr;
+  for (auto& f : resp) {
+    mark_ce(f);
+    a->port.inject(f);
+  }
+  const Wc wc = wait_wc(a->scq);
+  EXPECT_EQ(wc.status, WcStatus::kSuccess);
+  std::vector<wire::PacketDesc> cnps;
+  for (const auto& d : a->port.sent) {
+    if (d.opcode == wire::kOpcodeCnp) cnps.push_back(d);
+  }
+  ASSERT_EQ(cnps.size(), 1u);
+  EXPECT_EQ(cnps[0].dest_qp, b->qp->qp_num);
+  EXPECT_EQ(a->count(Counter::np_ecn_marked_roce_packets), 4u);
+  EXPECT_EQ(a->count(Counter::np_cnp_suppressed), 3u);
+  EXPECT_EQ(b->count(Counter::rp_cnp_handled), 1u);
+  EXPECT_EQ(cc_of(b->qp).rate_bps(), 50'048'828'125u);
+}
+
+TEST_F(EngineCc, PacerHoldsReadResponses) {
+  // Events: both sides run DCQCN on a 1 Gb/s line (no CNP: line rate), pacer
+  // burst 2 KiB; a READs 64 KiB from b at path MTU 1024.
+  // Expect: the responder's pacer holds its READ responses (b's
+  // cc_tx_paced > 0) and the READ takes at least their wire time at 1 Gb/s
+  // (64 responses of 1024 + 78 bytes of headers/ICRC + 24 wire overhead:
+  // 72,064 bytes * 8 ns = 577 us, less the 2 KiB burst); none is resent.
+  PairOptions o;
+  o.device = [](DeviceConfig& c) {
+    c.cc.algorithm = CcAlgorithm::kDcqcn;
+    c.cc.line_rate_mbps = 1000;
+    c.cc.pacer_burst_bytes = 2048;
+  };
+  open(o);
+  const uint64_t t0 = now;
+  ASSERT_TRUE(post(WrOpcode::kRdmaRead, 1, 0, 65536, 0).ok());
+  const Wc wc = wait_wc(a->scq);
+  EXPECT_EQ(wc.status, WcStatus::kSuccess);
+  EXPECT_GE(now - t0, 550'000u);
+  EXPECT_LT(now - t0, 650'000u);
+  EXPECT_EQ(count_sent(b->port.sent, wire::kRcReadResponseMiddle), 62u);
+  EXPECT_GT(b->count(Counter::cc_tx_paced), 0u);
+  EXPECT_EQ(a->count(Counter::retransmits), 0u);
+}
+
 TEST_F(EngineCc, AckGivesTimelyAnRttSampleFromEngineTimestamps) {
   // Events: a runs TIMELY; b's ACK of a 1-packet WRITE is held 20 us.
   // Expect: one RTT sample, 20..22 us (the engine's own send and receive

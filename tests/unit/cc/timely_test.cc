@@ -110,5 +110,49 @@ TEST(Timely, ValidateRejectsBadParams) {
   EXPECT_EQ(validate(p, 100 * kG).code(), StatusCode::kInvalidArgument);
 }
 
+TEST(Timely, PatchedWeighsDecreaseByGradientAndRttError) {
+  // Zhu et al. CoNEXT 2016 patch, paper parameters otherwise (T_low 50 us,
+  // minRTT 20 us, beta 0.8, delta 10 Mb/s). Events: RTT 100 us (seed), then
+  // 100, 110 and 90 us.
+  // Expect:
+  //   100: rtt_diff 0, g 0, w = 1/2; err = (100-50)/50 = 1:
+  //        rate = 100 G * (1 - 0.8 * 0.5 * 1) + 10 M * 0.5 = 60 005 000 000
+  //   110: rtt_diff 8750, g 0.4375 >= 1/4, w = 1; err 1.2:
+  //        rate *= 1 - 0.96, no additive part -> 2 400 200 000
+  //    90: rtt_diff -16406, g -0.82 <= -1/4, w = 0: no decrease, + delta
+  //        -> 2 410 200 000
+  TimelyParams p;
+  p.patched = true;
+  Timely t(100 * kG, p);
+  t.on_ack(4096, 100 * kUs, 0);
+  t.on_ack(4096, 100 * kUs, 1);
+  EXPECT_EQ(t.rate_bps(), 60'005'000'000u);
+  t.on_ack(4096, 110 * kUs, 2);
+  EXPECT_EQ(t.rtt_diff_ns(), 8750);
+  EXPECT_EQ(t.rate_bps(), 2'400'200'000u);
+  t.on_ack(4096, 90 * kUs, 3);
+  EXPECT_EQ(t.rtt_diff_ns(), -16406);
+  EXPECT_EQ(t.rate_bps(), 2'410'200'000u);
+}
+
+TEST(Timely, ScaleByElapsedWeighsEachUpdate) {
+  // Original rules, scale_by_elapsed, minRTT 20 us. Events: RTT 100 us at
+  // t = 0 (seed); 110 us at 10 us; 40 us at 50 us; 40 us at 55 us.
+  // Expect:
+  //   10 us: weight 10/20 = 0.5; gradient 0.4375: rate *= 1 - 0.35 * 0.5 -> 82.5 G
+  //   50 us: weight 1 (40 us >= minRTT); below T_low: + delta -> 82.51 G
+  //   55 us: weight 5/20 = 0.25: + delta / 4 -> 82 512 500 000
+  TimelyParams p;
+  p.scale_by_elapsed = true;
+  Timely t(100 * kG, p);
+  t.on_ack(4096, 100 * kUs, 0);
+  t.on_ack(4096, 110 * kUs, 10 * kUs);
+  EXPECT_EQ(t.rate_bps(), 82'500'000'000u);
+  t.on_ack(4096, 40 * kUs, 50 * kUs);
+  EXPECT_EQ(t.rate_bps(), 82'510'000'000u);
+  t.on_ack(4096, 40 * kUs, 55 * kUs);
+  EXPECT_EQ(t.rate_bps(), 82'512'500'000u);
+}
+
 }  // namespace
 }  // namespace uroce::cc
