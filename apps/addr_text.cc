@@ -44,7 +44,9 @@ std::string gid_str(const Gid& g) {
   return buf;
 }
 
-std::string parse_our_addrs(const Args& args, uint8_t gid_idx, std::string_view idx_opt, OurAddrs& out) {
+namespace {
+
+std::string parse_addr_options(const Args& args, OurAddrs& out) {
   if (args.given("ip")) {
     out.gid4 = parse_ip_gid(args.get_str("ip"), false);
     if (!out.gid4) return "--ip is not an IPv4 address";
@@ -53,13 +55,26 @@ std::string parse_our_addrs(const Args& args, uint8_t gid_idx, std::string_view 
     out.gid6 = parse_ip_gid(args.get_str("ip6"), true);
     if (!out.gid6) return "--ip6 is not an IPv6 address";
   }
-  if (!out.gid(gid_idx)) {
-    return std::string(idx_opt) + (gid_idx == 1 ? " 1 needs --ip6" : " 0 needs --ip (our IPv4 address)");
-  }
   if (args.given("mac")) {
     out.mac = parse_mac(args.get_str("mac"));
     if (!out.mac) return "--mac is not aa:bb:cc:dd:ee:ff";
   }
+  return "";
+}
+
+}  // namespace
+
+std::string parse_our_addrs(const Args& args, uint8_t gid_idx, std::string_view idx_opt, OurAddrs& out) {
+  if (std::string e = parse_addr_options(args, out); !e.empty()) return e;
+  if (!out.gid(gid_idx)) {
+    return std::string(idx_opt) + (gid_idx == 1 ? " 1 needs --ip6" : " 0 needs --ip (our IPv4 address)");
+  }
+  return "";
+}
+
+std::string parse_our_addrs(const Args& args, OurAddrs& out) {
+  if (std::string e = parse_addr_options(args, out); !e.empty()) return e;
+  if (!out.gid4 && !out.gid6) return "give our address: --ip and/or --ip6";
   return "";
 }
 

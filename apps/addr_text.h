@@ -34,5 +34,8 @@ struct OurAddrs {
 /// user chose (gid_idx, given as option idx_opt, e.g. "-g" or "-x") has its
 /// address. Returns "" or the error to print with the command's usage.
 std::string parse_our_addrs(const Args& args, uint8_t gid_idx, std::string_view idx_opt, OurAddrs& out);
+/// The same for the rdma_cm tools (rping, ucmatose, udaddy), which pick the
+/// GID by the peer's address family: at least one of --ip / --ip6.
+std::string parse_our_addrs(const Args& args, OurAddrs& out);
 
 }  // namespace uroce::apps

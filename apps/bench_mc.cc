@@ -62,6 +62,7 @@
 
 #include "apps/args.h"
 #include "apps/commands.h"
+#include "apps/endpoint.h"
 #include "apps/launch.h"
 #include "drivers/dpdk/dpdk_io.h"
 #include "drivers/dpdk/eal_args.h"
@@ -858,12 +859,8 @@ std::string lcore_map(uint32_t n, bool server, const std::string& mode) {
 }
 
 int launch(const Args& args, const dpdk::SplitArgs& split, const Config& cfg) {
-  char tmpl[] = "/tmp/uroce-bench-mc-XXXXXX";
-  if (!mkdtemp(tmpl)) {
-    std::fprintf(stderr, "uroce bench-mc: mkdtemp: %s\n", std::strerror(errno));
-    return kExitFailure;
-  }
-  const std::string dir = tmpl;
+  const std::string dir = make_temp_dir("bench-mc");
+  if (dir.empty()) return kExitFailure;
   std::printf("# uroce bench-mc %s\n", args.config_line().c_str());
   std::fflush(stdout);
   const std::vector<std::string> common = given_options(args, kOptions, {"role", "dir", "lcore-map"});
@@ -871,7 +868,8 @@ int launch(const Args& args, const dpdk::SplitArgs& split, const Config& cfg) {
   PairLaunch pair{.tool = "bench-mc",
                   .sock = dir + "/memif.sock",
                   .grace_s = 10,
-                  .deadline_s = int(4 * cfg.timeout_s + cfg.warmup + cfg.seconds + cfg.duration_s)};
+                  .deadline_s = int(4 * cfg.timeout_s + cfg.warmup + cfg.seconds + cfg.duration_s),
+                  .remove_dir = dir};
   for (int i = 0; i < 2; ++i) {
     const bool server = i == 0;
     std::vector<std::string>& av = pair.argv[i];
@@ -894,21 +892,15 @@ int launch(const Args& args, const dpdk::SplitArgs& split, const Config& cfg) {
     av.push_back("--dir=" + dir);
     av.insert(av.end(), common.begin(), common.end());
   }
-  install_stop_handlers();
-  const int rc = run_pair(pair);
-  std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
-  return rc;
+  return run_pair(pair);
 }
 
 }  // namespace
 
 int cmd_bench_mc(int argc, char** argv) {
-  const dpdk::SplitArgs split = dpdk::split_eal_args(argc, argv, 1);
-  std::vector<const char*> av = {"bench-mc"};
-  for (const auto& a : split.app) av.push_back(a.c_str());
+  dpdk::SplitArgs split;
   Args args;
-  if (auto rc = parse_command_line(kCommand, int(av.size()), av.data(), args)) return *rc;
+  if (auto rc = parse_endpoint_command(kCommand, argc, argv, split, args)) return *rc;
   Config cfg;
   const std::string_view role = args.get_str("role");
   cfg.server = role == "server";
@@ -925,22 +917,18 @@ int cmd_bench_mc(int argc, char** argv) {
   cfg.duration_s = args.get_double("duration");
   cfg.drop_every = uint32_t(args.get_uint("drop-every"));
   if (cfg.drop_every == 1) {
-    std::fprintf(stderr, "uroce bench-mc: --drop-every 1 would drop everything (see uroce bench-mc --help)\n");
-    return kExitUsage;
+    return usage_error(kCommand, "--drop-every 1 would drop everything");
   }
   if (cfg.duration_s > 0 && !cfg.verify) {
-    std::fprintf(stderr, "uroce bench-mc: --duration needs --workload verify (see uroce bench-mc --help)\n");
-    return kExitUsage;
+    return usage_error(kCommand, "--duration needs --workload verify");
   }
   cfg.timeout_s = uint32_t(args.get_uint("timeout"));
   if (cfg.qps < cfg.engines) {
-    std::fprintf(stderr, "uroce bench-mc: --qps must be at least --engines (see uroce bench-mc --help)\n");
-    return kExitUsage;
+    return usage_error(kCommand, "--qps must be at least --engines");
   }
   if (role == "launch") return launch(args, split, cfg);
   if (cfg.dir.empty()) {
-    std::fprintf(stderr, "uroce bench-mc: --role %s needs --dir (see uroce bench-mc --help)\n", std::string(role).c_str());
-    return kExitUsage;
+    return usage_error(kCommand, strf("--role %s needs --dir", std::string(role).c_str()));
   }
   return run_endpoint(cfg, args, split);
 }

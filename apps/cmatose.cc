@@ -33,11 +33,9 @@
 #include "apps/addr_text.h"
 #include "apps/args.h"
 #include "apps/commands.h"
+#include "apps/endpoint.h"
 #include "apps/launch.h"
-#include "drivers/dpdk/dpdk_io.h"
 #include "drivers/dpdk/eal_args.h"
-#include "drivers/dpdk/tsc_clock.h"
-#include "stack/engine/context.h"  // the GID table: --ip6 as GID index 1
 
 namespace uroce::apps {
 namespace {
@@ -51,13 +49,8 @@ constexpr uint32_t kGrhBytes = 40;  // UD receive buffers start with the GRH are
   {.name = "connections", .short_name = 'c', .kind = OptKind::kUint, .def = "1", .help = "connections", .min = 1, .max = 64}, \
   {.name = "message-count", .short_name = 'C', .kind = OptKind::kUint, .def = "10", .help = "messages each way per connection", .max = 4096}, \
   {.name = "message-size", .short_name = 'S', .kind = OptKind::kUint, .def = "100", .help = "message bytes", .min = 1, .max = 1u << 20}, \
-  {.name = "dev", .kind = OptKind::kString, .def = "0", .help = "the port: an ethdev probed from the EAL args or a device spec", .meta = "SPEC"}, \
-  {.name = "ip", .kind = OptKind::kString, .def = "", .help = "our IPv4 address: GID index 0", .meta = "A.B.C.D"}, \
-  {.name = "ip6", .kind = OptKind::kString, .def = "", .help = "our IPv6 address: GID index 1", .meta = "ADDR"}, \
-  {.name = "mac", .kind = OptKind::kString, .def = "", .help = "our MAC (the port's if empty)", .meta = "MAC"}, \
-  {.name = "port-mtu", .kind = OptKind::kUint, .def = "1500", .help = "Ethernet MTU to set on the port", .min = 576, .max = 9600}, \
+  UROCE_ENDPOINT_OPTIONS, \
   {.name = "timeout", .kind = OptKind::kUint, .def = "60", .help = "seconds to wait for the peer and for each step", .min = 1, .max = 3600}, \
-  {.name = "pcap", .kind = OptKind::kString, .def = "", .help = "capture every frame of the port to FILE", .meta = "FILE"}, \
   {.name = "counters", .help = "print the CM counters that are not zero at the end"},
 
 constexpr OptSpec kUcmatoseOptions[] = {UROCE_CMATOSE_OPTIONS("7471")};
@@ -89,12 +82,8 @@ struct Config {
   bool server = false;
   SockAddr addr;
   uint32_t connections = 1, count = 10, size = 100;
-  std::string dev;
-  std::optional<Gid> gid4, gid6;
-  std::optional<MacAddr> mac;
-  uint16_t port_mtu = 1500;
+  EndpointConfig ep;  // --dev, --ip, --ip6, --mac, --port-mtu, --pcap
   uint32_t timeout_s = 60;
-  std::string pcap;
   bool counters = false;
 };
 
@@ -115,11 +104,10 @@ class Cmatose {
   ~Cmatose();
   bool open(std::string& err);
   bool run(std::string& err) { return cfg_.server ? run_server(err) : run_client(err); }
-  void print_counters() const;
+  void print_counters() const { ep_.print_cm_counters(stdout); }
 
  private:
-  void pump() { uroce::poll(ctx_.get(), clock_->now_ns()); }
-  bool expired(std::chrono::steady_clock::time_point end, std::string& err, const char* what) const;
+  void pump() { ep_.pump(); }
   bool run_server(std::string& err);
   bool run_client(std::string& err);
   /// Handles CM events until `until` holds.
@@ -135,17 +123,13 @@ class Cmatose {
 
   const Config& cfg_;
   const char* tool_;
-  std::unique_ptr<dpdk::DpdkPort> port_;
-  std::optional<dpdk::TscClock> clock_;
-  ContextPtr ctx_;
-  Pd* pd_ = nullptr;
+  Endpoint ep_;  // first: it outlives the objects below
   CmId* listen_id_ = nullptr;
   std::vector<Node> nodes_;
   uint32_t connects_left_ = 0, disconnects_left_ = 0;
 };
 
 Cmatose::~Cmatose() {
-  if (!ctx_) return;
   for (Node& n : nodes_) {
     if (n.ah) (void)destroy_ah(n.ah);
     if (n.id) (void)cm_destroy_id(n.id);
@@ -155,64 +139,16 @@ Cmatose::~Cmatose() {
     }
   }
   if (listen_id_) (void)cm_destroy_id(listen_id_);
-  if (pd_) (void)dealloc_pd(pd_);
-  ctx_.reset();
 }
 
 bool Cmatose::open(std::string& err) {
-  dpdk::DpdkPortConfig pc;
-  pc.device = cfg_.dev;
-  pc.mtu = cfg_.port_mtu;
-  pc.promiscuous = true;
-  pc.link_timeout_ms = cfg_.timeout_s * 1000;
-  pc.pcap_path = cfg_.pcap;
-  auto port = dpdk::DpdkPort::open(pc);
-  if (!port.ok()) {
-    err = "port '" + cfg_.dev + "': " + port.status().message();
-    return false;
-  }
-  port_ = std::move(port).value();
-  clock_.emplace();
-  DeviceConfig dc;
-  dc.mac = cfg_.mac ? *cfg_.mac : port_->info().mac;
-  if (cfg_.gid4) dc.gid = *cfg_.gid4;
-  dc.max_qp = cfg_.connections + 4;
-  auto ctx = open_device(port_->queue(0), dc);
-  if (!ctx.ok()) {
-    err = std::string("open_device: ") + ctx.status().message();
-    return false;
-  }
-  ctx_ = std::move(ctx).value();
-  if (cfg_.gid6) {
-    const Status st = ctx_->net->gids().set(1, net::GidEntry{*cfg_.gid6, net::GidType::kRoceV2, net::kNoVlan, dc.mac});
-    if (!st.ok()) {
-      err = std::string("GID index 1 (--ip6): ") + st.message();
-      return false;
-    }
-  }
-  pump();
-  if (cfg_.ud && cfg_.size > mtu_bytes(ctx_->max_mtu)) {
+  if (!ep_.open(cfg_.ep, err)) return false;
+  if (cfg_.ud && cfg_.size > mtu_bytes(ep_.max_mtu())) {
     err = "message_size " + std::to_string(cfg_.size) + " is larger than active mtu " +
-          std::to_string(mtu_bytes(ctx_->max_mtu));
+          std::to_string(mtu_bytes(ep_.max_mtu()));
     return false;
   }
-  auto pd = alloc_pd(ctx_.get());
-  if (!pd.ok()) {
-    err = std::string("alloc_pd: ") + pd.status().message();
-    return false;
-  }
-  pd_ = *pd;
   nodes_.resize(cfg_.connections);
-  return true;
-}
-
-bool Cmatose::expired(std::chrono::steady_clock::time_point end, std::string& err, const char* what) const {
-  if (g_stop) {
-    err = "interrupted";
-    return true;
-  }
-  if (std::chrono::steady_clock::now() < end) return false;
-  err = std::string("timed out after ") + std::to_string(cfg_.timeout_s) + " s waiting for " + what;
   return true;
 }
 
@@ -226,8 +162,8 @@ Node* Cmatose::node_of(CmId* id) {
 bool Cmatose::init_node(Node& n, CmId* id, std::string& err) {
   n.id = id;
   const uint32_t cqe = cfg_.count ? cfg_.count * 2 : 2;
-  auto scq = create_cq(ctx_.get(), cqe);
-  auto rcq = create_cq(ctx_.get(), cqe);
+  auto scq = create_cq(ep_.ctx(), cqe);
+  auto rcq = create_cq(ep_.ctx(), cqe);
   if (!scq.ok() || !rcq.ok()) {
     err = std::string(tool_) + ": unable to create CQ";
     return false;
@@ -241,12 +177,12 @@ bool Cmatose::init_node(Node& n, CmId* id, std::string& err) {
   ia.sq_sig_all = !cfg_.ud;  // cmatose signals every send; udaddy chooses per post
   ia.cap.max_send_wr = cfg_.count ? cfg_.count : 1;
   ia.cap.max_recv_wr = cfg_.count ? cfg_.count : 1;
-  if (Status s = cm_create_qp(id, pd_, ia); !s.ok()) {
+  if (Status s = cm_create_qp(id, ep_.pd(), ia); !s.ok()) {
     err = std::string(tool_) + ": unable to create QP: " + s.message();
     return false;
   }
   n.mem.assign(cfg_.size + (cfg_.ud ? kGrhBytes : 0), 0);
-  auto mr = reg_mr(pd_, n.mem.data(), n.mem.size(), kAccessLocalWrite);
+  auto mr = reg_mr(ep_.pd(), n.mem.data(), n.mem.size(), kAccessLocalWrite);
   if (!mr.ok()) {
     err = std::string("reg_mr: ") + mr.status().message();
     return false;
@@ -284,7 +220,7 @@ bool Cmatose::post_sends(Node& n, bool signaled) {
     wr.ud.remote_qpn = n.remote_qpn;
     wr.ud.remote_qkey = n.remote_qkey;
   }
-  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(cfg_.timeout_s);
+  const Deadline end(cfg_.timeout_s);
   for (uint32_t i = 0; i < cfg_.count;) {
     const Status s = post_send(n.id->qp, &wr, nullptr);
     if (s.ok()) {
@@ -295,7 +231,7 @@ bool Cmatose::post_sends(Node& n, bool signaled) {
       while (!signaled && poll_cq(n.scq, 1, &wc) == 1) {
       }
       std::string err;
-      if (expired(end, err, "send queue space")) return false;
+      if (end.expired("send queue space", err)) return false;
     } else {
       return false;
     }
@@ -306,14 +242,10 @@ bool Cmatose::post_sends(Node& n, bool signaled) {
 bool Cmatose::poll_cqs(bool send, std::string& err) {
   for (Node& n : nodes_) {
     if (!n.connected) continue;
-    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(cfg_.timeout_s);
+    const Deadline end(cfg_.timeout_s);
     for (uint32_t done = 0; done < cfg_.count;) {
       Wc wc;
-      if (poll_cq(send ? n.scq : n.rcq, 1, &wc) == 0) {
-        if (expired(end, err, send ? "send completions" : "messages")) return false;
-        pump();
-        continue;
-      }
+      if (!ep_.wait_wc(send ? n.scq : n.rcq, wc, end, send ? "send completions" : "messages", err)) return false;
       if (wc.status != WcStatus::kSuccess) {
         err = std::string(tool_) + ": completion error: " + wc_status_str(wc.status);
         return false;
@@ -325,7 +257,7 @@ bool Cmatose::poll_cqs(bool send, std::string& err) {
           err = "udaddy: datagram without immediate data";
           return false;
         }
-        auto ah = create_ah(pd_, n.id->route);
+        auto ah = create_ah(ep_.pd(), n.id->route);
         if (!ah.ok()) {
           err = std::string("udaddy: failed to create reply AH: ") + ah.status().message();
           return false;
@@ -381,7 +313,7 @@ bool Cmatose::handle(const CmEvent& ev, std::string& err) {
       Node* n = node_of(ev.id);
       if (!n) return true;
       if (cfg_.ud) {
-        auto ah = create_ah(pd_, ev.ud_ah);
+        auto ah = create_ah(ep_.pd(), ev.ud_ah);
         if (!ah.ok()) {
           err = std::string("udaddy: failure creating address handle: ") + ah.status().message();
           return false;
@@ -420,21 +352,17 @@ bool Cmatose::handle(const CmEvent& ev, std::string& err) {
 
 template <typename P>
 bool Cmatose::cm_events(P&& until, std::string& err, const char* what) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(cfg_.timeout_s);
+  const Deadline end(cfg_.timeout_s);
   while (!until()) {
-    if (expired(end, err, what)) return false;
-    pump();
     CmEvent ev;
-    while (cm_get_event(ctx_.get(), &ev)) {
-      if (!handle(ev, err)) return false;
-    }
+    if (!ep_.wait_cm_event(nullptr, ev, end, what, err) || !handle(ev, err)) return false;
   }
   return true;
 }
 
 bool Cmatose::run_server(std::string& err) {
   std::printf("%s: starting server\n", tool_);
-  auto l = cm_create_id(ctx_.get(), nullptr, cfg_.ud ? CmPortSpace::kUdp : CmPortSpace::kTcp);
+  auto l = cm_create_id(ep_.ctx(), nullptr, cfg_.ud ? CmPortSpace::kUdp : CmPortSpace::kTcp);
   if (!l.ok()) {
     err = std::string("listen request failed: ") + l.status().message();
     return false;
@@ -488,7 +416,7 @@ bool Cmatose::run_client(std::string& err) {
   std::printf("%s: connecting\n", tool_);
   connects_left_ = cfg_.connections;
   for (Node& n : nodes_) {
-    auto id = cm_create_id(ctx_.get(), nullptr, cfg_.ud ? CmPortSpace::kUdp : CmPortSpace::kTcp);
+    auto id = cm_create_id(ep_.ctx(), nullptr, cfg_.ud ? CmPortSpace::kUdp : CmPortSpace::kTcp);
     if (!id.ok()) {
       err = std::string("rdma_create_id: ") + id.status().message();
       return false;
@@ -524,26 +452,13 @@ bool Cmatose::run_client(std::string& err) {
   return cm_events([&] { return disconnects_left_ == 0; }, err, "the server's disconnect");
 }
 
-void Cmatose::print_counters() const {
-  const CmCounters cc = query_cm_counters(ctx_.get());
-  std::printf("# cm counters:");
-  for (size_t i = 0; i < size_t(CmCounter::kCount); ++i) {
-    if (cc.v[i]) std::printf(" %s=%llu", kCmCounterNames[i], (unsigned long long)cc.v[i]);
-  }
-  std::printf("\n");
-}
-
 int run_cmatose(bool ud, int argc, char** argv) {
   const CommandSpec& spec = ud ? kUdaddyCommand : kUcmatoseCommand;
-  const dpdk::SplitArgs split = dpdk::split_eal_args(argc, argv, 1);
-  std::vector<const char*> av = {ud ? "udaddy" : "ucmatose"};
-  for (const auto& a : split.app) av.push_back(a.c_str());
+  const char* name = ud ? "udaddy" : "ucmatose";
+  dpdk::SplitArgs split;
   Args args;
-  if (auto rc = parse_command_line(spec, int(av.size()), av.data(), args)) return *rc;
-  auto usage = [&](const std::string& msg) {
-    std::fprintf(stderr, "uroce %s: %s (see uroce %s --help)\n", av[0], msg.c_str(), av[0]);
-    return kExitUsage;
-  };
+  if (auto rc = parse_endpoint_command(spec, argc, argv, split, args)) return *rc;
+  auto usage = [&](const std::string& msg) { return usage_error(spec, msg); };
   Config cfg;
   cfg.ud = ud;
   if (args.given("server-addr") == args.given("bind-addr")) return usage("give -s SERVER (client) or -b ADDR (server)");
@@ -557,39 +472,26 @@ int run_cmatose(bool ud, int argc, char** argv) {
   cfg.connections = uint32_t(args.get_uint("connections"));
   cfg.count = uint32_t(args.get_uint("message-count"));
   cfg.size = uint32_t(args.get_uint("message-size"));
-  if (args.given("ip")) {
-    cfg.gid4 = parse_ip_gid(args.get_str("ip"), false);
-    if (!cfg.gid4) return usage("--ip is not an IPv4 address");
-  }
-  if (args.given("ip6")) {
-    cfg.gid6 = parse_ip_gid(args.get_str("ip6"), true);
-    if (!cfg.gid6) return usage("--ip6 is not an IPv6 address");
-  }
-  if (!cfg.gid4 && !cfg.gid6) return usage("give our address: --ip and/or --ip6");
-  if (args.given("mac")) {
-    cfg.mac = parse_mac(args.get_str("mac"));
-    if (!cfg.mac) return usage("--mac is not aa:bb:cc:dd:ee:ff");
-  }
-  cfg.dev = std::string(args.get_str("dev"));
-  cfg.port_mtu = uint16_t(args.get_uint("port-mtu"));
+  if (const std::string e = read_endpoint_options(args, 0, "", cfg.ep); !e.empty()) return usage(e);
   cfg.timeout_s = uint32_t(args.get_uint("timeout"));
-  cfg.pcap = std::string(args.get_str("pcap"));
+  cfg.ep.timeout_s = cfg.timeout_s;
+  cfg.ep.max_qp = cfg.connections + 4;
   cfg.counters = args.flag("counters");
 
   install_stop_handlers();
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   if (Status s = dpdk::init_eal_from_args(split); !s.ok()) {
-    std::fprintf(stderr, "uroce %s: %s\n", av[0], s.message());
+    std::fprintf(stderr, "uroce %s: %s\n", name, s.message());
     return kExitFailure;
   }
-  std::printf("# uroce %s %s\n", av[0], args.config_line().c_str());
+  std::printf("# uroce %s %s\n", name, args.config_line().c_str());
   std::string err;
   Cmatose t(cfg);
   bool ok = t.open(err);
   if (ok) ok = t.run(err);
   if (cfg.counters && ok) t.print_counters();
   if (!ok) {
-    std::fprintf(stderr, "uroce %s (%s): %s\n", av[0], cfg.server ? "server" : "client", err.c_str());
+    std::fprintf(stderr, "uroce %s (%s): %s\n", name, cfg.server ? "server" : "client", err.c_str());
     return kExitFailure;
   }
   std::printf("test complete\n");

@@ -484,11 +484,9 @@ int cmd_compare(int argc, char** argv) {
   std::FILE* info = cfg.json ? stderr : stdout;
   install_stop_handlers();
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  char tmpl[] = "/tmp/uroce-compare-XXXXXX";
-  if (!mkdtemp(tmpl)) {
-    std::fprintf(stderr, "uroce compare: mkdtemp: %s\n", std::strerror(errno));
-    return kExitFailure;
-  }
+  const std::string tmp_dir = make_temp_dir("compare");
+  if (tmp_dir.empty()) return kExitFailure;
+  const char* tmpl = tmp_dir.c_str();
   auto want = [&](std::string_view k) { return std::find(cfg.kinds.begin(), cfg.kinds.end(), k) != cfg.kinds.end(); };
   const Verbs verbs = want("verbs") ? detect_verbs() : Verbs{false, "", "skipped: not in --kinds"};
   std::fprintf(info, "# uroce compare %s\n# %ld CPUs online; server side on CPU %d, client side on CPU %d; temp dir %s\n",

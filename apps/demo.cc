@@ -66,6 +66,7 @@
 #include "apps/addr_text.h"
 #include "apps/args.h"
 #include "apps/commands.h"
+#include "apps/endpoint.h"
 #include "apps/launch.h"
 #include "apps/oob.h"
 #include "drivers/dpdk/dpdk_io.h"
@@ -1282,12 +1283,8 @@ bool has_arg(const std::vector<std::string>& v, std::initializer_list<std::strin
 
 int launch(const Args& args, const dpdk::SplitArgs& split, const Config& cfg) {
   std::FILE* info = cfg.json ? stderr : stdout;
-  char tmpl[] = "/tmp/uroce-demo-XXXXXX";
-  if (!mkdtemp(tmpl)) {
-    std::fprintf(stderr, "uroce demo: mkdtemp: %s\n", std::strerror(errno));
-    return kExitFailure;
-  }
-  const std::string dir = tmpl;
+  const std::string dir = make_temp_dir("demo");
+  if (dir.empty()) return kExitFailure;
   const std::string sock = dir + "/memif.sock";
   const uint16_t port = cfg.oob_port ? cfg.oob_port : free_tcp_port(cfg.oob_host);
   const auto lcores = split_list(args.get_str("lcores"));
@@ -1299,7 +1296,7 @@ int launch(const Args& args, const dpdk::SplitArgs& split, const Config& cfg) {
   // Options both endpoints get as given; role, dev, oob-port, lcores and pcap are per endpoint.
   const std::vector<std::string> common =
       given_options(args, kDemoOptions, {"role", "dev", "oob-port", "lcores", "pcap"});
-  PairLaunch pair{.tool = "demo", .sock = sock, .grace_s = int(cfg.timeout_s)};
+  PairLaunch pair{.tool = "demo", .sock = sock, .grace_s = int(cfg.timeout_s), .remove_dir = dir};
   for (int i = 0; i < 2; ++i) {
     const bool server = i == 0;
     std::vector<std::string>& av = pair.argv[i];
@@ -1328,25 +1325,16 @@ int launch(const Args& args, const dpdk::SplitArgs& split, const Config& cfg) {
     if (!server && args.given("pcap")) av.push_back("--pcap=" + std::string(args.get_str("pcap")));
     av.insert(av.end(), common.begin(), common.end());
   }
-  install_stop_handlers();
-  const int rc = run_pair(pair);
-  std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
-  return rc;
+  return run_pair(pair);
 }
 
 }  // namespace
 
 int cmd_demo(int argc, char** argv) {
-  const dpdk::SplitArgs split = dpdk::split_eal_args(argc, argv, 1);
-  std::vector<const char*> av = {"demo"};
-  for (const auto& a : split.app) av.push_back(a.c_str());
+  dpdk::SplitArgs split;
   Args args;
-  if (auto rc = parse_command_line(kDemoCommand, int(av.size()), av.data(), args)) return *rc;
-  auto usage = [](const std::string& msg) {
-    std::fprintf(stderr, "uroce demo: %s (see uroce demo --help)\n", msg.c_str());
-    return kExitUsage;
-  };
+  if (auto rc = parse_endpoint_command(kDemoCommand, argc, argv, split, args)) return *rc;
+  auto usage = [](const std::string& msg) { return usage_error(kDemoCommand, msg); };
 
   Config cfg;
   const std::string_view role = args.get_str("role");

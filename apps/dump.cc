@@ -10,6 +10,7 @@
 
 #include <array>
 #include <map>
+#include <optional>
 #include <tuple>
 #include <cstdarg>
 #include <cstdio>
@@ -19,6 +20,8 @@
 
 #include "apps/args.h"
 #include "apps/commands.h"
+#include "stack/cm/describe.h"
+#include "stack/cm/mad.h"
 #include "stack/wire/aeth.h"
 #include "stack/wire/headers.h"
 #include "stack/wire/icrc.h"
@@ -40,8 +43,12 @@ constexpr OptSpec kDumpOptions[] = {
 // The JSON field names are a stable interface (tests/tools/tshark_compare.py reads them).
 constexpr std::string_view kDumpDetails =
     "Text output: one line per RoCE frame, then a summary per file. Frames of other\n"
-    "protocols are counted, not shown. Exit: 0 ok, 1 unreadable file or (--verify) a\n"
-    "malformed RoCE frame or bad ICRC, 2 usage error.\n"
+    "protocols are counted, not shown. A UD SEND to QP1 (the GSI) is a MAD: its CM\n"
+    "message is decoded and shown after \" | \"; one that is not a valid CM MAD\n"
+    "(framing: Q_Key 0x80010000, 256 bytes; then the CM codec) counts as cm_malformed\n"
+    "(MADs of other classes, or LAP/APR, are not CM and not malformed). Exit: 0 ok,\n"
+    "1 unreadable file or (--verify) a malformed RoCE frame, a bad ICRC or a malformed\n"
+    "CM MAD, 2 usage error.\n"
     "\n"
     "JSON output (--json): {\"files\": [FILE...], \"summary\": SUMMARY} where\n"
     "  FILE    = {\"file\": path, \"frames\": [FRAME...], \"summary\": SUMMARY}\n"
@@ -61,10 +68,10 @@ constexpr std::string_view kDumpDetails =
     "          rnr_nak: rnr_timer, rnr_ms; nak: nak_code, nak_name; reserved: value};\n"
     "    imm_dt (ImmDt as a big-endian number); ieth {rkey};\n"
     "    icrc (the carried ICRC as a number; the 4 wire bytes are it little-endian),\n"
-    "    icrc_ok, icrc_computed (when bad).\n"
+    "    icrc_ok, icrc_computed (when bad); cm (the CM message, for a MAD to QP1).\n"
     "    64-bit fields (va, swap_add, compare, orig) are \"0x...\" hex strings so\n"
     "    that readers using doubles do not round them; all other numbers are numbers.\n"
-    "  SUMMARY = {frames, roce, icrc_ok, icrc_bad, malformed, not_roce,\n"
+    "  SUMMARY = {frames, roce, icrc_ok, icrc_bad, malformed, not_roce, cm_mads, cm_malformed,\n"
     "             malformed_by_reason {reason: n}, not_roce_by_reason {reason: n},\n"
     "             opcodes {opcode_name: n}}; roce = icrc_ok + icrc_bad + malformed.\n";
 
@@ -169,6 +176,8 @@ struct Decoded {
   wire::ParseError err = wire::ParseError::kOk;
   wire::PacketDesc d;
   uint32_t icrc_computed = 0;  // meaningful when err == kOk
+  std::optional<std::string> cm;  // a MAD to QP1: its one-line description
+  bool cm_malformed = false;      // ... and it is not a valid CM MAD
   bool icrc_ok() const { return err == wire::ParseError::kOk && icrc_computed == d.icrc; }
   std::string_view status() const {
     if (err != wire::ParseError::kOk) return wire::parse_error_name(err);
@@ -183,6 +192,16 @@ Decoded decode(std::span<const uint8_t> frame) {
   const size_t l3_off = sizeof(wire::EthHdr) + (r.d.has_vlan ? sizeof(wire::VlanTag) : 0);
   const size_t icrc_off = size_t(r.d.payload_off) + r.d.payload_len + r.d.pad;
   r.icrc_computed = wire::icrc_compute(r.d.l3, frame.subspan(l3_off, icrc_off - l3_off));
+  if (cm::is_gsi_packet(r.d)) {
+    // IBA 13.5.3: QP1 takes the GSI Q_Key and one 256-byte MAD (13.4.1); then
+    // the CM codec (stack/cm/mad.cc) on it, as QP1's receive path does.
+    const std::span<const uint8_t> payload = frame.subspan(r.d.payload_off, r.d.payload_len);
+    r.cm = cm::describe_cm(r.d, payload);
+    cm::CmMad m;
+    const cm::CmError e = r.d.payload_len == cm::kMadBytes ? cm::decode(payload, m) : cm::CmError::kShort;
+    const bool other = e == cm::CmError::kNotCm || e == cm::CmError::kUnknownAttr || e == cm::CmError::kBadMethod;
+    r.cm_malformed = r.d.deth_qkey != cm::kGsiQkey || (e != cm::CmError::kOk && !other);
+  }
   return r;
 }
 
@@ -193,6 +212,8 @@ struct Summary {
   uint64_t icrc_bad = 0;
   uint64_t malformed = 0;
   uint64_t not_roce = 0;
+  uint64_t cm_mads = 0;       // RoCE frames to QP1
+  uint64_t cm_malformed = 0;  // ... that are not valid CM MADs
   std::array<uint64_t, size_t(wire::ParseError::kCount)> by_error{};
   std::array<uint64_t, 256> by_opcode{};
 
@@ -210,6 +231,8 @@ struct Summary {
     }
     ++by_opcode[f.d.opcode];
     ++(f.icrc_ok() ? icrc_ok : icrc_bad);
+    if (f.cm) ++cm_mads;
+    if (f.cm_malformed) ++cm_malformed;
   }
   void add(const Summary& o) {
     frames += o.frames;
@@ -218,10 +241,12 @@ struct Summary {
     icrc_bad += o.icrc_bad;
     malformed += o.malformed;
     not_roce += o.not_roce;
+    cm_mads += o.cm_mads;
+    cm_malformed += o.cm_malformed;
     for (size_t i = 0; i < by_error.size(); ++i) by_error[i] += o.by_error[i];
     for (size_t i = 0; i < by_opcode.size(); ++i) by_opcode[i] += o.by_opcode[i];
   }
-  bool verify_failed() const { return icrc_bad != 0 || malformed != 0; }
+  bool verify_failed() const { return icrc_bad != 0 || malformed != 0 || cm_malformed != 0; }
 };
 
 // ---- --explain: what a frame does, in the words of IBA 9.7 ----
@@ -497,6 +522,7 @@ std::string frame_text(uint64_t n, size_t len, const Decoded& f) {
   } else {
     appendf(s, " icrc=bad (carried 0x%08x, computed 0x%08x)", d.icrc, f.icrc_computed);
   }
+  if (f.cm) s += " | " + *f.cm;
   return s;
 }
 
@@ -518,6 +544,10 @@ void print_summary_text(std::string_view what, const Summary& m) {
   };
   reasons("malformed", false);
   reasons("not RoCE", true);
+  if (m.cm_mads) {
+    std::printf("  CM MADs: %llu (%llu malformed)\n", static_cast<unsigned long long>(m.cm_mads),
+                static_cast<unsigned long long>(m.cm_malformed));
+  }
   std::string ops;
   for (size_t i = 0; i < m.by_opcode.size(); ++i) {
     if (m.by_opcode[i] == 0) continue;
@@ -596,13 +626,15 @@ std::string frame_json(uint64_t n, size_t len, const Decoded& f) {
   if (op.has(wire::Hdr::kIeth)) o.raw("ieth", JsonObject().num("rkey", d.ieth_rkey).done());
   o.num("icrc", d.icrc).boolean("icrc_ok", f.icrc_ok());
   if (!f.icrc_ok()) o.num("icrc_computed", f.icrc_computed);
+  if (f.cm) o.str("cm", *f.cm);
   return o.done();
 }
 
 std::string summary_json(const Summary& m) {
   JsonObject o;
   o.num("frames", m.frames).num("roce", m.roce).num("icrc_ok", m.icrc_ok).num("icrc_bad", m.icrc_bad);
-  o.num("malformed", m.malformed).num("not_roce", m.not_roce);
+  o.num("malformed", m.malformed).num("not_roce", m.not_roce).num("cm_mads", m.cm_mads);
+  o.num("cm_malformed", m.cm_malformed);
   JsonObject malformed, not_roce, ops;
   for (size_t i = 1; i < m.by_error.size(); ++i) {
     if (m.by_error[i] == 0) continue;
@@ -691,9 +723,9 @@ int cmd_dump(int argc, char** argv) {
     std::printf("verify: %s\n", total.verify_failed() || read_failed ? "FAIL" : "ok");
   }
   if (verify && total.verify_failed()) {
-    std::fprintf(stderr, "uroce dump: verify failed: %llu RoCE frames malformed, %llu with a bad ICRC\n",
+    std::fprintf(stderr, "uroce dump: verify failed: %llu RoCE frames malformed, %llu with a bad ICRC, %llu malformed CM MADs\n",
                  static_cast<unsigned long long>(total.malformed),
-                 static_cast<unsigned long long>(total.icrc_bad));
+                 static_cast<unsigned long long>(total.icrc_bad), static_cast<unsigned long long>(total.cm_malformed));
   }
   if (std::fflush(stdout) != 0) return kExitFailure;
   return read_failed || (verify && total.verify_failed()) ? kExitFailure : kExitOk;

@@ -31,6 +31,7 @@
 
 #include "apps/args.h"
 #include "apps/commands.h"
+#include "apps/endpoint.h"
 #include "apps/launch.h"
 #include "apps/perf_report.h"
 #include "drivers/dpdk/dpdk_io.h"
@@ -217,19 +218,15 @@ bool blast(Run& r, double seconds, BlastResult& res, std::string& err) {
 }  // namespace
 
 int cmd_floor(int argc, char** argv) {
-  const dpdk::SplitArgs split = dpdk::split_eal_args(argc, argv, 1);
-  std::vector<const char*> av = {"floor"};
-  for (const auto& a : split.app) av.push_back(a.c_str());
+  dpdk::SplitArgs split;
   Args args;
-  if (auto rc = parse_command_line(kFloorCommand, int(av.size()), av.data(), args)) return *rc;
+  if (auto rc = parse_endpoint_command(kFloorCommand, argc, argv, split, args)) return *rc;
   const std::string mode(args.positional()[0]);
   if (mode != "pingpong" && mode != "blast") {
-    std::fprintf(stderr, "uroce floor: unknown mode '%s' (see uroce floor --help)\n", mode.c_str());
-    return kExitUsage;
+    return usage_error(kFloorCommand, strf("unknown mode '%s'", mode.c_str()));
   }
   if (args.get_str("dev").empty()) {
-    std::fprintf(stderr, "uroce floor: --dev SPEC is needed (see uroce floor --help)\n");
-    return kExitUsage;
+    return usage_error(kFloorCommand, "--dev SPEC is needed");
   }
   const bool server = args.get_str("role") == "server";
   const bool json = args.flag("json");

@@ -91,8 +91,18 @@ uint16_t free_tcp_port(const std::string& host) {
   return port;
 }
 
+std::string make_temp_dir(std::string_view tool) {
+  std::string tmpl = "/tmp/uroce-" + std::string(tool) + "-XXXXXX";
+  if (!mkdtemp(tmpl.data())) {
+    std::fprintf(stderr, "uroce %.*s: mkdtemp: %s\n", int(tool.size()), tool.data(), std::strerror(errno));
+    return "";
+  }
+  return tmpl;
+}
+
 int run_pair(const PairLaunch& p) {
   using Clock = std::chrono::steady_clock;
+  install_stop_handlers();
   const auto tool = std::string(p.tool);
   pid_t pids[2] = {-1, -1};
   for (int i = 0; i < 2; ++i) {
@@ -175,6 +185,10 @@ int run_pair(const PairLaunch& p) {
       grace = Clock::now() + std::chrono::seconds(5);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (!p.remove_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(p.remove_dir, ec);
   }
   if (status[0] != 0 || status[1] != 0) {
     std::fprintf(stderr, "uroce %s: server exit %d, client exit %d\n", tool.c_str(), status[0], status[1]);

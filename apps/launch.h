@@ -38,6 +38,10 @@ std::vector<std::string> split_list(std::string_view s);
 /// A TCP port free on host (IPv4 text) at the time of the call (18515 if none could be had).
 uint16_t free_tcp_port(const std::string& host);
 
+/// A new private directory /tmp/uroce-<tool>-XXXXXX for a launcher's sockets
+/// and outputs; "" after printing "uroce <tool>: mkdtemp: ..." if none could be made.
+std::string make_temp_dir(std::string_view tool);
+
 struct PairLaunch {
   std::string_view tool;              ///< "demo": messages say "uroce demo: ..."
   std::string sock;                   ///< memif socket the server creates; the client starts once it exists (empty: at once)
@@ -47,11 +51,13 @@ struct PairLaunch {
   std::string exe;                    ///< the program to run (empty: /proc/self/exe, i.e. uroce)
   int grace_s = 30;                   ///< once one child has exited, the other gets this long
   int deadline_s = 0;                 ///< whole run limit (0: none)
+  std::string remove_dir;             ///< removed with all it holds once both children are done (empty: none)
 };
 
 /// Runs exe (/proc/self/exe) with each argv (server first), waits for both, passes
 /// SIGINT on by PID when g_stop is set, then SIGTERM and SIGKILL once the grace
-/// period or deadline has passed. Returns kExitOk only if both exited 0.
+/// period or deadline has passed, then removes remove_dir. Installs the stop
+/// handlers. Returns kExitOk only if both exited 0.
 int run_pair(const PairLaunch& p);
 
 }  // namespace uroce::apps

@@ -132,133 +132,11 @@ bool TcpChannel::try_recv(void* out, size_t n) {
 
 namespace uroce::apps {
 
-namespace {
-
-/// Waits for the next CM event about id (any id if null), pumping; events
-/// about other ids are dropped (the CM itself answers the peer's DREQs).
-bool next_cm_event(Context* ctx, const CmId* id, std::chrono::steady_clock::time_point end,
-                   const std::function<void()>& idle, const volatile std::sig_atomic_t* stop, CmEvent& ev,
-                   const char* what, std::string& err) {
-  while (true) {
-    while (cm_get_event(ctx, &ev)) {
-      if (!id || ev.id == id || ev.listen_id == id) return true;
-    }
-    if (stop && *stop) {
-      err = "interrupted";
-      return false;
-    }
-    if (std::chrono::steady_clock::now() > end) {
-      err = std::string("no ") + what + " in time";
-      return false;
-    }
-    idle();
-  }
-}
-
-CmId* accept_one_rc(Context* ctx, const CmPeer& peer, const CmConnParam& param,
-                    const std::function<bool(CmId*, std::string&)>& make_qp, const std::function<void()>& idle,
-                    const volatile std::sig_atomic_t* stop, std::chrono::steady_clock::time_point end, std::string& err) {
-  auto l = cm_create_id(ctx, nullptr, CmPortSpace::kTcp);
-  if (!l.ok()) {
-    err = std::string("rdma_create_id: ") + l.status().message();
-    return nullptr;
-  }
-  CmId* listen_id = *l;
-  CmId* id = nullptr;
-  CmEvent ev;
-  Status s = cm_bind_addr(listen_id, peer.addr);
-  if (s.ok()) s = cm_listen(listen_id, 1);
-  if (!s.ok()) {
-    err = std::string("rdma_bind_addr / rdma_listen: ") + s.message();
-  } else if (next_cm_event(ctx, listen_id, end, idle, stop, ev, "connect request", err)) {
-    if (ev.event != CmEventType::kConnectRequest) {
-      err = std::string("bad event waiting for connect request: ") + cm_event_str(ev.event);
-    } else {
-      id = ev.id;
-      if (!make_qp(id, err)) {
-        (void)cm_reject(id, nullptr, 0);
-      } else if (s = cm_accept(id, param); !s.ok()) {
-        err = std::string("rdma_accept: ") + s.message();
-      } else if (next_cm_event(ctx, id, end, idle, stop, ev, "RTU", err)) {
-        if (ev.event == CmEventType::kEstablished) {
-          (void)cm_destroy_id(listen_id);
-          return id;
-        }
-        err = std::string("unexpected CM event ") + cm_event_str(ev.event) + " (status " + std::to_string(ev.status) + ")";
-      }
-    }
-  }
-  if (id) (void)cm_destroy_id(id);
-  (void)cm_destroy_id(listen_id);
-  return nullptr;
-}
-
-/// One attempt of the client: 1 connected, 0 the server is not there yet, -1 failure.
-int connect_once(Context* ctx, const CmPeer& peer, const CmConnParam& param,
-                 const std::function<bool(CmId*, std::string&)>& make_qp, const std::function<void()>& idle,
-                 const volatile std::sig_atomic_t* stop, std::chrono::steady_clock::time_point end, CmId*& out,
-                 std::string& err) {
-  auto c = cm_create_id(ctx, nullptr, CmPortSpace::kTcp);
-  if (!c.ok()) {
-    err = std::string("rdma_create_id: ") + c.status().message();
-    return -1;
-  }
-  CmId* id = *c;
-  CmEvent ev;
-  int rc = -1;
-  if (Status s = cm_resolve_addr(id, nullptr, peer.addr, 2000); !s.ok()) {
-    err = std::string("rdma_resolve_addr: ") + s.message();
-  } else if (!next_cm_event(ctx, id, end, idle, stop, ev, "address resolution", err)) {
-  } else if (ev.event != CmEventType::kAddrResolved) {
-    err = std::string("rdma_resolve_addr: ") + cm_event_str(ev.event);
-    rc = ev.event == CmEventType::kAddrError ? 0 : -1;
-  } else if (s = cm_resolve_route(id, 2000); !s.ok()) {
-    err = std::string("rdma_resolve_route: ") + s.message();
-  } else if (!next_cm_event(ctx, id, end, idle, stop, ev, "route resolution", err)) {
-  } else if (ev.event != CmEventType::kRouteResolved) {
-    err = std::string("rdma_resolve_route: ") + cm_event_str(ev.event);
-  } else if (!make_qp(id, err)) {
-  } else if (s = cm_connect(id, param); !s.ok()) {
-    err = std::string("rdma_connect: ") + s.message();
-  } else if (!next_cm_event(ctx, id, end, idle, stop, ev, "connection", err)) {
-  } else if (ev.event == CmEventType::kEstablished) {
-    out = id;
-    return 1;
-  } else {
-    err = std::string("unexpected CM event ") + cm_event_str(ev.event) + " (status " + std::to_string(ev.status) + ")";
-    rc = ev.event == CmEventType::kRejected || ev.event == CmEventType::kUnreachable ? 0 : -1;
-  }
-  (void)cm_destroy_id(id);
-  return rc;
-}
-
-}  // namespace
-
-CmId* cm_connect_rc(Context* ctx, const CmPeer& peer, const CmConnParam& param,
-                    const std::function<bool(CmId*, std::string&)>& make_qp, const std::function<void()>& idle,
-                    const volatile std::sig_atomic_t* stop, std::string& err) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(peer.timeout_s);
-  if (peer.server) return accept_one_rc(ctx, peer, param, make_qp, idle, stop, end, err);
-  while (true) {
-    CmId* id = nullptr;
-    const int r = connect_once(ctx, peer, param, make_qp, idle, stop, end, id, err);
-    if (r > 0) return id;
-    if (r < 0 || (stop && *stop)) return nullptr;
-    if (std::chrono::steady_clock::now() > end) {
-      err = "no rdma_cm server accepted within " + std::to_string(peer.timeout_s) + " s (last attempt: " + err + ")";
-      return nullptr;
-    }
-    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);  // perftest's retry delay
-    while (std::chrono::steady_clock::now() < until) idle();
-  }
-}
-
 CmChannel::~CmChannel() {
   if (id_) (void)cm_destroy_id(id_);  // and its QP
   if (mr_) (void)dereg_mr(mr_);
   if (scq_) (void)destroy_cq(scq_);
   if (rcq_) (void)destroy_cq(rcq_);
-  if (pd_) (void)dealloc_pd(pd_);
 }
 
 bool CmChannel::post_one_recv() {
@@ -270,18 +148,16 @@ bool CmChannel::post_one_recv() {
 }
 
 bool CmChannel::make_qp(CmId* id, std::string& err) {
-  if (!pd_) {
-    auto pd = alloc_pd(ctx_);
-    auto scq = create_cq(ctx_, 4);
-    auto rcq = create_cq(ctx_, 4);
-    if (!pd.ok() || !scq.ok() || !rcq.ok()) {
-      err = "cannot allocate the rdma_cm channel's PD / CQs";
+  if (!mr_) {
+    auto scq = create_cq(ep_.ctx(), 4);
+    auto rcq = create_cq(ep_.ctx(), 4);
+    if (!scq.ok() || !rcq.ok()) {
+      err = "cannot allocate the rdma_cm channel's CQs";
       return false;
     }
-    pd_ = *pd;
     scq_ = *scq;
     rcq_ = *rcq;
-    auto mr = reg_mr(pd_, buf_, sizeof(buf_), kAccessLocalWrite);
+    auto mr = reg_mr(ep_.pd(), buf_, sizeof(buf_), kAccessLocalWrite);
     if (!mr.ok()) {
       err = std::string("reg_mr: ") + mr.status().message();
       return false;
@@ -298,7 +174,7 @@ bool CmChannel::make_qp(CmId* id, std::string& err) {
   ia.qp_type = QpType::kRc;
   ia.cap.max_send_wr = 1;
   ia.cap.max_recv_wr = 1;
-  if (Status s = cm_create_qp(id, pd_, ia); !s.ok()) {
+  if (Status s = cm_create_qp(id, ep_.pd(), ia); !s.ok()) {
     err = std::string("rdma_create_qp: ") + s.message();
     return false;
   }
@@ -311,11 +187,11 @@ bool CmChannel::make_qp(CmId* id, std::string& err) {
   return true;
 }
 
-bool CmChannel::open(const CmPeer& peer, const std::function<void()>& idle, std::string& err) {
+bool CmChannel::open(const CmPeer& peer, std::string& err) {
   CmConnParam param;
   param.responder_resources = 0;  // perftest's comm QP does SENDs only
   param.initiator_depth = 0;
-  CmId* id = cm_connect_rc(ctx_, peer, param, [this](CmId* i, std::string& e) { return make_qp(i, e); }, idle, stop_, err);
+  CmId* id = ep_.cm_connect_rc(peer, param, [this](CmId* i, std::string& e) { return make_qp(i, e); }, err);
   if (!id) {
     id_ = nullptr;  // cm_connect_rc destroyed the ids (and their QPs) it gave up on
     return false;
@@ -324,8 +200,7 @@ bool CmChannel::open(const CmPeer& peer, const std::function<void()>& idle, std:
   return true;
 }
 
-bool CmChannel::send_wait(const void* p, size_t n, uint32_t timeout_s, const std::function<void()>& idle,
-                          std::string& err) {
+bool CmChannel::send_wait(const void* p, size_t n, uint32_t timeout_s, std::string& err) {
   if (n > kMaxMessage) {
     err = "a message of " + std::to_string(n) + " bytes does not fit perftest's " + std::to_string(kMaxMessage) +
           "-byte receive";
@@ -342,15 +217,8 @@ bool CmChannel::send_wait(const void* p, size_t n, uint32_t timeout_s, const std
     err = std::string("post_send: ") + s.message();
     return false;
   }
-  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
   Wc wc;
-  while (poll_cq(scq_, 1, &wc) == 0) {
-    if (stopped() || std::chrono::steady_clock::now() > end) {
-      err = stopped() ? "interrupted" : "the send did not complete within " + std::to_string(timeout_s) + " s";
-      return false;
-    }
-    idle();
-  }
+  if (!ep_.wait_wc(scq_, wc, Deadline(timeout_s), "the send's completion", err)) return false;
   if (wc.status != WcStatus::kSuccess) {
     err = std::string("send completion: ") + wc_status_str(wc.status);
     return false;
@@ -358,17 +226,9 @@ bool CmChannel::send_wait(const void* p, size_t n, uint32_t timeout_s, const std
   return true;
 }
 
-bool CmChannel::recv_wait(void* out, size_t n, uint32_t timeout_s, const std::function<void()>& idle,
-                          std::string& err) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+bool CmChannel::recv_wait(void* out, size_t n, uint32_t timeout_s, std::string& err) {
   Wc wc;
-  while (poll_cq(rcq_, 1, &wc) == 0) {
-    if (stopped() || std::chrono::steady_clock::now() > end) {
-      err = stopped() ? "interrupted" : "no message within " + std::to_string(timeout_s) + " s";
-      return false;
-    }
-    idle();
-  }
+  if (!ep_.wait_wc(rcq_, wc, Deadline(timeout_s), "a message", err)) return false;
   if (wc.status != WcStatus::kSuccess) {
     err = std::string("receive completion: ") + wc_status_str(wc.status);
     return false;
@@ -385,13 +245,8 @@ bool CmChannel::recv_wait(void* out, size_t n, uint32_t timeout_s, const std::fu
   return true;
 }
 
-void CmChannel::disconnect(uint32_t timeout_ms, const std::function<void()>& idle) {
-  if (!id_ || !cm_disconnect(id_).ok()) return;
-  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  CmEvent ev;
-  std::string ignored;
-  while (next_cm_event(ctx_, id_, end, idle, stop_, ev, "DREP", ignored) && ev.event != CmEventType::kDisconnected) {
-  }
+void CmChannel::disconnect(uint32_t timeout_ms) {
+  if (id_) ep_.cm_disconnect_all({&id_, 1}, timeout_ms);
 }
 
 }  // namespace uroce::apps

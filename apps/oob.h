@@ -3,9 +3,9 @@
 // accepts one client, the client connects (retrying until the server is up),
 // then both exchange fixed-size messages. TcpChannel carries them over TCP;
 // CmChannel over an RC connection that rdma_cm sets up (perftest -R).
-// Control path only; the wait loops call an idle callback so that the
-// caller's engine keeps polling (answers ARP, retransmits, runs the CM) while
-// it waits.
+// Control path only; the wait loops call an idle callback (TcpChannel) or
+// pump the Endpoint (CmChannel) so that the engine keeps polling (answers ARP,
+// retransmits, runs the CM) while they wait.
 //
 // The stop flag (set by the app's SIGINT/SIGTERM handler) ends every wait.
 #pragma once
@@ -20,6 +20,8 @@
 
 #include <uroce/cm.h>
 #include <uroce/verbs.h>
+
+#include "apps/endpoint.h"
 
 namespace uroce::apps {
 
@@ -105,56 +107,34 @@ class TcpChannel {
   std::vector<uint8_t> buf_;
 };
 
-/// Where an rdma_cm connection goes: the server binds addr (ip zero: any of
-/// ours) and listens, the client connects to addr.
-struct CmPeer {
-  bool server = false;
-  SockAddr addr;
-  uint32_t timeout_s = 60;
-};
-
-/// Sets up one RC connection with rdma_cm (port space TCP) as librdmacm's
-/// tools do: the server listens, takes the first REQ and accepts it; the
-/// client resolves address and route and connects, and starts over (a new
-/// id, after 100 ms) while the server answers REJ "invalid service ID" (it
-/// does not listen yet), until timeout_s. make_qp gives the id its QP
-/// (cm_create_qp) and posts the receives the first messages need, before the
-/// REP / REQ leaves. idle pumps the engine; stop ends the wait. Returns the
-/// connected id (the caller destroys it), or nullptr with err set.
-CmId* cm_connect_rc(Context* ctx, const CmPeer& peer, const CmConnParam& param,
-                    const std::function<bool(CmId*, std::string&)>& make_qp, const std::function<void()>& idle,
-                    const volatile std::sig_atomic_t* stop, std::string& err);
-
 /// The out-of-band channel of perftest -R: the same messages as over TCP, each
 /// one RC SEND on a QP of its own that rdma_cm connects (perftest 4.5's comm
 /// QP: one receive of kMaxMessage bytes posted at a time, reposted after each
-/// message, one signaled SEND at a time). Every wait calls idle().
+/// message, one signaled SEND at a time). Every wait pumps the endpoint.
 class CmChannel {
  public:
   /// perftest's receive length: sizeof(struct pingpong_dest), its largest message.
   static constexpr size_t kMaxMessage = 56;
 
-  CmChannel(Context* ctx, const volatile std::sig_atomic_t* stop) : ctx_(ctx), stop_(stop) {}
+  /// The channel's PD, CQs, MR and QP are ep's; ep must outlive the channel.
+  explicit CmChannel(Endpoint& ep) : ep_(ep) {}
   ~CmChannel();
   CmChannel(const CmChannel&) = delete;
   CmChannel& operator=(const CmChannel&) = delete;
 
-  bool open(const CmPeer& peer, const std::function<void()>& idle, std::string& err);
+  bool open(const CmPeer& peer, std::string& err);
   /// One SEND of n <= kMaxMessage bytes; waits for its completion.
-  bool send_wait(const void* p, size_t n, uint32_t timeout_s, const std::function<void()>& idle, std::string& err);
+  bool send_wait(const void* p, size_t n, uint32_t timeout_s, std::string& err);
   /// Waits for the next message and copies its first n bytes to out.
-  bool recv_wait(void* out, size_t n, uint32_t timeout_s, const std::function<void()>& idle, std::string& err);
+  bool recv_wait(void* out, size_t n, uint32_t timeout_s, std::string& err);
   /// rdma_disconnect: DREQ, then waits up to timeout_ms for the DREP.
-  void disconnect(uint32_t timeout_ms, const std::function<void()>& idle);
+  void disconnect(uint32_t timeout_ms);
 
  private:
   bool make_qp(CmId* id, std::string& err);
   bool post_one_recv();
-  bool stopped() const { return stop_ && *stop_; }
 
-  Context* ctx_;
-  const volatile std::sig_atomic_t* stop_;
-  Pd* pd_ = nullptr;
+  Endpoint& ep_;
   Cq* scq_ = nullptr;
   Cq* rcq_ = nullptr;
   Mr* mr_ = nullptr;

@@ -88,15 +88,12 @@
 #include "apps/addr_text.h"
 #include "apps/args.h"
 #include "apps/commands.h"
+#include "apps/endpoint.h"
 #include "apps/launch.h"
 #include "apps/oob.h"
 #include "apps/perf_report.h"
 #include "apps/perf_tcp.h"
-#include "drivers/dpdk/dpdk_io.h"
 #include "drivers/dpdk/eal_args.h"
-#include "drivers/dpdk/fault_io.h"
-#include "drivers/dpdk/tsc_clock.h"
-#include "stack/engine/context.h"  // the engine's NetStack: neighbour resolution for the AH
 
 namespace uroce::apps {
 namespace {
@@ -129,14 +126,9 @@ constexpr OptSpec kPerfOptions[] = {
     {.name = "events", .short_name = 'e', .help = "perftest: sleep on CQ events; accepted, uroce always polls"},
     {.name = "perform_warm_up", .help = "perftest: warm-up writes before the run; accepted and ignored"},
     {.name = "report_gbits", .help = "report bandwidth in Gb/sec instead of MB/sec"},
-    {.name = "dev", .kind = OptKind::kString, .def = "0", .help = "the port: an ethdev probed from the EAL args (name or port id) or a device spec", .meta = "SPEC"},
-    {.name = "ip", .kind = OptKind::kString, .def = "", .help = "our IPv4 address: GID index 0 (::ffff:a.b.c.d)", .meta = "A.B.C.D"},
-    {.name = "ip6", .kind = OptKind::kString, .def = "", .help = "our IPv6 address: GID index 1", .meta = "ADDR"},
-    {.name = "mac", .kind = OptKind::kString, .def = "", .help = "our MAC (the port's if empty); the port itself keeps its own", .meta = "MAC"},
-    {.name = "port-mtu", .kind = OptKind::kUint, .def = "1500", .help = "Ethernet MTU to set on the port (af_packet: the kernel interface's)", .min = 576, .max = 9600},
+    UROCE_ENDPOINT_OPTIONS,
     {.name = "listen", .kind = OptKind::kString, .def = "0.0.0.0", .help = "server: out-of-band listen address", .meta = "A.B.C.D"},
     {.name = "timeout", .kind = OptKind::kUint, .def = "60", .help = "seconds to wait for the peer (TCP, ARP) and for progress of a run", .min = 1, .max = 3600},
-    {.name = "pcap", .kind = OptKind::kString, .def = "", .help = "capture every frame of the port to FILE", .meta = "FILE"},
     {.name = "counters", .help = "print the device counters that are not zero at the end"},
     {.name = "json", .help = "write the results as JSON on stdout (everything else goes to stderr)"},
     {.name = "drop-rate", .kind = OptKind::kDouble, .def = "0", .help = "test hook: lose this fraction of the frames received and sent, at random (drivers/dpdk/fault_io.h)", .min = 0, .max = 1},
@@ -238,17 +230,12 @@ struct Config {
   uint8_t sl = 0;
   uint8_t qp_timeout = 14;
   bool gbits = false;
-  std::string dev;
-  OurAddrs addrs;  // --ip, --ip6, --mac
-  uint16_t port_mtu = 0;
+  EndpointConfig ep;  // --dev, --ip, --ip6, --mac, --port-mtu, --pcap, --drop-rate, --drop-seed
   std::string listen;
   bool rdma_cm = false;  // -R
   uint32_t timeout_s = 0;
-  std::string pcap;
   bool counters = false;
   bool json = false;
-  double drop_rate = 0;
-  uint64_t drop_seed = 1;
   std::string save_buffer;
 };
 
@@ -370,11 +357,12 @@ class Perf {
   bool connect_qps(std::string& err);
   /// -R, at the end: rdma_disconnect of the QPs' connections, then up to ms
   /// for their DISCONNECTED events.
-  void disconnect_cm(uint32_t ms);
-  Context* context() { return ctx_.get(); }
+  void disconnect_cm(uint32_t ms) { ep_.cm_disconnect_all(cm_ids_, ms); }
+  Endpoint& endpoint() { return ep_; }
+  const dpdk::PortInfo& port_info() const { return ep_.port_info(); }
 
-  void pump() { uroce::poll(ctx_.get(), clock_->now_ns()); }
-  void drain(uint32_t ms);
+  void pump() { ep_.pump(); }
+  void drain(uint32_t ms) { ep_.drain(ms); }
 
   // The runs (perftest's run_iter_*). Each returns false with err set.
   bool run_bw(uint32_t size, BwReport& rep, std::string& err);          // requesters; -b write/read/atomic too
@@ -385,21 +373,18 @@ class Perf {
 
   std::vector<Dest>& me() { return me_; }
   std::vector<Dest>& rem() { return rem_; }
-  const dpdk::PortInfo& port_info() const { return port_->info(); }
   const Gid& gid() const { return gid_; }
   Mtu curr_mtu() const { return curr_mtu_; }
   void set_curr_mtu(Mtu m) { curr_mtu_ = m; }
-  Mtu port_mtu() const { return ctx_->max_mtu; }
+  Mtu port_mtu() const { return ep_.max_mtu(); }
   uint32_t cycle_buffer = kDefaultPageBytes;
   uint32_t cache_line = kCacheLineBytes;
   uint32_t out_reads() const { return out_reads_; }
-  void print_counters(std::FILE* out) const;
-  std::string counters_json() const;
+  void print_counters(std::FILE* out) const { ep_.print_counters(out, false); }
+  std::string counters_json() const { return ep_.counters_json(); }
   bool save_buffer(const std::string& path, std::string& err) const;
 
  private:
-  void for_each_counter(const std::function<void(std::string_view, uint64_t)>& f) const;
-  bool resolve(const Gid& ip, MacAddr& mac, std::string& err);
   bool connect_cm(const CmPeer& peer, const QpInitAttr& ia, std::string& err);
   uint64_t slot() const { return slot_bytes(max_size_, cycle_buffer); }
   uint8_t* send_area(uint32_t qi) { return buf_ + uint64_t(qi) * slot(); }
@@ -412,12 +397,8 @@ class Perf {
   bool stalled(uint64_t& last_progress_tsc, bool progress, std::string& err) const;
 
   const Config& cfg_;
-  std::unique_ptr<dpdk::DpdkPort> port_;
-  std::optional<dpdk::RandomDropIo> fault_;  // --drop-rate
-  std::optional<dpdk::TscClock> clock_;
-  ContextPtr ctx_;
+  Endpoint ep_;  // first: it outlives the objects below
   Gid gid_;
-  Pd* pd_ = nullptr;
   Mr* mr_ = nullptr;
   Cq* cq_ = nullptr;   // send completions
   Cq* rcq_ = nullptr;  // receive completions (perftest's recv_cq; the send CQ unless a send test)
@@ -435,7 +416,6 @@ class Perf {
 };
 
 Perf::~Perf() {
-  if (!ctx_) return;
   if (cm_ids_.empty()) {
     for (Qp* q : qps_) (void)destroy_qp(q);
   }
@@ -443,55 +423,15 @@ Perf::~Perf() {
   if (rcq_ && rcq_ != cq_) (void)destroy_cq(rcq_);
   if (cq_) (void)destroy_cq(cq_);
   if (mr_) (void)dereg_mr(mr_);
-  if (pd_) (void)dealloc_pd(pd_);
-  ctx_.reset();
 }
 
 bool Perf::open(std::string& err) {
-  dpdk::DpdkPortConfig pc;
-  pc.device = cfg_.dev;
-  pc.mtu = cfg_.port_mtu;
-  pc.promiscuous = true;  // the stack answers for cfg_.addrs.mac in software
-  pc.link_timeout_ms = cfg_.timeout_s * 1000;
-  pc.pcap_path = cfg_.pcap;
-  auto port = dpdk::DpdkPort::open(pc);
-  if (!port.ok()) {
-    err = "port '" + cfg_.dev + "': " + port.status().message();
-    return false;
-  }
-  port_ = std::move(port).value();
-  clock_.emplace();
   // The GID table as -x numbers it (as `uroce pingpong -g`): index 0 = --ip,
   // index 1 = --ip6; the QPs send from index -x (AH sgid_index) and the
   // peer's address is resolved (ARP / ND) from that GID.
-  gid_ = *cfg_.addrs.gid(cfg_.gid_idx);
-  DeviceConfig dc;
-  dc.mac = cfg_.addrs.mac ? *cfg_.addrs.mac : port_->info().mac;
-  if (cfg_.addrs.gid4) dc.gid = *cfg_.addrs.gid4;
-  dc.max_qp = cfg_.num_qp + 4;
-  PacketIo* io = &port_->queue(0);
-  if (cfg_.drop_rate > 0) io = &fault_.emplace(*io, cfg_.drop_rate, cfg_.drop_seed);
-  auto ctx = open_device(*io, dc);
-  if (!ctx.ok()) {
-    err = std::string("open_device: ") + ctx.status().message();
-    return false;
-  }
-  ctx_ = std::move(ctx).value();
-  if (cfg_.addrs.gid6) {
-    const Status st = ctx_->net->gids().set(1, net::GidEntry{*cfg_.addrs.gid6, net::GidType::kRoceV2, net::kNoVlan, dc.mac});
-    if (!st.ok()) {
-      err = std::string("GID index 1 (--ip6): ") + st.message();
-      return false;
-    }
-  }
-  auto pd = alloc_pd(ctx_.get());
-  if (!pd.ok()) {
-    err = std::string("alloc_pd: ") + pd.status().message();
-    return false;
-  }
-  pd_ = *pd;
-  curr_mtu_ = ctx_->max_mtu;
-  pump();
+  gid_ = *cfg_.ep.addrs.gid(cfg_.gid_idx);
+  if (!ep_.open(cfg_.ep, err)) return false;
+  curr_mtu_ = ep_.max_mtu();
   return true;
 }
 
@@ -513,7 +453,7 @@ bool Perf::setup(std::string& err, const CmPeer* cm) {
       std::memcpy(buf_ + i, &v, std::min<uint64_t>(8, buf_bytes_ - i));
     }
   }
-  auto mr = reg_mr(pd_, buf_, buf_bytes_,
+  auto mr = reg_mr(ep_.pd(), buf_, buf_bytes_,
                    kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic);
   if (!mr.ok()) {
     err = std::string("reg_mr: ") + mr.status().message();
@@ -522,7 +462,7 @@ bool Perf::setup(std::string& err, const CmPeer* cm) {
   mr_ = *mr;
   const uint32_t sq = std::max<uint32_t>(cfg_.tx_depth, 1);
   const uint32_t rq = verb == Verb::kSend ? cfg_.rx_depth : 1;
-  auto cq = create_cq(ctx_.get(), cfg_.num_qp * sq + 16);
+  auto cq = create_cq(ep_.ctx(), cfg_.num_qp * sq + 16);
   if (!cq.ok()) {
     err = std::string("create_cq: ") + cq.status().message();
     return false;
@@ -530,7 +470,7 @@ bool Perf::setup(std::string& err, const CmPeer* cm) {
   cq_ = *cq;
   rcq_ = cq_;
   if (verb == Verb::kSend) {
-    auto rcq = create_cq(ctx_.get(), cfg_.num_qp * rq + 16);
+    auto rcq = create_cq(ep_.ctx(), cfg_.num_qp * rq + 16);
     if (!rcq.ok()) {
       err = std::string("create_cq: ") + rcq.status().message();
       return false;
@@ -568,45 +508,25 @@ bool Perf::setup(std::string& err, const CmPeer* cm) {
       d.qpn = qps_.back()->qp_num;
       continue;
     }
-    auto q = create_qp(pd_, ia);
+    auto q = create_qp(ep_.pd(), ia);
     if (!q.ok()) {
       err = "create_qp[" + std::to_string(i) + "]: " + q.status().message();
       return false;
     }
     qps_.push_back(*q);
     d.qpn = (*q)->qp_num;
-    QpAttr a;
-    a.qp_state = QpState::kInit;
-    a.pkey_index = 0;
-    a.port_num = 1;
+    uint32_t access = 0;
     switch (verb) {  // ctx_modify_qp_to_init
-      case Verb::kAtomic: a.qp_access_flags = kAccessRemoteAtomic; break;
-      case Verb::kRead: a.qp_access_flags = kAccessRemoteRead; break;
-      case Verb::kWrite: a.qp_access_flags = kAccessRemoteWrite; break;
-      case Verb::kSend: a.qp_access_flags = kAccessRemoteWrite | kAccessLocalWrite; break;
+      case Verb::kAtomic: access = kAccessRemoteAtomic; break;
+      case Verb::kRead: access = kAccessRemoteRead; break;
+      case Verb::kWrite: access = kAccessRemoteWrite; break;
+      case Verb::kSend: access = kAccessRemoteWrite | kAccessLocalWrite; break;
     }
-    if (Status s = modify_qp(*q, a, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags); !s.ok()) {
-      err = "Failed to modify QP to INIT: " + std::string(s.message());
-      return false;
-    }
+    if (!init_qp(*q, access, 0, err)) return false;
   }
   tposted_.assign(size_t(cfg_.iters) * cfg_.num_qp + 1, 0);
   tcompleted_.assign(size_t(cfg_.iters) * cfg_.num_qp + 1, 0);
   return true;
-}
-
-bool Perf::resolve(const Gid& ip, MacAddr& mac, std::string& err) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(cfg_.timeout_s);
-  while (!g_stop && std::chrono::steady_clock::now() < end) {
-    const net::Resolution r = ctx_->net->resolve(ip, cfg_.gid_idx, clock_->now_ns());
-    if (r.status == net::ResolveStatus::kResolved) {
-      mac = r.mac;
-      return true;
-    }
-    pump();  // sends the ARP request / NS and takes the answer
-  }
-  err = g_stop ? "interrupted" : "no ARP/ND answer from " + gid_str(ip) + " within " + std::to_string(cfg_.timeout_s) + " s";
-  return false;
 }
 
 bool Perf::connect_cm(const CmPeer& peer, const QpInitAttr& ia, std::string& err) {
@@ -615,11 +535,11 @@ bool Perf::connect_cm(const CmPeer& peer, const QpInitAttr& ia, std::string& err
   p.responder_resources = rd ? uint8_t(out_reads_) : 0;
   p.initiator_depth = rd ? uint8_t(out_reads_) : 0;
   auto make_qp = [&](CmId* id, std::string& e) {
-    const Status s = cm_create_qp(id, pd_, ia);
+    const Status s = cm_create_qp(id, ep_.pd(), ia);
     if (!s.ok()) e = std::string("rdma_create_qp: ") + s.message();
     return s.ok();
   };
-  CmId* id = cm_connect_rc(ctx_.get(), peer, p, make_qp, [this] { pump(); }, &g_stop, err);
+  CmId* id = ep_.cm_connect_rc(peer, p, make_qp, err);
   if (!id) {
     err = "Failed to create RDMA CM connection: " + err;
     return false;
@@ -627,21 +547,6 @@ bool Perf::connect_cm(const CmPeer& peer, const QpInitAttr& ia, std::string& err
   cm_ids_.push_back(id);
   qps_.push_back(id->qp);
   return true;
-}
-
-void Perf::disconnect_cm(uint32_t ms) {
-  size_t left = 0;
-  for (CmId* id : cm_ids_) left += cm_disconnect(id).ok();
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-  while (left && std::chrono::steady_clock::now() < until) {
-    pump();
-    CmEvent ev;
-    while (cm_get_event(ctx_.get(), &ev)) {
-      if (ev.event == CmEventType::kDisconnected && std::find(cm_ids_.begin(), cm_ids_.end(), ev.id) != cm_ids_.end()) {
-        --left;
-      }
-    }
-  }
 }
 
 bool Perf::connect_qps(std::string& err) {  // ctx_connect
@@ -659,44 +564,22 @@ bool Perf::connect_qps(std::string& err) {  // ctx_connect
   ah.sgid_index = cfg_.gid_idx;
   ah.hop_limit = 64;  // perftest asks for 0xFF; rxe sends TTL 64 whatever it is given (docs/INTEROP.md)
   ah.sl = cfg_.sl;
-  if (!resolve(peer, ah.dmac, err)) return false;
+  if (!ep_.resolve(peer, cfg_.gid_idx, ah.dmac, Deadline(cfg_.timeout_s), err)) return false;
   for (size_t i = 0; i < qps_.size(); ++i) {
-    QpAttr a;
-    a.qp_state = QpState::kRtr;
-    a.path_mtu = curr_mtu_;
-    a.dest_qp_num = rem_[i].qpn;
-    a.rq_psn = rem_[i].psn;
-    a.ah_attr = ah;
-    a.max_dest_rd_atomic = uint8_t(std::min<uint32_t>(me_[i].out_reads, 16));
-    a.min_rnr_timer = kMinRnrTimer;
-    uint32_t mask = kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn | kQpMaxDestRdAtomic | kQpMinRnrTimer;
-    Status s = modify_qp(qps_[i], a, mask);
-    if (!s.ok()) {
-      err = "Failed to modify QP " + std::to_string(qps_[i]->qp_num) + " to RTR: " + s.message();
-      return false;
-    }
     // perftest leaves a non-duplex bw server in RTR; RTS changes nothing on the wire
     // (that side posts no sends) and keeps the responder path the same for every role.
-    a = {};
-    a.qp_state = QpState::kRts;
-    a.sq_psn = me_[i].psn;
-    a.timeout = cfg_.qp_timeout;
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
-    a.max_rd_atomic = uint8_t(std::clamp<uint32_t>(rem_[i].out_reads, 1, 16));
-    mask = kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic;
-    s = modify_qp(qps_[i], a, mask);
-    if (!s.ok()) {
-      err = "Failed to modify QP to RTS: " + std::string(s.message());
-      return false;
-    }
+    const QpConnect c{.ah = ah,
+                      .path_mtu = curr_mtu_,
+                      .dest_qpn = rem_[i].qpn,
+                      .rq_psn = rem_[i].psn,
+                      .sq_psn = me_[i].psn,
+                      .max_dest_rd_atomic = uint8_t(std::min<uint32_t>(me_[i].out_reads, 16)),
+                      .min_rnr_timer = kMinRnrTimer,
+                      .timeout = cfg_.qp_timeout,
+                      .max_rd_atomic = uint8_t(std::clamp<uint32_t>(rem_[i].out_reads, 1, 16))};
+    if (!connect_qp(qps_[i], c, err)) return false;
   }
   return true;
-}
-
-void Perf::drain(uint32_t ms) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-  while (std::chrono::steady_clock::now() < until) pump();
 }
 
 bool Perf::wc_ok(const Wc& wc, const char* what, std::string& err) const {
@@ -1072,37 +955,6 @@ bool Perf::run_lat(uint32_t size, LatReport& rep, std::string& err) {
   return true;
 }
 
-/// The device counters that are not zero, then the --drop-rate hook's losses
-/// (hook_rx_dropped / hook_tx_dropped) when it is on and the port's rx_missed.
-void Perf::for_each_counter(const std::function<void(std::string_view, uint64_t)>& f) const {
-  const Counters& c = query_counters(ctx_.get());
-  for (size_t i = 0; i < kCounterNames.size(); ++i) {
-    if (c.v[i]) f(kCounterNames[i], c.v[i]);
-  }
-  if (fault_) {
-    f("hook_rx_dropped", fault_->rx_dropped());
-    f("hook_tx_dropped", fault_->tx_dropped());
-  }
-  // Frames the port itself lost (af_packet: the kernel's ring was full).
-  if (auto st = port_->stats(); st.ok() && st->rx_missed) f("port_rx_missed", st->rx_missed);
-}
-
-void Perf::print_counters(std::FILE* out) const {
-  std::fprintf(out, "# counters:");
-  for_each_counter([&](std::string_view n, uint64_t v) {
-    std::fprintf(out, " %.*s=%llu", int(n.size()), n.data(), (unsigned long long)v);
-  });
-  std::fprintf(out, "\n");
-}
-
-std::string Perf::counters_json() const {
-  std::string j = "{";
-  for_each_counter([&](std::string_view n, uint64_t v) {
-    j += (j.size() > 1 ? ",\"" : "\"") + std::string(n) + "\":" + std::to_string(v);
-  });
-  return j + "}";
-}
-
 bool Perf::save_buffer(const std::string& path, std::string& err) const {
   std::FILE* f = std::fopen(path.c_str(), "wb");
   bool ok = f && std::fwrite(buf_, 1, buf_bytes_, f) == buf_bytes_;
@@ -1118,7 +970,7 @@ bool Perf::save_buffer(const std::string& path, std::string& err) const {
 CmPeer cm_peer(const Config& cfg) {
   const std::optional<Gid> ip = parse_ip_gid(cfg.server ? cfg.listen : cfg.host, false);
   const bool any = cfg.server && cfg.listen == "0.0.0.0";
-  return CmPeer{cfg.server, SockAddr{any || !ip ? Gid{} : *ip, cfg.port}, cfg.timeout_s};
+  return CmPeer{.server = cfg.server, .addr = SockAddr{any || !ip ? Gid{} : *ip, cfg.port}, .timeout_s = cfg.timeout_s};
 }
 
 /// perftest's out-of-band exchange: the client writes then reads, the server
@@ -1129,7 +981,7 @@ class Oob {
  public:
   Oob(Perf& perf, const Config& cfg) : perf_(perf), cfg_(cfg) {
     if (cfg.rdma_cm) {
-      cm_.emplace(perf.context(), &g_stop);
+      cm_.emplace(perf.endpoint());
     } else {
       tcp_.emplace(&g_stop);
     }
@@ -1138,7 +990,7 @@ class Oob {
   bool open(std::string& err) {
     auto idle = [this] { perf_.pump(); };
     if (cm_) {
-      if (cm_->open(cm_peer(cfg_), idle, err)) return true;
+      if (cm_->open(cm_peer(cfg_), err)) return true;
       err = "Unable to init the rdma_cm connection to " + (cfg_.server ? cfg_.listen : cfg_.host) + ":" +
             std::to_string(cfg_.port) + ": " + err;
       return false;
@@ -1159,13 +1011,12 @@ class Oob {
       for (int i = 0; i < kPumpsPerOobPoll; ++i) perf_.pump();
     };
     auto send = [&] {
-      if (cm_ ? cm_->send_wait(mine, n, cfg_.timeout_s, idle, err) : tcp_->send_bytes(mine, n)) return true;
+      if (cm_ ? cm_->send_wait(mine, n, cfg_.timeout_s, err) : tcp_->send_bytes(mine, n)) return true;
       err = std::string("Couldn't send ") + what + (cm_ ? ": " + err : "");
       return false;
     };
     auto recv = [&] {
-      if (cm_ ? cm_->recv_wait(theirs, n, cfg_.timeout_s, idle, err)
-              : tcp_->recv_wait(theirs, n, cfg_.timeout_s, idle, err)) {
+      if (cm_ ? cm_->recv_wait(theirs, n, cfg_.timeout_s, err) : tcp_->recv_wait(theirs, n, cfg_.timeout_s, idle, err)) {
         return true;
       }
       err = std::string("Couldn't read ") + what + ": " + err;
@@ -1199,7 +1050,7 @@ class Oob {
   }
   /// -R: rdma_disconnect of the channel's connection (the peer destroys its id).
   void disconnect() {
-    if (cm_) cm_->disconnect(1000, [this] { perf_.pump(); });
+    if (cm_) cm_->disconnect(1000);
   }
   /// xchg_bw_reports: size, iters (u64 since the peer is >= 5.33), peak, average,
   /// message rate, each 8 bytes big-endian, each its own exchange.
@@ -1299,6 +1150,23 @@ std::vector<uint32_t> sizes_of(const Config& cfg) {
   return v;
 }
 
+/// A bw result line: ours, or with -b ours plus the peer's (each side's
+/// report exchanged, as perftest's xchg_bw_reports, then summed).
+bool bw_line(Oob& oob, const Config& cfg, const BwReport& r, Output& out, std::string& err) {
+  if (!cfg.duplex) {
+    out.bw_line(r);
+    return true;
+  }
+  BwReport theirs;
+  if (!oob.reports(r, theirs, err)) return false;
+  BwReport sum = r;
+  sum.bw_peak += theirs.bw_peak;
+  sum.bw_avg += theirs.bw_avg;
+  sum.msg_rate += theirs.msg_rate;
+  out.bw_line(sum);
+  return true;
+}
+
 /// Everything after the TCP connection: versions, system data, MTU, resources,
 /// the per-test handshakes and runs. False with err set.
 bool run_test(Perf& perf, Oob& oob, const Config& cfg, Output& out, std::string& err) {
@@ -1370,17 +1238,7 @@ bool run_test(Perf& perf, Oob& oob, const Config& cfg, Output& out, std::string&
         return false;
       }
       if (cfg.duplex && cfg.all && !oob.hs(0, err)) return false;  // perftest >= 4.6, -a -b
-      if (cfg.duplex) {
-        BwReport theirs;
-        if (!oob.reports(r, theirs, err)) return false;
-        BwReport sum = r;
-        sum.bw_peak += theirs.bw_peak;
-        sum.bw_avg += theirs.bw_avg;
-        sum.msg_rate += theirs.msg_rate;
-        out.bw_line(sum);
-      } else {
-        out.bw_line(r);
-      }
+      if (!bw_line(oob, cfg, r, out, err)) return false;
       last = r;
     }
     std::fprintf(out.info, "%s", kResultLine);
@@ -1408,17 +1266,7 @@ bool run_test(Perf& perf, Oob& oob, const Config& cfg, Output& out, std::string&
         if (r.iters) out.bw_line(r);
         return false;
       }
-      if (cfg.duplex) {
-        BwReport theirs;
-        if (!oob.reports(r, theirs, err)) return false;
-        BwReport sum = r;
-        sum.bw_peak += theirs.bw_peak;
-        sum.bw_avg += theirs.bw_avg;
-        sum.msg_rate += theirs.msg_rate;
-        out.bw_line(sum);
-      } else {
-        out.bw_line(r);
-      }
+      if (!bw_line(oob, cfg, r, out, err)) return false;
       if (cfg.all && !oob.hs(0, err)) return false;
     }
     std::fprintf(out.info, "%s", kResultLine);
@@ -1476,15 +1324,10 @@ void print_json(const Config& cfg, const Output& out, bool ok, const std::string
 }  // namespace
 
 int cmd_perf(int argc, char** argv) {
-  const dpdk::SplitArgs split = dpdk::split_eal_args(argc, argv, 1);
-  std::vector<const char*> av = {"perf"};
-  for (const auto& a : split.app) av.push_back(a.c_str());
+  dpdk::SplitArgs split;
   Args args;
-  if (auto rc = parse_command_line(kPerfCommand, int(av.size()), av.data(), args)) return *rc;
-  auto usage = [](const std::string& msg) {
-    std::fprintf(stderr, "uroce perf: %s (see uroce perf --help)\n", msg.c_str());
-    return kExitUsage;
-  };
+  if (auto rc = parse_endpoint_command(kPerfCommand, argc, argv, split, args)) return *rc;
+  auto usage = [](const std::string& msg) { return usage_error(kPerfCommand, msg); };
   Config cfg;
   const std::string_view test = args.positional()[0];
   const TestKind* kind = nullptr;
@@ -1547,9 +1390,8 @@ int cmd_perf(int argc, char** argv) {
                          .json = args.flag("json"), .timeout_s = uint32_t(args.get_uint("timeout")),
                          .config_line = args.config_line()});
   }
-  cfg.dev = std::string(args.get_str("dev"));
-  if (const std::string e = parse_our_addrs(args, cfg.gid_idx, "-x", cfg.addrs); !e.empty()) return usage(e);
-  cfg.port_mtu = uint16_t(args.get_uint("port-mtu"));
+  if (const std::string e = read_endpoint_options(args, cfg.gid_idx, "-x", cfg.ep); !e.empty()) return usage(e);
+  cfg.ep.max_qp = cfg.num_qp + 4;
   cfg.listen = std::string(args.get_str("listen"));
   cfg.rdma_cm = args.flag("rdma_cm");
   if (cfg.rdma_cm && (cfg.gid_idx != 0 || cfg.num_qp != 1)) {
@@ -1559,11 +1401,11 @@ int cmd_perf(int argc, char** argv) {
     return usage("-R needs an IPv4 SERVER / --listen");
   }
   cfg.timeout_s = uint32_t(args.get_uint("timeout"));
-  cfg.pcap = std::string(args.get_str("pcap"));
+  cfg.ep.timeout_s = cfg.timeout_s;
   cfg.counters = args.flag("counters");
   cfg.json = args.flag("json");
-  cfg.drop_rate = args.get_double("drop-rate");
-  cfg.drop_seed = args.get_uint("drop-seed");
+  cfg.ep.drop_rate = args.get_double("drop-rate");
+  cfg.ep.drop_seed = args.get_uint("drop-seed");
   cfg.save_buffer = std::string(args.get_str("save-buffer"));
 
   install_stop_handlers();
@@ -1588,8 +1430,8 @@ int cmd_perf(int argc, char** argv) {
   }
   const auto& pi = perf.port_info();
   std::fprintf(out.info, "# %.*s %s: port %s (%s) mtu %u, mac %s, gid %s, lcore %u%s%s\n", int(test.size()), test.data(), role,
-               pi.name.c_str(), pi.driver.c_str(), pi.mtu, mac_str(cfg.addrs.mac ? *cfg.addrs.mac : pi.mac).c_str(),
-               gid_str(perf.gid()).c_str(), rte_lcore_id(), cfg.pcap.empty() ? "" : ", capture ", cfg.pcap.c_str());
+               pi.name.c_str(), pi.driver.c_str(), pi.mtu, mac_str(perf.endpoint().mac()).c_str(),
+               gid_str(perf.gid()).c_str(), rte_lcore_id(), cfg.ep.pcap.empty() ? "" : ", capture ", cfg.ep.pcap.c_str());
   if (cfg.server) {
     std::fprintf(out.info, "\n************************************\n* Waiting for client to connect... *\n************************************\n");
   }

@@ -22,6 +22,18 @@
 //   min_rnr_timer 12 (RC), RTS timeout 14, retry_cnt 7, rnr_retry 7,
 //   max_rd_atomic 1, path MTU -m (default 1024), SL -l.
 //
+// -R (--rdma_cm): no TCP. The QPs are created and connected by the RDMA CM
+// over QP1 (stack/cm, include/uroce/cm.h), one rdma_cm connection per QP:
+// rc, uc and srq by REQ / REP / RTU in rdma_cm's TCP port space (service ID
+// 0x106 << 16 | -p; the server listens on --listen, the client connects to
+// HOST and retries while the server answers REJ), ud by SIDR in the UDP port
+// space (the server's QPN and Q_Key 0x01234567 in the SIDR REP; the server
+// answers the path the SIDR REQ came on, to the QPN of the first datagram).
+// The CM picks the PSNs, the path MTU (the port's) and the RC attributes;
+// the receives are posted before the REP / REQ leaves; at the end each side
+// disconnects (DREQ / DREP). Only uroce has this mode (the stock pingpongs
+// exchange QPNs over TCP only); docs/CM.md.
+//
 // The port is any rte_ethdev port (EAL args before "--", e.g.
 // --vdev=net_af_packet0,iface=uxtap0; --dev picks it). Our addresses: --ip
 // (GID index 0, ::ffff:a.b.c.d) and --ip6 (GID index 1), MAC --mac. The
@@ -54,6 +66,7 @@
 
 #include <rte_lcore.h>
 
+#include <uroce/cm.h>
 #include <uroce/counters.h>
 #include <uroce/eal.h>
 #include <uroce/verbs.h>
@@ -61,13 +74,10 @@
 #include "apps/addr_text.h"
 #include "apps/args.h"
 #include "apps/commands.h"
+#include "apps/endpoint.h"
 #include "apps/launch.h"
 #include "apps/oob.h"
-#include "drivers/dpdk/dpdk_io.h"
 #include "drivers/dpdk/eal_args.h"
-#include "drivers/dpdk/fault_io.h"
-#include "drivers/dpdk/tsc_clock.h"
-#include "stack/engine/context.h"  // the engine's NetStack: neighbour resolution for the AH
 
 namespace uroce::apps {
 namespace {
@@ -94,15 +104,11 @@ constexpr OptSpec kPingpongOptions[] = {
     {.name = "new-send", .short_name = 'N', .help = "rdma-core: ibv_wr_* send API; accepted (same wire behaviour)"},
     {.name = "chk", .short_name = 'c', .help = "validate the received buffer as rdma-core does (server: first byte of each page)"},
     {.name = "num-qp", .short_name = 'q', .kind = OptKind::kUint, .def = "16", .help = "srq: number of QPs", .min = 1, .max = 255},
+    {.name = "rdma_cm", .short_name = 'R', .help = "connect with RDMA CM (uroce on both sides: the stock tools have no CM mode): rc/uc/srq by REQ/REP/RTU in rdma_cm's TCP port space, port -p, one connection per QP; ud by SIDR in the UDP port space (Q_Key 0x01234567); no TCP"},
     {.name = "srq-oob-msgs", .kind = OptKind::kUint, .def = "256", .help = "srq: out-of-band messages each way (rdma-core's MAX_QP)", .min = 1, .max = 256},
-    {.name = "dev", .kind = OptKind::kString, .def = "0", .help = "the port: an ethdev probed from the EAL args (name or port id) or a device spec", .meta = "SPEC"},
-    {.name = "ip", .kind = OptKind::kString, .def = "", .help = "our IPv4 address: GID index 0 (::ffff:a.b.c.d)", .meta = "A.B.C.D"},
-    {.name = "ip6", .kind = OptKind::kString, .def = "", .help = "our IPv6 address: GID index 1", .meta = "ADDR"},
-    {.name = "mac", .kind = OptKind::kString, .def = "", .help = "our MAC (the port's if empty); the port itself keeps its own", .meta = "MAC"},
-    {.name = "port-mtu", .kind = OptKind::kUint, .def = "1500", .help = "Ethernet MTU to set on the port (af_packet: the kernel interface's)", .min = 576, .max = 9600},
+    UROCE_ENDPOINT_OPTIONS,
     {.name = "listen", .kind = OptKind::kString, .def = "0.0.0.0", .help = "server: out-of-band listen address", .meta = "A.B.C.D"},
     {.name = "timeout", .kind = OptKind::kUint, .def = "60", .help = "seconds to wait for the peer (TCP, ARP) and for progress of the ping-pong", .min = 1, .max = 3600},
-    {.name = "pcap", .kind = OptKind::kString, .def = "", .help = "capture every frame of the port to FILE", .meta = "FILE"},
     {.name = "counters", .help = "print the device counters that are not zero at the end"},
     {.name = "zero-copy", .help = "send payloads of 512 bytes and more from the registered buffer in place, where the port takes chained mbufs (counters tx_zero_copy / tx_copied)"},
     {.name = "json", .help = "write the results as JSON on stdout (everything else goes to stderr)"},
@@ -112,6 +118,8 @@ constexpr OptSpec kPingpongOptions[] = {
 
 constexpr std::string_view kPingpongDetails =
     "Server: no HOST (listens on --listen:-p). Client: HOST is the server's IPv4 address.\n"
+    "-R: no TCP; the server's rdma_cm listener is --listen:-p (0.0.0.0: any of ours), the\n"
+    "client connects to HOST:-p (IPv4 or IPv6); -m is then the CM's (the port's MTU).\n"
     "EAL arguments go before a '--' (uroce pingpong --no-huge --no-pci --no-shconf\n"
     "--vdev=net_af_packet0,iface=tap0 -- --ip 10.70.0.3 10.70.0.1); without one EAL gets\n"
     "--no-huge --no-pci --no-shconf -m 512 and a port must be given as --dev SPEC.\n"
@@ -152,19 +160,15 @@ struct Config {
   uint8_t sl = 0;
   uint8_t gid_idx = 0;
   bool chk = false;
-  bool zero_copy = false;
   uint32_t num_qp = 1;
   uint32_t oob_msgs = 1;
-  std::string dev;
-  OurAddrs addrs;  // --ip, --ip6, --mac
-  uint16_t port_mtu = 0;
+  bool cm = false;  // -R
+  SockAddr cm_addr;  // -R: server: --listen (zero: any of ours), client: HOST; port -p
+  EndpointConfig ep;  // --dev, --ip, --ip6, --mac, --port-mtu, --pcap, --zero-copy, --drop-rate, --drop-seed
   std::string listen;
   uint32_t timeout_s = 0;
-  std::string pcap;
   bool counters = false;
   bool json = false;
-  double drop_rate = 0;
-  uint64_t drop_seed = 1;
 };
 
 const char* kind_name(Kind k) {
@@ -236,32 +240,33 @@ class Pingpong {
   bool open(std::string& err);
   bool exchange(std::string& err);
   RunResult run();
-  void print_counters(std::FILE* out) const;
-  const dpdk::PortInfo& port_info() const { return port_->info(); }
+  void print_counters(std::FILE* out) const { ep_.print_counters(out, cfg_.cm); }
+  const Endpoint& endpoint() const { return ep_; }
   const Gid& gid() const { return gid_; }
 
  private:
-  void pump() { uroce::poll(ctx_.get(), clock_->now_ns()); }
+  void pump() { ep_.pump(); }
   bool connect_qps(std::string& err);
-  bool resolve(const Gid& ip, MacAddr& mac, std::string& err);
-  uint32_t post_recvs(uint32_t n);
+  /// -R: the QPs, each created and connected by rdma_cm (make_qp posts its
+  /// receives), instead of create + TCP exchange + connect_qps.
+  bool connect_cm(std::string& err);
+  QpInitAttr qp_init_attr() const;
+  uint32_t post_recvs(Qp* qp, uint32_t n);
   bool post_send(uint32_t qp_index);
   int find_qp(uint32_t qpn) const;
   uint32_t buf_bytes() const { return cfg_.size + (cfg_.kind == Kind::kUd ? kUdGrhBytes : 0); }
   uint32_t payload_off() const { return cfg_.kind == Kind::kUd ? kUdGrhBytes : 0; }
 
   const Config& cfg_;
-  std::unique_ptr<dpdk::DpdkPort> port_;
-  std::optional<dpdk::RandomDropIo> fault_;  // --drop-rate
-  std::optional<dpdk::TscClock> clock_;
-  ContextPtr ctx_;
+  Endpoint ep_;  // first: it outlives the objects below
   Gid gid_;
-  Pd* pd_ = nullptr;
   Mr* mr_ = nullptr;
   Cq* cq_ = nullptr;
   Srq* srq_ = nullptr;
   Ah* ah_ = nullptr;
   std::vector<Qp*> qps_;
+  std::vector<CmId*> cm_ids_;  // -R: the ids that own qps_
+  uint32_t ud_qkey_ = kQkey;   // the Q_Key our UD sends carry (-R: rdma_cm's)
   std::vector<Dest> me_, rem_;
   std::vector<uint8_t> pending_;
   uint8_t* buf_ = nullptr;
@@ -270,66 +275,29 @@ class Pingpong {
 };
 
 Pingpong::~Pingpong() {
-  if (!ctx_) return;
-  for (Qp* q : qps_) (void)destroy_qp(q);
+  if (cm_ids_.empty()) {
+    for (Qp* q : qps_) (void)destroy_qp(q);
+  }
+  for (CmId* id : cm_ids_) (void)cm_destroy_id(id);  // with its QP
   if (ah_) (void)destroy_ah(ah_);
   if (srq_) (void)destroy_srq(srq_);
   if (cq_) (void)destroy_cq(cq_);
   if (mr_) (void)dereg_mr(mr_);
-  if (pd_) (void)dealloc_pd(pd_);
-  ctx_.reset();
 }
 
 bool Pingpong::open(std::string& err) {
-  dpdk::DpdkPortConfig pc;
-  pc.device = cfg_.dev;
-  pc.mtu = cfg_.port_mtu;
-  // The port keeps its own MAC (on af_packet setting one would rename the
-  // kernel interface's); the stack answers for cfg_.addrs.mac in software, so the
-  // port must hand it every frame.
-  pc.promiscuous = true;
-  pc.link_timeout_ms = cfg_.timeout_s * 1000;
-  pc.pcap_path = cfg_.pcap;
-  auto port = dpdk::DpdkPort::open(pc);
-  if (!port.ok()) {
-    err = "port '" + cfg_.dev + "': " + port.status().message();
-    return false;
-  }
-  port_ = std::move(port).value();
-  clock_.emplace();
+  // The QPs send from GID index -g (AH sgid_index): 0 = --ip, 1 = --ip6.
+  gid_ = *cfg_.ep.addrs.gid(cfg_.gid_idx);
+  if (!ep_.open(cfg_.ep, err)) return false;
+  Context* ctx = ep_.ctx();
 
-  // The GID table as -g numbers it: index 0 = --ip, index 1 = --ip6; the
-  // QPs send from index -g (AH sgid_index).
-  gid_ = cfg_.gid_idx == 1 ? *cfg_.addrs.gid6 : *cfg_.addrs.gid4;
-  DeviceConfig dc;
-  dc.mac = cfg_.addrs.mac ? *cfg_.addrs.mac : port_->info().mac;
-  if (cfg_.addrs.gid4) dc.gid = *cfg_.addrs.gid4;
-  dc.max_qp = cfg_.num_qp + 4;
-  dc.tx_zero_copy = cfg_.zero_copy;
-  PacketIo* io = &port_->queue(0);
-  if (cfg_.drop_rate > 0) io = &fault_.emplace(*io, cfg_.drop_rate, cfg_.drop_seed);
-  auto ctx = open_device(*io, dc);
-  if (!ctx.ok()) {
-    err = std::string("open_device: ") + ctx.status().message();
+  if (cfg_.kind == Kind::kUd && cfg_.size > mtu_bytes(ep_.max_mtu())) {
+    err = "Requested size larger than port MTU (" + std::to_string(mtu_bytes(ep_.max_mtu())) + ")";
     return false;
   }
-  ctx_ = std::move(ctx).value();
-  if (cfg_.addrs.gid6) {
-    const Status st = ctx_->net->gids().set(1, net::GidEntry{*cfg_.addrs.gid6, net::GidType::kRoceV2, net::kNoVlan, dc.mac});
-    if (!st.ok()) {
-      err = std::string("GID index 1 (--ip6): ") + st.message();
-      return false;
-    }
-  }
-  pump();
-
-  if (cfg_.kind == Kind::kUd && cfg_.size > mtu_bytes(ctx_->max_mtu)) {
-    err = "Requested size larger than port MTU (" + std::to_string(mtu_bytes(ctx_->max_mtu)) + ")";
-    return false;
-  }
-  if (cfg_.kind != Kind::kUd && mtu_bytes(cfg_.mtu) > mtu_bytes(ctx_->max_mtu)) {
+  if (cfg_.kind != Kind::kUd && mtu_bytes(cfg_.mtu) > mtu_bytes(ep_.max_mtu())) {
     err = "-m " + std::to_string(mtu_bytes(cfg_.mtu)) + " is larger than the port carries (" +
-          std::to_string(mtu_bytes(ctx_->max_mtu)) + " with --port-mtu " + std::to_string(port_->info().mtu) + ")";
+          std::to_string(mtu_bytes(ep_.max_mtu())) + " with --port-mtu " + std::to_string(ep_.port_info().mtu) + ")";
     return false;
   }
 
@@ -339,20 +307,14 @@ bool Pingpong::open(std::string& err) {
   buf_ = mem_.get();
   std::memset(buf_, 0x7b, bytes);  // rdma-core fills its buffer with 0x7b
 
-  auto pd = alloc_pd(ctx_.get());
-  if (!pd.ok()) {
-    err = std::string("alloc_pd: ") + pd.status().message();
-    return false;
-  }
-  pd_ = *pd;
-  auto mr = reg_mr(pd_, buf_, bytes, kAccessLocalWrite);
+  auto mr = reg_mr(ep_.pd(), buf_, bytes, kAccessLocalWrite);
   if (!mr.ok()) {
     err = std::string("reg_mr: ") + mr.status().message();
     return false;
   }
   mr_ = *mr;
   const uint32_t n_qp = cfg_.kind == Kind::kSrq ? cfg_.num_qp : 1;
-  auto cq = create_cq(ctx_.get(), cfg_.rx_depth + n_qp);
+  auto cq = create_cq(ctx, cfg_.rx_depth + n_qp);
   if (!cq.ok()) {
     err = std::string("create_cq: ") + cq.status().message();
     return false;
@@ -362,41 +324,32 @@ bool Pingpong::open(std::string& err) {
     SrqInitAttr sa;
     sa.max_wr = cfg_.rx_depth;
     sa.max_sge = 1;
-    auto srq = create_srq(pd_, sa);
+    auto srq = create_srq(ep_.pd(), sa);
     if (!srq.ok()) {
       err = std::string("create_srq: ") + srq.status().message();
       return false;
     }
     srq_ = *srq;
   }
+  pending_.assign(n_qp, 0);
+  if (cfg_.cm) {  // rdma_cm makes the QPs (connect_cm); an SRQ takes its receives now
+    if (srq_) routs_ = post_recvs(nullptr, cfg_.rx_depth);
+    if (srq_ && routs_ < cfg_.rx_depth) {
+      err = "Couldn't post receive (" + std::to_string(routs_) + ")";
+      return false;
+    }
+    return true;
+  }
   for (uint32_t i = 0; i < n_qp; ++i) {
-    QpInitAttr ia;
-    ia.send_cq = cq_;
-    ia.recv_cq = cq_;
-    ia.srq = srq_;
-    ia.cap.max_send_wr = 1;
-    ia.cap.max_recv_wr = srq_ ? 0 : cfg_.rx_depth;
-    ia.qp_type = cfg_.kind == Kind::kUc ? QpType::kUc : cfg_.kind == Kind::kUd ? QpType::kUd : QpType::kRc;
-    auto q = create_qp(pd_, ia);
+    auto q = create_qp(ep_.pd(), qp_init_attr());
     if (!q.ok()) {
       err = "create_qp[" + std::to_string(i) + "]: " + q.status().message();
       return false;
     }
     qps_.push_back(*q);
-    QpAttr a;
-    a.qp_state = QpState::kInit;
-    a.pkey_index = 0;
-    a.port_num = 1;
-    a.qkey = kQkey;
-    a.qp_access_flags = 0;  // SEND only, as rdma-core
-    const uint32_t mask = kQpState | kQpPkeyIndex | kQpPort | (cfg_.kind == Kind::kUd ? uint32_t(kQpQkey) : uint32_t(kQpAccessFlags));
-    if (Status s = modify_qp(*q, a, mask); !s.ok()) {
-      err = "modify_qp INIT: " + std::string(s.message());
-      return false;
-    }
+    if (!init_qp(*q, 0, kQkey, err)) return false;  // access 0: SEND only, as rdma-core
   }
-  pending_.assign(n_qp, 0);
-  routs_ = post_recvs(cfg_.rx_depth);
+  routs_ = post_recvs(qps_[0], cfg_.rx_depth);
   if (routs_ < cfg_.rx_depth) {
     err = "Couldn't post receive (" + std::to_string(routs_) + ")";
     return false;
@@ -428,7 +381,19 @@ bool Pingpong::open(std::string& err) {
   return true;
 }
 
-uint32_t Pingpong::post_recvs(uint32_t n) {
+QpInitAttr Pingpong::qp_init_attr() const {
+  QpInitAttr ia;
+  ia.send_cq = cq_;
+  ia.recv_cq = cq_;
+  ia.srq = srq_;
+  ia.cap.max_send_wr = 1;
+  ia.cap.max_recv_wr = srq_ ? 0 : cfg_.rx_depth;
+  ia.qp_type = cfg_.kind == Kind::kUc ? QpType::kUc : cfg_.kind == Kind::kUd ? QpType::kUd : QpType::kRc;
+  return ia;
+}
+
+/// n receives on qp (on the SRQ if there is one); returns how many were posted.
+uint32_t Pingpong::post_recvs(Qp* qp, uint32_t n) {
   Sge sge{uint64_t(uintptr_t(buf_)), buf_bytes(), mr_->lkey};
   RecvWr wr;
   wr.wr_id = kRecvWrid;
@@ -437,7 +402,7 @@ uint32_t Pingpong::post_recvs(uint32_t n) {
   RecvWr* bad = nullptr;
   uint32_t i = 0;
   for (; i < n; ++i) {
-    const Status s = srq_ ? post_srq_recv(srq_, &wr, &bad) : uroce::post_recv(qps_[0], &wr, &bad);
+    const Status s = srq_ ? post_srq_recv(srq_, &wr, &bad) : uroce::post_recv(qp, &wr, &bad);
     if (!s.ok()) break;
   }
   return i;
@@ -454,7 +419,7 @@ bool Pingpong::post_send(uint32_t qp_index) {
   if (cfg_.kind == Kind::kUd) {
     wr.ud.ah = ah_;
     wr.ud.remote_qpn = rem_[0].qpn;
-    wr.ud.remote_qkey = kQkey;
+    wr.ud.remote_qkey = ud_qkey_;
   }
   SendWr* bad = nullptr;
   return uroce::post_send(qps_[qp_index], &wr, &bad).ok();
@@ -465,20 +430,6 @@ int Pingpong::find_qp(uint32_t qpn) const {
     if (qps_[i]->qp_num == qpn) return int(i);
   }
   return -1;
-}
-
-bool Pingpong::resolve(const Gid& ip, MacAddr& mac, std::string& err) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(cfg_.timeout_s);
-  while (!g_stop && std::chrono::steady_clock::now() < end) {
-    const net::Resolution r = ctx_->net->resolve(ip, cfg_.gid_idx, clock_->now_ns());
-    if (r.status == net::ResolveStatus::kResolved) {
-      mac = r.mac;
-      return true;
-    }
-    pump();  // sends the ARP request / NS and takes the answer
-  }
-  err = g_stop ? "interrupted" : "no ARP/ND answer from " + gid_str(ip) + " within " + std::to_string(cfg_.timeout_s) + " s";
-  return false;
 }
 
 bool Pingpong::connect_qps(std::string& err) {
@@ -496,9 +447,9 @@ bool Pingpong::connect_qps(std::string& err) {
   ah.sgid_index = cfg_.gid_idx;
   ah.hop_limit = 64;  // rdma-core asks for 1; rxe sends TTL 64 whatever it is given (docs/INTEROP.md)
   ah.sl = cfg_.sl;
-  if (!resolve(peer, ah.dmac, err)) return false;
+  if (!ep_.resolve(peer, cfg_.gid_idx, ah.dmac, Deadline(cfg_.timeout_s), err)) return false;
   if (cfg_.kind == Kind::kUd) {
-    auto r = create_ah(pd_, ah);
+    auto r = create_ah(ep_.pd(), ah);
     if (!r.ok()) {
       err = std::string("create_ah: ") + r.status().message();
       return false;
@@ -506,46 +457,85 @@ bool Pingpong::connect_qps(std::string& err) {
     ah_ = *r;
     return true;
   }
+  // rdma-core's attributes (QpConnect's defaults): RTR max_dest_rd_atomic 1,
+  // min_rnr_timer 12; RTS timeout 14, retry_cnt 7, rnr_retry 7, max_rd_atomic 1.
   for (size_t i = 0; i < qps_.size(); ++i) {
-    QpAttr a;
-    a.qp_state = QpState::kRtr;
-    a.path_mtu = cfg_.mtu;
-    a.dest_qp_num = rem_[i].qpn;
-    a.rq_psn = rem_[i].psn;
-    a.ah_attr = ah;
-    uint32_t mask = kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn;
-    if (cfg_.kind != Kind::kUc) {
-      a.max_dest_rd_atomic = 1;
-      a.min_rnr_timer = 12;
-      mask |= kQpMaxDestRdAtomic | kQpMinRnrTimer;
-    }
-    Status s = modify_qp(qps_[i], a, mask);
-    if (!s.ok()) {
-      err = "Failed to modify QP[" + std::to_string(i) + "] to RTR: " + s.message();
-      return false;
-    }
-    a = {};
-    a.qp_state = QpState::kRts;
-    a.sq_psn = me_[i].psn;
-    mask = kQpState | kQpSqPsn;
-    if (cfg_.kind != Kind::kUc) {
-      a.timeout = 14;
-      a.retry_cnt = 7;
-      a.rnr_retry = 7;
-      a.max_rd_atomic = 1;
-      mask |= kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic;
-    }
-    s = modify_qp(qps_[i], a, mask);
-    if (!s.ok()) {
-      err = "Failed to modify QP[" + std::to_string(i) + "] to RTS: " + s.message();
+    if (!connect_qp(qps_[i], {.ah = ah, .path_mtu = cfg_.mtu, .dest_qpn = rem_[i].qpn, .rq_psn = rem_[i].psn,
+                              .sq_psn = me_[i].psn}, err)) {
       return false;
     }
   }
   return true;
 }
 
+bool Pingpong::connect_cm(std::string& err) {
+  const CmPeer peer{.server = cfg_.server, .addr = cfg_.cm_addr, .timeout_s = cfg_.timeout_s};
+  auto make_qp = [this](CmId* id, std::string& e) {
+    // A connection attempt that was rejected left its receives flushed here.
+    Wc stale;
+    while (poll_cq(cq_, 1, &stale) == 1) {
+    }
+    if (Status s = cm_create_qp(id, ep_.pd(), qp_init_attr()); !s.ok()) {
+      e = std::string("rdma_create_qp: ") + s.message();
+      return false;
+    }
+    if (srq_) return true;
+    routs_ = post_recvs(id->qp, cfg_.rx_depth);  // before the REP / REQ leaves
+    if (routs_ < cfg_.rx_depth) {
+      e = "Couldn't post receive (" + std::to_string(routs_) + ")";
+      return false;
+    }
+    return true;
+  };
+  const uint32_t n_qp = uint32_t(pending_.size());
+  me_.assign(n_qp, Dest{});
+  rem_.assign(n_qp, Dest{});
+  for (uint32_t i = 0; i < n_qp; ++i) {
+    CmEvent est;
+    CmId* id = cfg_.kind == Kind::kUd ? ep_.cm_connect_ud(peer, make_qp, &est, err)
+                                      : ep_.cm_connect_rc(peer, CmConnParam{}, make_qp, err);
+    if (!id) {
+      err = "rdma_cm connection [" + std::to_string(i) + "]: " + err;
+      return false;
+    }
+    cm_ids_.push_back(id);
+    qps_.push_back(id->qp);
+    me_[i] = {.qpn = id->qp->qp_num, .gid = gid_};
+    rem_[i].gid = id->dst.ip;
+    if (cfg_.kind != Kind::kUd) {  // the PSNs and the peer's QPN the CM set
+      QpAttr a;
+      QpInitAttr ia;
+      if (Status s = query_qp(id->qp, &a, &ia); !s.ok()) {
+        err = std::string("query_qp: ") + s.message();
+        return false;
+      }
+      me_[i].psn = a.sq_psn;
+      rem_[i] = {.qpn = a.dest_qp_num, .psn = a.rq_psn, .gid = id->dst.ip};
+      continue;
+    }
+    // UD: the client has the server's QPN, Q_Key and path from the SIDR REP;
+    // the server answers the path the SIDR REQ came on, to the QPN the first
+    // datagram comes from (run() takes it from the completion, as udaddy does).
+    ud_qkey_ = cfg_.server ? kRdmaUdpQkey : est.ud_qkey;
+    if (!cfg_.server) rem_[i].qpn = est.ud_qp_num;
+    auto ah = create_ah(ep_.pd(), cfg_.server ? id->route : est.ud_ah);
+    if (!ah.ok()) {
+      err = std::string("create_ah: ") + ah.status().message();
+      return false;
+    }
+    ah_ = *ah;
+  }
+  return true;
+}
+
 bool Pingpong::exchange(std::string& err) {
   std::FILE* info = cfg_.json ? stderr : stdout;
+  if (cfg_.cm) {
+    if (!connect_cm(err)) return false;
+    for (uint32_t i = 0; i < qps_.size(); ++i) print_dest(info, "local address: ", me_[i]);
+    for (uint32_t i = 0; i < qps_.size(); ++i) print_dest(info, "remote address:", rem_[i]);
+    return true;
+  }
   for (uint32_t i = 0; i < qps_.size(); ++i) print_dest(info, "local address: ", me_[i]);
   TcpChannel oob(&g_stop);
   auto idle = [this] { pump(); };
@@ -634,8 +624,9 @@ RunResult Pingpong::run() {
     if (wc.wr_id == kSendWrid) {
       ++scnt;
     } else if (wc.wr_id == kRecvWrid) {
+      if (cfg_.kind == Kind::kUd && rem_[0].qpn == 0) rem_[0].qpn = wc.src_qp;  // -R server: the SIDR peer
       if (--routs_ <= refill_at) {
-        routs_ += post_recvs(cfg_.rx_depth - routs_);
+        routs_ += post_recvs(qps_[0], cfg_.rx_depth - routs_);
         if (routs_ < cfg_.rx_depth) return fail("Couldn't post receive (" + std::to_string(routs_) + ")");
       }
       ++rcnt;
@@ -680,38 +671,21 @@ RunResult Pingpong::run() {
     }
   }
   // Let the last ACKs leave (the peer's final SEND completion waits for them).
-  const auto drain_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
-  while (std::chrono::steady_clock::now() < drain_until) pump();
+  ep_.drain(200);
+  // -R: rdma_disconnect (DREQ / DREP) of each connection; the CM answers the peer's.
+  if (!cm_ids_.empty()) ep_.cm_disconnect_all(cm_ids_, 1000);
   res.ok = ok && res.invalid_pages == 0;
   if (ok && res.invalid_pages) res.error = std::to_string(res.invalid_pages) + " invalid page(s)";
   return res;
 }
 
-void Pingpong::print_counters(std::FILE* out) const {
-  const Counters& c = query_counters(ctx_.get());
-  std::fprintf(out, "# counters:");
-  for (size_t i = 0; i < kCounterNames.size(); ++i) {
-    if (c.v[i]) std::fprintf(out, " %.*s=%llu", int(kCounterNames[i].size()), kCounterNames[i].data(), (unsigned long long)c.v[i]);
-  }
-  if (fault_) {
-    std::fprintf(out, " hook_rx_dropped=%llu hook_tx_dropped=%llu", (unsigned long long)fault_->rx_dropped(),
-                 (unsigned long long)fault_->tx_dropped());
-  }
-  std::fprintf(out, "\n");
-}
-
 }  // namespace
 
 int cmd_pingpong(int argc, char** argv) {
-  const dpdk::SplitArgs split = dpdk::split_eal_args(argc, argv, 1);
-  std::vector<const char*> av = {"pingpong"};
-  for (const auto& a : split.app) av.push_back(a.c_str());
+  dpdk::SplitArgs split;
   Args args;
-  if (auto rc = parse_command_line(kPingpongCommand, int(av.size()), av.data(), args)) return *rc;
-  auto usage = [](const std::string& msg) {
-    std::fprintf(stderr, "uroce pingpong: %s (see uroce pingpong --help)\n", msg.c_str());
-    return kExitUsage;
-  };
+  if (auto rc = parse_endpoint_command(kPingpongCommand, argc, argv, split, args)) return *rc;
+  auto usage = [](const std::string& msg) { return usage_error(kPingpongCommand, msg); };
   for (const char* name : {"odp", "iodp", "prefetch", "ts", "dm"}) {
     if (args.flag(name)) {
       return usage(std::string("--") + name + " is not supported by uroce (rxe refuses it too: no ODP, completion "
@@ -734,7 +708,7 @@ int cmd_pingpong(int argc, char** argv) {
   cfg.sl = uint8_t(args.get_uint("sl"));
   cfg.gid_idx = uint8_t(args.get_uint("gid-idx"));
   cfg.chk = args.flag("chk");
-  cfg.zero_copy = args.flag("zero-copy");
+  cfg.ep.tx_zero_copy = args.flag("zero-copy");
   if (cfg.kind == Kind::kSrq) {
     cfg.num_qp = uint32_t(args.get_uint("num-qp"));
     cfg.oob_msgs = uint32_t(args.get_uint("srq-oob-msgs"));
@@ -746,15 +720,24 @@ int cmd_pingpong(int argc, char** argv) {
   } else if (args.given("num-qp")) {
     return usage("--num-qp is for --transport srq");
   }
-  cfg.dev = std::string(args.get_str("dev"));
-  if (const std::string e = parse_our_addrs(args, cfg.gid_idx, "-g", cfg.addrs); !e.empty()) return usage(e);
-  cfg.port_mtu = uint16_t(args.get_uint("port-mtu"));
+  if (const std::string e = read_endpoint_options(args, cfg.gid_idx, "-g", cfg.ep); !e.empty()) return usage(e);
   cfg.listen = std::string(args.get_str("listen"));
+  cfg.cm = args.flag("rdma_cm");
+  if (cfg.cm) {
+    if (args.given("mtu")) return usage("-m with -R: rdma_cm takes the path MTU the port carries (set --port-mtu)");
+    const std::string_view a = cfg.server ? std::string_view(cfg.listen) : std::string_view(cfg.host);
+    std::optional<Gid> g = parse_ip_gid(a, false);
+    if (!g) g = parse_ip_gid(a, true);
+    if (!g) return usage(std::string("-R: ") + (cfg.server ? "--listen" : "HOST") + " is not an IPv4 or IPv6 address");
+    const bool any = *g == *parse_ip_gid("0.0.0.0", false) || *g == Gid{};
+    cfg.cm_addr = SockAddr{any ? Gid{} : *g, cfg.port};
+  }
   cfg.timeout_s = uint32_t(args.get_uint("timeout"));
-  cfg.pcap = std::string(args.get_str("pcap"));
+  cfg.ep.timeout_s = cfg.timeout_s;
+  cfg.ep.max_qp = cfg.num_qp + 4;
   cfg.counters = args.flag("counters");
-  cfg.drop_rate = args.get_double("drop-rate");
-  cfg.drop_seed = args.get_uint("drop-seed");
+  cfg.ep.drop_rate = args.get_double("drop-rate");
+  cfg.ep.drop_seed = args.get_uint("drop-seed");
   cfg.json = args.flag("json");
 
   install_stop_handlers();
@@ -772,11 +755,11 @@ int cmd_pingpong(int argc, char** argv) {
     std::fprintf(stderr, "uroce pingpong (%s): %s\n", role, err.c_str());
     return kExitFailure;
   }
-  const auto& pi = pp.port_info();
+  const auto& pi = pp.endpoint().port_info();
   std::fprintf(info, "# %s %s: size %u, path MTU %u, port %s (%s) mtu %u, mac %s, gid %s, lcore %u%s%s\n",
-               kind_name(cfg.kind), role, cfg.size, mtu_bytes(cfg.mtu), pi.name.c_str(), pi.driver.c_str(), pi.mtu,
-               mac_str(cfg.addrs.mac ? *cfg.addrs.mac : pi.mac).c_str(), gid_str(pp.gid()).c_str(), rte_lcore_id(),
-               cfg.pcap.empty() ? "" : ", capture ", cfg.pcap.c_str());
+               kind_name(cfg.kind), role, cfg.size, cfg.cm ? mtu_bytes(pp.endpoint().max_mtu()) : mtu_bytes(cfg.mtu), pi.name.c_str(), pi.driver.c_str(), pi.mtu,
+               mac_str(pp.endpoint().mac()).c_str(), gid_str(pp.gid()).c_str(), rte_lcore_id(),
+               cfg.ep.pcap.empty() ? "" : ", capture ", cfg.ep.pcap.c_str());
   RunResult r;
   if (pp.exchange(err)) {
     r = pp.run();

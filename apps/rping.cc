@@ -38,11 +38,9 @@
 #include "apps/addr_text.h"
 #include "apps/args.h"
 #include "apps/commands.h"
+#include "apps/endpoint.h"
 #include "apps/launch.h"
-#include "drivers/dpdk/dpdk_io.h"
 #include "drivers/dpdk/eal_args.h"
-#include "drivers/dpdk/tsc_clock.h"
-#include "stack/engine/context.h"  // the GID table: --ip6 as GID index 1
 
 namespace uroce::apps {
 namespace {
@@ -57,13 +55,8 @@ constexpr OptSpec kRpingOptions[] = {
     {.name = "verbose", .short_name = 'v', .help = "print the ping data"},
     {.name = "validate", .short_name = 'V', .help = "client: check that the data came back unchanged"},
     {.name = "debug", .short_name = 'd', .help = "print the CM events"},
-    {.name = "dev", .kind = OptKind::kString, .def = "0", .help = "the port: an ethdev probed from the EAL args (name or port id) or a device spec", .meta = "SPEC"},
-    {.name = "ip", .kind = OptKind::kString, .def = "", .help = "our IPv4 address: GID index 0 (::ffff:a.b.c.d)", .meta = "A.B.C.D"},
-    {.name = "ip6", .kind = OptKind::kString, .def = "", .help = "our IPv6 address: GID index 1", .meta = "ADDR"},
-    {.name = "mac", .kind = OptKind::kString, .def = "", .help = "our MAC (the port's if empty)", .meta = "MAC"},
-    {.name = "port-mtu", .kind = OptKind::kUint, .def = "1500", .help = "Ethernet MTU to set on the port", .min = 576, .max = 9600},
+    UROCE_ENDPOINT_OPTIONS,
     {.name = "timeout", .kind = OptKind::kUint, .def = "60", .help = "seconds to wait for the peer and for each step", .min = 1, .max = 3600},
-    {.name = "pcap", .kind = OptKind::kString, .def = "", .help = "capture every frame of the port to FILE", .meta = "FILE"},
     {.name = "counters", .help = "print the device and CM counters that are not zero at the end"},
     {.name = "json", .help = "write the result as JSON on stdout (everything else goes to stderr)"},
 };
@@ -92,12 +85,8 @@ struct Config {
   uint32_t count = 0;
   uint32_t size = 64;
   bool verbose = false, validate = false, debug = false;
-  std::string dev;
-  std::optional<Gid> gid4, gid6;
-  std::optional<MacAddr> mac;
-  uint16_t port_mtu = 1500;
+  EndpointConfig ep;  // --dev, --ip, --ip6, --mac, --port-mtu, --pcap
   uint32_t timeout_s = 60;
-  std::string pcap;
   bool counters = false, json = false;
 };
 
@@ -108,29 +97,25 @@ class Rping {
   bool open(std::string& err);
   bool run_server(std::string& err);
   bool run_client(std::string& err);
-  void print_counters(std::FILE* out) const;
+  void print_counters(std::FILE* out) const { ep_.print_counters(out, true); }
   uint32_t pings() const { return pings_; }
 
  private:
   enum class Wait : uint8_t { kOk, kDisconnected, kFailed };
-  void pump() { uroce::poll(ctx_.get(), clock_->now_ns()); }
-  bool deadline_passed(std::chrono::steady_clock::time_point end, std::string& err, const char* what) const;
-  /// Waits for a CM event of type want on id (any id if null).
-  bool wait_event(CmEventType want, CmEvent& ev, std::string& err);
+  void pump() { ep_.pump(); }
+  /// The connection (rdma_cm, as rping's server / client set it up), with
+  /// its QP and the first receive posted; id_ afterwards.
+  bool connect(std::string& err);
   /// Waits for a completion of opcode want (SEND completions and refilled receives on the way).
   Wait wait_wc(WcOpcode want, std::string& err);
   bool setup_qp(CmId* id, std::string& err);
   bool post(WrOpcode op, uint64_t wr_id, Mr* mr, uint8_t* at, uint32_t len, uint64_t raddr = 0, uint32_t rkey = 0);
-  bool post_recv_info();
+  bool post_recv_info(Qp* qp);
   void put_info(Mr* mr, uint8_t* buf);
 
   const Config& cfg_;
-  std::unique_ptr<dpdk::DpdkPort> port_;
-  std::optional<dpdk::TscClock> clock_;
-  ContextPtr ctx_;
-  Pd* pd_ = nullptr;
+  Endpoint ep_;  // first: it outlives the objects below
   Cq* cq_ = nullptr;
-  CmId* listen_id_ = nullptr;
   CmId* id_ = nullptr;
   std::unique_ptr<uint8_t[]> mem_;
   uint8_t* recv_buf_ = nullptr;
@@ -146,56 +131,17 @@ class Rping {
 };
 
 Rping::~Rping() {
-  if (!ctx_) return;
   if (id_) (void)cm_destroy_id(id_);  // destroys its QP too
-  if (listen_id_) (void)cm_destroy_id(listen_id_);
   for (Mr* m : {recv_mr_, send_mr_, rdma_mr_, start_mr_}) {
     if (m) (void)dereg_mr(m);
   }
   if (cq_) (void)destroy_cq(cq_);
-  if (pd_) (void)dealloc_pd(pd_);
-  ctx_.reset();
 }
 
 bool Rping::open(std::string& err) {
-  dpdk::DpdkPortConfig pc;
-  pc.device = cfg_.dev;
-  pc.mtu = cfg_.port_mtu;
-  pc.promiscuous = true;  // the stack answers for --mac in software
-  pc.link_timeout_ms = cfg_.timeout_s * 1000;
-  pc.pcap_path = cfg_.pcap;
-  auto port = dpdk::DpdkPort::open(pc);
-  if (!port.ok()) {
-    err = "port '" + cfg_.dev + "': " + port.status().message();
-    return false;
-  }
-  port_ = std::move(port).value();
-  clock_.emplace();
-  DeviceConfig dc;
-  dc.mac = cfg_.mac ? *cfg_.mac : port_->info().mac;
-  if (cfg_.gid4) dc.gid = *cfg_.gid4;
-  dc.max_qp = 8;
-  auto ctx = open_device(port_->queue(0), dc);
-  if (!ctx.ok()) {
-    err = std::string("open_device: ") + ctx.status().message();
-    return false;
-  }
-  ctx_ = std::move(ctx).value();
-  if (cfg_.gid6) {
-    const Status st = ctx_->net->gids().set(1, net::GidEntry{*cfg_.gid6, net::GidType::kRoceV2, net::kNoVlan, dc.mac});
-    if (!st.ok()) {
-      err = std::string("GID index 1 (--ip6): ") + st.message();
-      return false;
-    }
-  }
-  pump();
-  auto pd = alloc_pd(ctx_.get());
-  if (!pd.ok()) {
-    err = std::string("alloc_pd: ") + pd.status().message();
-    return false;
-  }
-  pd_ = *pd;
-  auto cq = create_cq(ctx_.get(), 64);
+  if (!ep_.open(cfg_.ep, err)) return false;
+  ep_.set_cm_trace(cfg_.debug);
+  auto cq = create_cq(ep_.ctx(), 64);
   if (!cq.ok()) {
     err = std::string("create_cq: ") + cq.status().message();
     return false;
@@ -220,7 +166,7 @@ bool Rping::open(std::string& err) {
               {&start_mr_, start_buf_, cfg_.size, rw}};
   for (auto& r : regs) {
     if (cfg_.server && r.mr == &start_mr_) continue;
-    auto mr = reg_mr(pd_, r.at, r.len, r.access);
+    auto mr = reg_mr(ep_.pd(), r.at, r.len, r.access);
     if (!mr.ok()) {
       err = std::string("reg_mr: ") + mr.status().message();
       return false;
@@ -230,37 +176,12 @@ bool Rping::open(std::string& err) {
   return true;
 }
 
-bool Rping::deadline_passed(std::chrono::steady_clock::time_point end, std::string& err, const char* what) const {
-  if (g_stop) {
-    err = "interrupted";
-    return true;
-  }
-  if (std::chrono::steady_clock::now() < end) return false;
-  err = std::string("timed out after ") + std::to_string(cfg_.timeout_s) + " s waiting for " + what;
-  return true;
-}
-
-bool Rping::wait_event(CmEventType want, CmEvent& ev, std::string& err) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(cfg_.timeout_s);
-  while (!deadline_passed(end, err, cm_event_str(want))) {
-    pump();
-    if (!cm_get_event(ctx_.get(), &ev)) continue;
-    if (cfg_.debug) std::fprintf(stderr, "cma_event type %s cma_id %p (%s)\n", cm_event_str(ev.event),
-                                 static_cast<void*>(ev.id), cfg_.server ? "parent" : "child");
-    if (ev.event == want) return true;
-    err = std::string("unexpected CM event ") + cm_event_str(ev.event) + " (status " + std::to_string(ev.status) +
-          "), waiting for " + cm_event_str(want);
-    return false;
-  }
-  return false;
-}
-
 Rping::Wait Rping::wait_wc(WcOpcode want, std::string& err) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(cfg_.timeout_s);
-  while (!deadline_passed(end, err, "a completion")) {
+  const Deadline end(cfg_.timeout_s);
+  while (!end.expired("a completion", err)) {
     pump();
     CmEvent ev;
-    while (cm_get_event(ctx_.get(), &ev)) {
+    while (cm_get_event(ep_.ctx(), &ev)) {
       if (cfg_.debug) std::fprintf(stderr, "cma_event type %s\n", cm_event_str(ev.event));
       if (ev.event == CmEventType::kDisconnected) {
         std::fprintf(stderr, "%s DISCONNECT EVENT...\n", cfg_.server ? "server" : "client");
@@ -280,7 +201,7 @@ Rping::Wait Rping::wait_wc(WcOpcode want, std::string& err) {
           err = "Received bogus data, size " + std::to_string(wc.byte_len);
           return Wait::kFailed;
         }
-        if (!post_recv_info()) {
+        if (!post_recv_info(id_->qp)) {
           err = "post recv error";
           return Wait::kFailed;
         }
@@ -305,13 +226,13 @@ bool Rping::post(WrOpcode op, uint64_t wr_id, Mr* mr, uint8_t* at, uint32_t len,
   return uroce::post_send(id_->qp, &wr, nullptr).ok();
 }
 
-bool Rping::post_recv_info() {
+bool Rping::post_recv_info(Qp* qp) {
   Sge sge{uint64_t(uintptr_t(recv_buf_)), kInfoBytes, recv_mr_->lkey};
   RecvWr wr;
   wr.wr_id = kWridRecv;
   wr.sg_list = &sge;
   wr.num_sge = 1;
-  return uroce::post_recv(id_->qp, &wr, nullptr).ok();
+  return uroce::post_recv(qp, &wr, nullptr).ok();
 }
 
 // struct rping_rdma_info of buf / mr, in network byte order (rping_format_send).
@@ -331,44 +252,27 @@ bool Rping::setup_qp(CmId* id, std::string& err) {
   ia.qp_type = QpType::kRc;
   ia.cap.max_send_wr = 16;  // RPING_SQ_DEPTH
   ia.cap.max_recv_wr = 2;
-  if (Status s = cm_create_qp(id, pd_, ia); !s.ok()) {
+  if (Status s = cm_create_qp(id, ep_.pd(), ia); !s.ok()) {
     err = std::string("rdma_create_qp: ") + s.message();
     return false;
   }
-  id_ = id;
-  if (!post_recv_info()) {
+  if (!post_recv_info(id->qp)) {
     err = "ibv_post_recv failed";
     return false;
   }
   return true;
 }
 
+bool Rping::connect(std::string& err) {
+  // rping: REQ / REP with responder resources 1, initiator depth 1, retry count 7
+  // (CmConnParam's defaults); a REJ ends the client, as rping's does.
+  const CmPeer peer{.server = cfg_.server, .addr = cfg_.addr, .timeout_s = cfg_.timeout_s, .retry_rejected = false};
+  id_ = ep_.cm_connect_rc(peer, CmConnParam{}, [this](CmId* id, std::string& e) { return setup_qp(id, e); }, err);
+  return id_ != nullptr;
+}
+
 bool Rping::run_server(std::string& err) {
-  auto l = cm_create_id(ctx_.get(), nullptr, CmPortSpace::kTcp);
-  if (!l.ok()) {
-    err = std::string("rdma_create_id: ") + l.status().message();
-    return false;
-  }
-  listen_id_ = *l;
-  if (Status s = cm_bind_addr(listen_id_, cfg_.addr); !s.ok()) {
-    err = std::string("rdma_bind_addr: ") + s.message();
-    return false;
-  }
-  if (Status s = cm_listen(listen_id_, 3); !s.ok()) {
-    err = std::string("rdma_listen: ") + s.message();
-    return false;
-  }
-  CmEvent ev;
-  if (!wait_event(CmEventType::kConnectRequest, ev, err)) return false;
-  if (!setup_qp(ev.id, err)) return false;
-  CmConnParam p;
-  p.responder_resources = 1;
-  p.initiator_depth = 1;
-  if (Status s = cm_accept(id_, p); !s.ok()) {
-    err = std::string("rdma_accept: ") + s.message();
-    return false;
-  }
-  if (!wait_event(CmEventType::kEstablished, ev, err)) return false;
+  if (!connect(err)) return false;
   for (;;) {
     // Wait for the client's start buffer address, READ it, tell it to go on.
     Wait w = wait_wc(WcOpcode::kRecv, err);
@@ -416,35 +320,7 @@ bool Rping::run_server(std::string& err) {
 }
 
 bool Rping::run_client(std::string& err) {
-  auto id = cm_create_id(ctx_.get(), nullptr, CmPortSpace::kTcp);
-  if (!id.ok()) {
-    err = std::string("rdma_create_id: ") + id.status().message();
-    return false;
-  }
-  CmId* cid = *id;
-  if (Status s = cm_resolve_addr(cid, nullptr, cfg_.addr, 2000); !s.ok()) {
-    (void)cm_destroy_id(cid);
-    err = std::string("rdma_resolve_addr: ") + s.message();
-    return false;
-  }
-  id_ = cid;  // owned from here on
-  CmEvent ev;
-  if (!wait_event(CmEventType::kAddrResolved, ev, err)) return false;
-  if (Status s = cm_resolve_route(id_, 2000); !s.ok()) {
-    err = std::string("rdma_resolve_route: ") + s.message();
-    return false;
-  }
-  if (!wait_event(CmEventType::kRouteResolved, ev, err)) return false;
-  if (!setup_qp(id_, err)) return false;
-  CmConnParam p;
-  p.responder_resources = 1;
-  p.initiator_depth = 1;
-  p.retry_count = 7;
-  if (Status s = cm_connect(id_, p); !s.ok()) {
-    err = std::string("rdma_connect: ") + s.message();
-    return false;
-  }
-  if (!wait_event(CmEventType::kEstablished, ev, err)) return false;
+  if (!connect(err)) return false;
   char start = 'A';
   for (uint32_t ping = 0; !cfg_.count || ping < cfg_.count; ++ping) {
     if (g_stop) {
@@ -484,47 +360,21 @@ bool Rping::run_client(std::string& err) {
     err = std::string("rdma_disconnect: ") + s.message();
     return false;
   }
-  return wait_event(CmEventType::kDisconnected, ev, err);
-}
-
-void Rping::print_counters(std::FILE* out) const {
-  const Counters& c = query_counters(ctx_.get());
-  std::fprintf(out, "# counters:");
-  for (size_t i = 0; i < kCounterNames.size(); ++i) {
-    if (c.v[i]) std::fprintf(out, " %.*s=%llu", int(kCounterNames[i].size()), kCounterNames[i].data(), (unsigned long long)c.v[i]);
-  }
-  const CmCounters cc = query_cm_counters(ctx_.get());
-  std::fprintf(out, "\n# cm counters:");
-  for (size_t i = 0; i < size_t(CmCounter::kCount); ++i) {
-    if (cc.v[i]) std::fprintf(out, " %s=%llu", kCmCounterNames[i], (unsigned long long)cc.v[i]);
-  }
-  std::fprintf(out, "\n");
+  CmEvent ev;
+  return ep_.expect_cm_event(id_, CmEventType::kDisconnected, ev, Deadline(cfg_.timeout_s), err);
 }
 
 }  // namespace
 
 int cmd_rping(int argc, char** argv) {
-  const dpdk::SplitArgs split = dpdk::split_eal_args(argc, argv, 1);
-  std::vector<const char*> av = {"rping"};
-  for (const auto& a : split.app) av.push_back(a.c_str());
+  dpdk::SplitArgs split;
   Args args;
-  if (auto rc = parse_command_line(kRpingCommand, int(av.size()), av.data(), args)) return *rc;
-  auto usage = [](const std::string& msg) {
-    std::fprintf(stderr, "uroce rping: %s (see uroce rping --help)\n", msg.c_str());
-    return kExitUsage;
-  };
+  if (auto rc = parse_endpoint_command(kRpingCommand, argc, argv, split, args)) return *rc;
+  auto usage = [](const std::string& msg) { return usage_error(kRpingCommand, msg); };
   Config cfg;
   if (args.flag("server") == args.flag("client")) return usage("give exactly one of -s (server) and -c (client)");
   cfg.server = args.flag("server");
-  if (args.given("ip")) {
-    cfg.gid4 = parse_ip_gid(args.get_str("ip"), false);
-    if (!cfg.gid4) return usage("--ip is not an IPv4 address");
-  }
-  if (args.given("ip6")) {
-    cfg.gid6 = parse_ip_gid(args.get_str("ip6"), true);
-    if (!cfg.gid6) return usage("--ip6 is not an IPv6 address");
-  }
-  if (!cfg.gid4 && !cfg.gid6) return usage("give our address: --ip and/or --ip6");
+  if (const std::string e = read_endpoint_options(args, 0, "", cfg.ep); !e.empty()) return usage(e);
   const std::string_view a = args.get_str("addr");
   if (a.empty()) return usage("-a is required (server: the address to bind; client: the server's)");
   std::optional<Gid> g = parse_ip_gid(a, false);
@@ -537,14 +387,8 @@ int cmd_rping(int argc, char** argv) {
   cfg.verbose = args.flag("verbose");
   cfg.validate = args.flag("validate");
   cfg.debug = args.flag("debug");
-  cfg.dev = std::string(args.get_str("dev"));
-  if (args.given("mac")) {
-    cfg.mac = parse_mac(args.get_str("mac"));
-    if (!cfg.mac) return usage("--mac is not aa:bb:cc:dd:ee:ff");
-  }
-  cfg.port_mtu = uint16_t(args.get_uint("port-mtu"));
   cfg.timeout_s = uint32_t(args.get_uint("timeout"));
-  cfg.pcap = std::string(args.get_str("pcap"));
+  cfg.ep.timeout_s = cfg.timeout_s;
   cfg.counters = args.flag("counters");
   cfg.json = args.flag("json");
 

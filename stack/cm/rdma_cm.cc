@@ -4,6 +4,7 @@
 // service ID is port space << 16 | port (Annex A11, stack/cm/ip_cm.h).
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include "stack/cm/agent.h"
 #include "stack/cm/ip_cm.h"
@@ -63,16 +64,31 @@ Status cm_destroy_id(CmId* id) {
   Agent& a = agent_of(id);
   CmIdImpl& d = impl(id);
   if (a.ids.at(d.index) != &d) return Status(StatusCode::kNotFound, "unknown cm id");
+  // A request the consumer neither accepted nor rejected is rejected now
+  // (REJ "consumer defined"; SIDR: status "rejected"), so that the active
+  // side stops retrying, as Linux ib_cm does when an id in REQ_RCVD goes.
+  if (d.state == CmState::kReqRcvd || d.state == CmState::kMraReqSent || d.state == CmState::kSidrReqRcvd) {
+    (void)cm::send_reject(a, d, {});
+  }
   a.timers.cancel(d.index);
   if (d.own_qp && d.qp) {
     const Status st = destroy_qp(d.qp);
     if (!st.ok()) return st;
   }
-  for (uint32_t i = 0; i < a.ids.capacity(); ++i) {  // children of a listener stay, orphaned
+  // Requests a listener took whose kConnectRequest the consumer has not
+  // picked up yet have no owner once the listener goes: they are rejected
+  // and destroyed with it (Linux ucma frees such pending ids with their
+  // listener). Children already delivered stay the consumer's, orphaned.
+  std::vector<CmId*> undelivered;
+  for (const CmEvent& e : a.events) {
+    if (e.listen_id == id && e.event == CmEventType::kConnectRequest && e.id && e.id != id) undelivered.push_back(e.id);
+  }
+  for (uint32_t i = 0; i < a.ids.capacity(); ++i) {
     if (CmIdImpl* c = a.ids.at(i); c && c->listener == &d) c->listener = nullptr;
   }
   std::erase_if(a.events, [&](const CmEvent& e) { return e.id == id || e.listen_id == id; });
   a.ids.remove(&d);
+  for (CmId* c : undelivered) (void)cm_destroy_id(c);
   return {};
 }
 

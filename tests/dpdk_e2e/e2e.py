@@ -26,15 +26,23 @@ results at the requester, the atomic word's final value at the target.
               (counted tx_zero_copy at both ends, no ICRC drop, data checked)
   af_xdp      RC `uroce pingpong` over net_af_xdp on a veth pair (no
               multi-segment TX in the 22.11 PMD: zero-copy falls back to copies)
+  cm_pingpong `uroce pingpong -R` on a net_memif link, both ends ours (the stock
+              pingpongs have no CM mode): rc, uc, srq (4 QPs, 4 connections)
+              and ud (SIDR), --chk; the server's capture must pass `uroce dump
+              --verify` and tshark must decode its MADs as CM (one REQ / REP /
+              RTU and DREQ / DREP per QP, no REJ; SIDR REQ / REP for ud), none malformed;
+              the CM counters must show every connection established
 The loss period is 13 (see LOSS_EVERY). Exit 0 pass, 1 fail, 77 skip (only
 the namespace cells, only when not root; af_xdp also without the PMD or XDP sockets). Everything started is stopped by PID,
 everything created is removed.
-Usage: e2e.py memif|af_packet|garbage|zero_copy|af_xdp PATH/uroce
+Usage: e2e.py memif|af_packet|garbage|zero_copy|af_xdp|cm_pingpong PATH/uroce
 """
 import glob
 import json
 import os
+import shutil
 import struct
+import subprocess
 import sys
 import time
 import zlib
@@ -413,11 +421,82 @@ def af_xdp_main(uroce):
     return failures
 
 
+def tshark_mads(pcap):
+    """(CM message names tshark gives the capture's MADs, lines tshark marks malformed / error)."""
+    r = subprocess.run(["tshark", "-r", pcap, "-Y", "infiniband.mad", "-T", "fields", "-e", "_ws.col.Info"],
+                       capture_output=True, text=True, check=False)
+    mads = [ln.strip().removeprefix("CM: ") for ln in r.stdout.splitlines() if ln.strip()]
+    b = subprocess.run(["tshark", "-r", pcap, "-Y", "_ws.malformed || _ws.expert.severity >= error"],
+                       capture_output=True, text=True, check=False)
+    return mads, [ln for ln in b.stdout.splitlines() if ln.strip()]
+
+
+def cm_pingpong_main(uroce):
+    """`uroce pingpong -R` both ends over net_memif: connections by our CM over QP1, then the
+    ping-pong, then DREQ / DREP; the wire checked by `uroce dump --verify` and by tshark's CM
+    dissector (an independent decoder of the MADs)."""
+    failures = []
+    if not shutil.which("tshark"):
+        harness.check(False, "tshark is needed to decode the CM MADs (apt-get install tshark)", failures)
+        return failures
+    cells = {"rc": (["-T", "rc", "-n", "200", "--chk"], 1), "uc": (["-T", "uc", "-n", "200"], 1),
+             "srq": (["-T", "srq", "-q", "4", "-n", "400", "-r", "64", "--chk"], 4),
+             "ud": (["-T", "ud", "-s", "1024", "-n", "200"], 1)}
+    for name, (args, nqp) in cells.items():
+        with harness.tempdir(f"e2e-cmpp-{name}") as d, harness.procs() as started:
+            sock, pcap = os.path.join(d, "memif.sock"), os.path.join(d, "server.pcap")
+
+            def one(role, lcore, ip, mac, extra):
+                dev = f"net_memif0,role={role},socket={sock},socket-abstract=no"
+                p = harness.Proc(f"cmpp-{name}-{role}", [uroce, "pingpong", "-l", lcore, *EAL, "--", "--dev", dev,
+                                                         "--ip", ip, "--mac", mac, "-R", "-p", "18620",
+                                                         "--timeout", "30", "--counters", *args, *extra], d)
+                started.append(p)
+                return p
+            srv = one("server", "0", "10.0.0.1", "02:00:00:00:00:01", ["--listen", "10.0.0.1", "--pcap", pcap])
+            harness.wait_for(lambda: os.path.exists(sock), 10)
+            cli = one("client", "1", "10.0.0.2", "02:00:00:00:00:02", ["10.0.0.1"])
+            rc_c, rc_s = cli.wait(120), srv.wait(30)
+            out_c, out_s = cli.output(), srv.output()
+            print(out_s, end="")
+            print(out_c, end="")
+            harness.check(rc_c == 0 and rc_s == 0 and " bytes in " in out_c and " bytes in " in out_s,
+                          f"cm-{name}: client exit {rc_c}, server exit {rc_s}", failures)
+            for role, out in (("client", out_c), ("server", out_s)):
+                cm = counters(out, "# cm counters:")
+                # SIDR has no RTU: the UD server is done once it has answered (nothing to count as established)
+                want_est = 0 if (name == "ud" and role == "server") else nqp
+                harness.check(cm.get("established", 0) == want_est and cm.get("mad_drop_malformed", 0) == 0,
+                              f"cm-{name} {role}: established={cm.get('established', 0)} (want {want_est}), "
+                              f"mad_drop_malformed={cm.get('mad_drop_malformed', 0)}", failures)
+            dump = subprocess.run([uroce, "dump", "--verify", pcap], capture_output=True, text=True, check=False)
+            harness.check(dump.returncode == 0, f"cm-{name}: uroce dump --verify exit {dump.returncode}: "
+                          f"{dump.stdout.strip().splitlines()[-1:] if dump.stdout.strip() else dump.stderr.strip()}",
+                          failures)
+            mads, bad = tshark_mads(pcap)
+            print(f"cm-{name} MADs (tshark): {' '.join(mads)}")
+            # (low, high) count of each message. IBA 12.9.6: REQ -> REP -> RTU per connection (the
+            # server keeps one listener, so srq's next REQ waits for it, never a REJ), then DREQ ->
+            # DREP; both ends disconnect
+            # when they finish, so the DREQs may cross (12.9.6: each answers the other's with a DREP;
+            # the capture may end before the second DREP, the server having left TimeWait's wait).
+            if name == "ud":
+                want = {"ServiceIDResReq": (nqp, nqp), "ServiceIDResReqResp": (nqp, nqp)}
+            else:
+                want = {"ConnectRequest": (nqp, nqp), "ConnectReply": (nqp, nqp), "ReadyToUse": (nqp, nqp),
+                        "DisconnectRequest": (nqp, 2 * nqp), "DisconnectReply": (nqp, 2 * nqp)}
+            got = {k: mads.count(k) for k in want}
+            harness.check(all(lo <= got[k] <= hi for k, (lo, hi) in want.items()) and set(mads) <= set(want)
+                          and not bad, f"cm-{name}: tshark MADs {got} (want {want}), malformed/error {bad[:3]}",
+                          failures)
+    return failures
+
+
 def main():
     mode, uroce = sys.argv[1], sys.argv[2]
     t = time.monotonic()
     failures = {"memif": memif_main, "af_packet": af_packet_main, "garbage": garbage_main,
-                "zero_copy": zero_copy_main, "af_xdp": af_xdp_main}[mode](uroce)
+                "zero_copy": zero_copy_main, "af_xdp": af_xdp_main, "cm_pingpong": cm_pingpong_main}[mode](uroce)
     print(f"dpdk_e2e {mode}:", "FAIL " + "; ".join(failures) if failures else "PASS", f"({time.monotonic() - t:.1f} s)")
     return 1 if failures else 0
 

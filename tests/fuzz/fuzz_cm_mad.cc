@@ -21,20 +21,14 @@
 #include "stack/cm/ip_cm.h"
 #include "stack/cm/mad.h"
 
+#include "tests/fuzz/fuzz_support.h"
+
 namespace {
 
 using namespace uroce::cm;
 using Bytes = std::array<uint8_t, kMadBytes>;
 
-[[noreturn]] void fail(const char* what) {
-  std::fprintf(stderr, "fuzz_cm_mad oracle failure: %s\n", what);
-  std::abort();
-}
-
-#define FUZZ_CHECK(cond) \
-  do {                   \
-    if (!(cond)) fail(#cond); \
-  } while (0)
+constexpr char kFuzzTarget[] = "fuzz_cm_mad";
 
 constexpr size_t kRejInfoByte = kMadHdrBytes + offsetof(RejMsg, info_byte);
 constexpr size_t kSidrInfoByte = kMadHdrBytes + offsetof(SidrRepMsg, info_length);
@@ -62,7 +56,7 @@ Bytes meaningful_bits(uint16_t attr) {
     CmMad m;
     if (decode(b, m) != CmError::kOk) continue;
     Bytes out{};
-    if (encode(m, out) != CmError::kOk) fail("encode of a decoded all-ones MAD");
+    if (encode(m, out) != CmError::kOk) uroce::fuzz::fail(kFuzzTarget, "encode of a decoded all-ones MAD");
     for (size_t i = 0; i < kMadBytes; ++i) mask[i] |= out[i];
   }
   return mask;

@@ -20,19 +20,13 @@
 
 #include "stack/wire/packet.h"
 
+#include "tests/fuzz/fuzz_support.h"
+
 namespace {
 
 using namespace uroce::wire;
 
-[[noreturn]] void fail(const char* what) {
-  std::fprintf(stderr, "fuzz_packet oracle failure: %s\n", what);
-  std::abort();
-}
-
-#define FUZZ_CHECK(cond) \
-  do {                   \
-    if (!(cond)) fail(#cond); \
-  } while (0)
+constexpr char kFuzzTarget[] = "fuzz_packet";
 
 bool same(const PacketDesc& a, const PacketDesc& b) {
   return a.dst_mac == b.dst_mac && a.src_mac == b.src_mac && a.has_vlan == b.has_vlan &&

@@ -50,20 +50,13 @@
 #include "stack/transport/qp.h"
 #include "stack/wire/icrc.h"
 #include "stack/wire/packet.h"
+#include "tests/fuzz/fuzz_support.h"
 
 namespace {
 
 using namespace uroce;
 
-[[noreturn]] void fail(const char* what) {
-  std::fprintf(stderr, "fuzz_rx invariant failure: %s\n", what);
-  std::abort();
-}
-
-#define FUZZ_CHECK(cond) \
-  do {                   \
-    if (!(cond)) fail(#cond); \
-  } while (0)
+constexpr char kFuzzTarget[] = "fuzz_rx";
 
 constexpr unsigned kPoolFrames = 1024;
 constexpr MacAddr kOurMac{{0x02, 0, 0, 0, 0, 0x01}};
@@ -73,53 +66,19 @@ constexpr uint8_t kPeerIp[4] = {10, 0, 0, 2};
 constexpr uint32_t kQkey = 0x11111111;
 constexpr uint32_t kPeerQpn = 0x123;
 
-// An in-memory port: frames the test injects come out of rx_burst; frames the
-// stack transmits are checked and freed.
-class FuzzPort final : public PacketIo {
+// The in-memory port (fuzz_support.h); every frame the stack transmits must be
+// one segment and valid RoCE (or not RoCE at all: ARP).
+class FuzzPort final : public fuzz::InboxPort {
  public:
-  explicit FuzzPort(rte_mempool* pool) : pool_(pool) {}
-  uint16_t rx_burst(rte_mbuf** out, uint16_t n) override {
-    uint16_t k = 0;
-    while (k < n && head_ < tail_) out[k++] = inbox_[head_++];
-    return k;
-  }
-  uint16_t tx_burst(rte_mbuf** in, uint16_t n) override {
-    for (uint16_t i = 0; i < n; ++i) {
-      wire::PacketDesc d;
-      const auto e = wire::parse({rte_pktmbuf_mtod(in[i], const uint8_t*), rte_pktmbuf_data_len(in[i])}, d);
-      FUZZ_CHECK(in[i]->nb_segs == 1);
-      FUZZ_CHECK(e == wire::ParseError::kOk || wire::is_not_roce(e));  // the stack sends valid RoCE
-      rte_pktmbuf_free(in[i]);
-    }
-    return n;
-  }
-  rte_mempool* tx_pool() override { return pool_; }
-  IoCaps caps() const override { return IoCaps{9000, false}; }
-  MacAddr mac() const override { return kOurMac; }
-
-  bool inject(const uint8_t* p, size_t len) {
-    if (tail_ == inbox_.size()) return false;
-    rte_mbuf* m = rte_pktmbuf_alloc(pool_);
-    if (!m) return false;
-    auto* dst = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, uint16_t(len)));
-    if (!dst) {
-      rte_pktmbuf_free(m);
-      return false;
-    }
-    std::memcpy(dst, p, len);
-    inbox_[tail_++] = m;
-    return true;
-  }
-  void clear() {
-    while (head_ < tail_) rte_pktmbuf_free(inbox_[head_++]);
-    head_ = tail_ = 0;
-  }
-  rte_mempool* pool() const { return pool_; }
+  explicit FuzzPort(rte_mempool* pool) : InboxPort(pool, kOurMac, 9000) {}
 
  private:
-  rte_mempool* pool_;
-  std::array<rte_mbuf*, 64> inbox_{};
-  size_t head_ = 0, tail_ = 0;
+  void on_tx(const rte_mbuf& m) override {
+    wire::PacketDesc d;
+    const auto e = wire::parse({rte_pktmbuf_mtod(&m, const uint8_t*), rte_pktmbuf_data_len(&m)}, d);
+    FUZZ_CHECK(m.nb_segs == 1);
+    FUZZ_CHECK(e == wire::ParseError::kOk || wire::is_not_roce(e));  // the stack sends valid RoCE
+  }
 };
 
 FuzzPort* g_port = nullptr;
@@ -156,11 +115,11 @@ void check_arena() {
   const uint8_t* ref = pristine_arena().data();
   for (int m = 0; m <= kMrCount; ++m) {  // guard before each MR and after the last
     const size_t start = m == 0 ? 0 : mr_off(m - 1) + kMrBytes;
-    if (std::memcmp(g_arena + start, ref + start, kGuard) != 0) fail("a guard byte outside every MR changed");
+    if (std::memcmp(g_arena + start, ref + start, kGuard) != 0) uroce::fuzz::fail(kFuzzTarget, "a guard byte outside every MR changed");
   }
   for (int m : {kMrRemoteRo, kMrSrc}) {
     if (std::memcmp(g_arena + mr_off(m), ref + mr_off(m), kMrBytes) != 0) {
-      fail(m == kMrRemoteRo ? "the remote-read-only MR changed" : "the send-source MR changed");
+      uroce::fuzz::fail(kFuzzTarget, m == kMrRemoteRo ? "the remote-read-only MR changed" : "the send-source MR changed");
     }
   }
 }
@@ -272,7 +231,7 @@ bool setup(Device& dev, QpState state, bool sends, uint64_t now) {
   cfg.max_ah = 2;
   cfg.key_seed = 0x5eed;  // fixed keys: the same input always meets the same MRs
   auto ctx = open_device(*g_port, cfg);
-  if (!ctx.ok()) fail("open_device");
+  if (!ctx.ok()) uroce::fuzz::fail(kFuzzTarget, "open_device");
   dev.ctx = std::move(*ctx);
   dev.pd = alloc_pd(dev.ctx.get()).value();
   dev.scq = create_cq(dev.ctx.get(), 64).value();
@@ -301,7 +260,7 @@ bool setup(Device& dev, QpState state, bool sends, uint64_t now) {
   const bool sqe = state == QpState::kSqe;
   for (int i = 0; i < 3; ++i) {
     const QpState s = sqe || state == QpState::kSqd ? QpState::kRts : state;
-    if (!to_state(dev.qp[i], types[i], s).ok()) fail("modify_qp on the way to the chosen state");
+    if (!to_state(dev.qp[i], types[i], s).ok()) uroce::fuzz::fail(kFuzzTarget, "modify_qp on the way to the chosen state");
     if (s != QpState::kReset) {
       for (uint32_t r = 0; r < kRecvPerQp; ++r) {
         const uint32_t slot = uint32_t(i) * kRecvPerQp + r;  // 12 x 256 bytes of the local MR
@@ -322,7 +281,7 @@ bool setup(Device& dev, QpState state, bool sends, uint64_t now) {
     if (state == QpState::kSqd) {
       QpAttr at;
       at.qp_state = QpState::kSqd;
-      if (!modify_qp(dev.qp[i], at, kQpState).ok()) fail("modify_qp to SQD");
+      if (!modify_qp(dev.qp[i], at, kQpState).ok()) uroce::fuzz::fail(kFuzzTarget, "modify_qp to SQD");
     } else if (sqe && types[i] != QpType::kRc) {
       transport::qp_to_sqe(*dev.ctx, transport::impl(dev.qp[i]));  // as a UC/UD send error does
     }
@@ -446,9 +405,9 @@ void drain_cq(Cq* cq) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  if (!init_eal().ok()) fail("init_eal");
+  if (!init_eal().ok()) uroce::fuzz::fail(kFuzzTarget, "init_eal");
   auto pool = create_frame_pool("fuzz_rx", kPoolFrames);
-  if (!pool.ok()) fail("create_frame_pool");
+  if (!pool.ok()) uroce::fuzz::fail(kFuzzTarget, "create_frame_pool");
   g_port = new FuzzPort(*pool);
   return 0;
 }
@@ -473,7 +432,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       std::memcpy(frame, data + off, len);
       off += len;
       fix_up(dev, frame, len, flags0, flags1);
-      g_port->inject(frame, len);
+      g_port->inject({frame, len});
       now += kAdvanceNs[(flags1 >> 4) & 7];
       poll(dev.ctx.get(), now);
       drain_cq(dev.scq);

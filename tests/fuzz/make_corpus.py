@@ -8,6 +8,10 @@
   corpus/rx/      runs of consecutive RoCE frames in fuzz_rx's input format
                   (state byte, then [flags0][flags1][len16 LE][frame] records)
                   with every fix-up on, so they reach the transport
+  corpus/cm_protocol/  scripted CM conversations in fuzz_cm_protocol's
+                  operation format: passive and active connect, accept,
+                  RTU, disconnect both ways, REJ, MRA, timeouts, SIDR both
+                  ways, a stale REQ, malformed MADs, a reflected MAD
 
 Deterministic: the same pcaps give the same files. Usage:
   tests/fuzz/make_corpus.py [--data tests/data] [--out tests/fuzz/corpus]
@@ -78,6 +82,60 @@ def rx_seed(state, frs):
     return bytes(out)
 
 
+# fuzz_cm_protocol operations and MAD attributes (see fuzz_cm_protocol.cc)
+LISTEN, CONNECT, ACCEPT, REJECT, DISCONNECT, DESTROY, MAD, DUP, CLOCK, REFLECT = range(10)
+REQ, MRA, REJ, REP, RTU, DREQ, DREP, SIDR_REQ, SIDR_REP = range(9)
+F_REMOTE, F_LOCAL, F_VALID, F_QPN_LEN, F_QKEY, F_SHORT, F_HDR, F_BYTE = (1 << i for i in range(8))
+CLOCK_67S = 26  # 2^26 us
+
+
+BUSY = 0x80  # attr bit 7: the events stay queued until after the next operation
+
+
+def mad(attr, fix, seed=0, conv=0, busy=False, **over):
+    """One inject-MAD operation; seed varies the fields (and the comm IDs the fuzzer makes up)."""
+    s = bytearray((seed * 29 + i * 7) & 0xFF for i in range(16))
+    s[0] &= 0xFE  # the service ID: port 7174 (listen / connect with a = 0)
+    for k, v in over.items():
+        s[int(k[1:])] = v
+    return bytes([MAD, attr | conv << 4 | (BUSY if busy else 0), fix]) + bytes(s)
+
+
+def cm_protocol_seeds():
+    ok = F_REMOTE | F_LOCAL
+    return {
+        'passive-uc': [LISTEN, 0, *mad(REQ, F_VALID, 18, s2=1), ACCEPT, 0x80, *mad(RTU, ok, 18), DISCONNECT, 1,
+                       CLOCK, 23, CLOCK, 23],
+        'passive-full': [LISTEN, 0, *mad(REQ, F_VALID, s2=0), ACCEPT, 0, *mad(RTU, ok),
+                         *mad(DREQ, ok | F_QPN_LEN), DUP, CLOCK, CLOCK_67S],
+        'passive-mra': [LISTEN, 0, *mad(REQ, F_VALID, 1, s2=0), DUP, CLOCK, 22, ACCEPT, 0, *mad(RTU, ok, 1),
+                        DISCONNECT, 1, *mad(DREP, ok, 1), CLOCK, CLOCK_67S],
+        'passive-lost-rtu': [LISTEN, 0, *mad(REQ, F_VALID, 2), ACCEPT, 0, CLOCK, 23, CLOCK, 23,
+                             *mad(RTU, ok, 2), CLOCK, CLOCK_67S],
+        'passive-reject': [LISTEN, 2, *mad(REQ, F_VALID, 3, s0=1), REJECT, 0, DUP, DESTROY, 0],
+        'active-full': [CONNECT, 0, *mad(REP, F_REMOTE | F_VALID, 4), DUP, *mad(DREQ, ok | F_QPN_LEN, 4),
+                        CLOCK, CLOCK_67S],
+        'active-disconnect': [CONNECT, 0, *mad(REP, F_REMOTE | F_VALID, 5), DISCONNECT, 0, CLOCK, 23,
+                              *mad(DREP, ok, 5), CLOCK, CLOCK_67S],
+        'active-rej': [CONNECT, 0, *mad(REJ, F_REMOTE | F_QPN_LEN, 6), DESTROY, 0],
+        'active-mra': [CONNECT, 2, *mad(MRA, F_REMOTE, 7, s5=0), CLOCK, 24, *mad(REP, F_REMOTE | F_VALID, 7)],
+        'active-timeout': [CONNECT, 0] + [CLOCK, 22] * 20,
+        'sidr-passive': [LISTEN, 1, *mad(SIDR_REQ, F_VALID, 8), ACCEPT, 0, DUP],
+        'sidr-active': [CONNECT, 1, *mad(SIDR_REP, F_REMOTE | F_VALID | F_QPN_LEN, 9), DESTROY, 0],
+        'sidr-active-reject': [CONNECT, 3, *mad(SIDR_REP, F_REMOTE | F_QPN_LEN, 17), CLOCK, 24],
+        'stale': [LISTEN, 0, *mad(REQ, F_VALID, 10, s3=0, s4=0), ACCEPT, 0, *mad(RTU, ok, 10),
+                  *mad(REQ, F_VALID, 11, s3=0, s4=0), CLOCK, 20],
+        'malformed': [LISTEN, 0, *mad(REQ, F_VALID | F_HDR, 12, s15=0, s14=2), *mad(REQ, F_VALID | F_QKEY, 12),
+                      *mad(REQ, F_VALID | F_SHORT, 12), *mad(REJ, 0, 13), *mad(RTU, F_BYTE, 14, s13=17, s12=0x99),
+                      *mad(REQ, F_VALID, 15)],
+        'reflect': [CONNECT, 0, REFLECT, 0, CLOCK, 20, LISTEN, 0, REFLECT, 1],
+        'listener-gone': [LISTEN, 0, *mad(REQ, F_VALID, 16), DESTROY, 0, DUP, CLOCK, 20],
+        # The REQ arrives, the consumer has not taken its kConnectRequest yet, and destroys the
+        # listener: the request must be rejected and its id go too (pingpong -R srq found this).
+        'listener-gone-busy': [LISTEN, 0, *mad(REQ, F_VALID, 19, busy=True), DESTROY, 0, DUP, CLOCK, 20],
+    }
+
+
 def write(dirpath, name, blob, seen):
     digest = hashlib.sha1(blob).hexdigest()
     if digest in seen:
@@ -92,7 +150,7 @@ def main():
     ap.add_argument('--data', type=pathlib.Path, default=here.parent / 'data')
     ap.add_argument('--out', type=pathlib.Path, default=here / 'corpus')
     args = ap.parse_args()
-    dirs = {t: args.out / t for t in ('packet', 'cm_mad', 'rx')}
+    dirs = {t: args.out / t for t in ('packet', 'cm_mad', 'rx', 'cm_protocol')}
     for d in dirs.values():
         d.mkdir(parents=True, exist_ok=True)
         for old in d.iterdir():
@@ -133,6 +191,8 @@ def main():
                             ('sqd', STATE_SQD | POST_SENDS), ('sqe', STATE_SQE | POST_SENDS),
                             ('err', STATE_ERR | POST_SENDS)):
             write(dirs['rx'], f'{stem}-{name}', rx_seed(state, first), seen)
+    for name, ops in cm_protocol_seeds().items():
+        write(dirs['cm_protocol'], name, bytes(ops), seen)
     for t, d in dirs.items():
         files = list(d.iterdir())
         print(f'{t}: {len(files)} seeds, {sum(f.stat().st_size for f in files)} bytes')

@@ -7,14 +7,14 @@
 # (replay: build-fuzz/tests/fuzz/fuzz_<target> <file>). New inputs found during
 # the run go to a scratch directory, so the committed corpus stays as it is.
 # See docs/FUZZING.md.
-#   tests/fuzz/run.sh [seconds] [target...]     targets: packet cm_mad rx
+#   tests/fuzz/run.sh [seconds] [target...]     targets: packet cm_mad cm_protocol rx
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 secs=${1:-${FUZZ_SECONDS:-60}}
 shift || true
 targets=("$@")
-((${#targets[@]})) || targets=(packet cm_mad rx)
+((${#targets[@]})) || targets=(packet cm_mad cm_protocol rx)
 build=${FUZZ_BUILD_DIR:-build-fuzz}
 
 if [[ ! -f $build/build.ninja ]]; then

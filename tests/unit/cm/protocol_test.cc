@@ -298,6 +298,43 @@ TEST_F(Cm, ConsumerRejectCarriesPrivateData) {
   EXPECT_TRUE(cm_destroy_id(server).ok());
 }
 
+// A REQ the listener took but whose kConnectRequest the consumer never
+// picked up, when the listener is destroyed: the request has no owner, so it
+// is rejected (REJ 28, consumer defined) and its id goes with the listener,
+// as Linux ucma / ib_cm do. Found by `uroce pingpong -R -T srq`: the next
+// connection's REQ arrived in the same burst as the RTU, before the server
+// re-listened, and its orphan id in REQ Rcvd leaked and MRAed the retries.
+TEST_F(Cm, DestroyedListenerRejectsUndeliveredRequest) {
+  listen_and_resolve();
+  ASSERT_TRUE(cm_connect(client, CmConnParam{}).ok());
+  // Receive: the REQ (b now holds a new id in REQ Rcvd and an undelivered event).
+  for (int i = 0; i < 1000 && cm_id_count(b->ctx.get()) < 2; ++i) step();
+  ASSERT_EQ(cm_id_count(b->ctx.get()), 2u);
+  // Expect: destroying the listener rejects and frees the pending request.
+  ASSERT_TRUE(cm_destroy_id(listener).ok());
+  EXPECT_EQ(cm_id_count(b->ctx.get()), 0u);
+  EXPECT_EQ(cnt(*b, CmCounter::rej_sent), 1u);
+  const CmEvent ev = wait_event(*a);
+  EXPECT_EQ(ev.event, CmEventType::kRejected);
+  EXPECT_EQ(ev.status, cm::kRejConsumer);
+  CmEvent none;
+  EXPECT_EQ(cm_get_event(b->ctx.get(), &none), 0);  // the dropped kConnectRequest is gone
+}
+
+// An id destroyed in REQ Rcvd without accept or reject: REJ 28 goes out, so
+// the active side stops retrying (Linux ib_cm's cm_destroy_id does the same).
+TEST_F(Cm, DestroyingUnansweredRequestRejectsIt) {
+  listen_and_resolve();
+  CmId* server = connect_request();
+  ASSERT_NE(server, nullptr);
+  ASSERT_TRUE(cm_destroy_id(server).ok());
+  const CmEvent ev = wait_event(*a);
+  EXPECT_EQ(ev.event, CmEventType::kRejected);
+  EXPECT_EQ(ev.status, cm::kRejConsumer);
+  EXPECT_EQ(cm_id_count(b->ctx.get()), 1u);  // the listener only
+  EXPECT_EQ(sent(*a, CmAttr::kReq), 1u);
+}
+
 // IBA 12.9.2 + 12.9.8.1: the REP is lost; the active side's REQ times out and
 // is sent again; the passive side, in REP Sent, answers the duplicate with the REP again.
 TEST_F(Cm, LostRepIsResentOnDuplicateReq) {
