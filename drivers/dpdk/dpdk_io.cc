@@ -84,15 +84,38 @@ bool all_digits(const std::string& s) {
 // max_rx_pktlen 1518 whatever the slots hold, so ethdev refuses any MTU above
 // 1500; the MTU that counts is the kernel interface's (see open()).
 constexpr uint32_t kAfPacketDefaultFrame = 2048;
+
+// net_memif (DPDK 22.11, drivers/net/memif/rte_eth_memif.c) reports
+// max_rx_pktlen RTE_ETHER_MAX_LEN (1518) in memif_dev_info, so ethdev refuses
+// an MTU above 1500, but its bursts do not enforce it: eth_memif_rx copies a
+// frame of any length into mbufs of the RX pool's data room. What bounds the
+// frame is the ring slot, pkt_buffer_size bytes (bsize devarg, default
+// ETH_MEMIF_DEFAULT_PKT_BUFFER_SIZE 2048): a larger frame is spread over
+// several slots chained with MEMIF_DESC_FLAG_NEXT, and 22.11's eth_memif_tx
+// never clears that flag on the first slot of a packet (`d0 =
+// &ring->desc[slot & mask];` without `d0->flags = 0`), so once chained
+// frames have used a slot, a later one-slot frame in it is glued to the
+// frame after it on receive (seen here as multi-segment garbage at path MTU
+// 4096 with bsize 2048). Fixed upstream by f7a52200d4 "net/memif: fix
+// descriptor Tx flags corruption" (DPDK 26.03), not in 22.11.11. So a memif
+// port offers the MTU whose frames fit one slot and one mbuf: bsize=4352 on
+// both sides (the client's slots carry both directions) gives 4334, enough
+// for path MTU 4096. The port keeps ethdev's 1500 (see open()).
+constexpr uint32_t kMemifDefaultSlot = 2048;
 constexpr uint32_t kAfPacketMacOff = 66;
 constexpr uint32_t kAfPacketRxSlack = 32;
 
-// The framesz devarg of an af_packet port (kAfPacketDefaultFrame if absent).
-uint32_t af_packet_frame_size(const rte_eth_dev_info& di) {
+// The numeric devarg key (e.g. "framesz=") of the port's device, or def if absent.
+uint32_t devarg_uint(const rte_eth_dev_info& di, const char* key, uint32_t def) {
   const rte_devargs* da = di.device ? rte_dev_devargs(di.device) : nullptr;
   const char* args = da && da->args ? da->args : "";
-  const char* at = std::strstr(args, "framesz=");
-  return at ? uint32_t(std::strtoul(at + 8, nullptr, 10)) : kAfPacketDefaultFrame;
+  const char* at = std::strstr(args, key);
+  return at ? uint32_t(std::strtoul(at + std::strlen(key), nullptr, 10)) : def;
+}
+
+// The framesz devarg of an af_packet port (kAfPacketDefaultFrame if absent).
+uint32_t af_packet_frame_size(const rte_eth_dev_info& di) {
+  return devarg_uint(di, "framesz=", kAfPacketDefaultFrame);
 }
 
 // The kernel interface's MTU (SIOCGIFMTU), raised to mtu (SIOCSIFMTU, what the
@@ -243,9 +266,15 @@ Status DpdkPort::setup(const DpdkPortConfig& cfg) {
     const uint32_t slot = af_packet_frame_size(di) - kAfPacketMacOff;
     info_.max_mtu = uint16_t(std::max<uint32_t>(std::min(slot, room) - RTE_ETHER_HDR_LEN - RTE_VLAN_HLEN, ethdev_max_mtu));
   }
+  const bool memif = info_.driver == "net_memif";
+  if (memif) {
+    const uint32_t slot = devarg_uint(di, "bsize=", kMemifDefaultSlot);
+    info_.max_mtu = uint16_t(std::max<uint32_t>(std::min(slot, room) - RTE_ETHER_HDR_LEN - RTE_VLAN_HLEN, ethdev_max_mtu));
+  }
   const uint16_t mtu = std::max<uint16_t>(std::min(cfg.mtu, info_.max_mtu), RTE_ETHER_MIN_MTU);
-  // Above what ethdev accepts (af_packet jumbo): ethdev keeps its largest and
-  // the kernel interface gets the MTU directly.
+  // Above what ethdev accepts (af_packet and memif jumbo): ethdev keeps its
+  // largest; af_packet's kernel interface gets the MTU directly, memif has
+  // no MTU to set (its slots chain, above).
   const uint16_t ethdev_mtu = std::min(mtu, ethdev_max_mtu);
 
   rte_eth_conf conf{};
@@ -271,7 +300,9 @@ Status DpdkPort::setup(const DpdkPortConfig& cfg) {
   configured_ = true;
   // configure() only records the MTU; PMDs backed by a kernel interface
   // (af_packet, tap) apply it in mtu_set. ENOTSUP (memif, ring) is fine.
-  if (mtu > ethdev_mtu) {
+  if (mtu > ethdev_mtu && memif) {
+    info_.mtu = mtu;
+  } else if (mtu > ethdev_mtu) {
     info_.mtu = std::min(kernel_mtu_at_least(di.if_index, mtu), mtu);
     if (info_.mtu < mtu) {
       return Status(StatusCode::kUnavailable, msgf("%s: cannot set MTU %u on its kernel interface (index %u)",

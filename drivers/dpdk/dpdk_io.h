@@ -12,13 +12,15 @@
 // What the software PMDs of DPDK 22.11 allow (read from their dev_info/ops and
 // checked by tests/dpdk):
 //   PMD        max MTU  set MAC        promiscuous           queues / RSS
-//   memif      1500     no (mac= arg)  always on (p2p ring)  up to 255 pairs, peer's txq i -> our rxq i, no RSS
+//   memif      2030**   no (mac= arg)  always on (p2p ring)  up to 255 pairs, peer's txq i -> our rxq i, no RSS
 //   af_packet  1500     yes (kernel)   off ok (veth delivers  qpairs=N devarg, kernel PACKET_FANOUT hash, no RSS conf
 //                                      all frames anyway)
 //   tap        1504     yes (kernel)   off ok                up to 16, RSS via eBPF
 //   ring       any*     no             always on             loopback rings, no RSS
 //   null       any*     yes            always on             RSS (reta emulated)
-//   (* clipped to what one kFrameRoomBytes mbuf holds: single-segment frames.)
+//   (* clipped to what one kFrameRoomBytes mbuf holds: single-segment frames.
+//    ** memif says 1500 to ethdev; what it carries is one ring slot, bsize
+//    devarg (default 2048) - 18, at most 4334 with bsize=4352: see dpdk_io.cc.)
 // None of them checks the RoCE ICRC, so IoCaps::rx_icrc_checked is always false.
 // All of them take chained mbufs on TX (RTE_ETH_TX_OFFLOAD_MULTI_SEGS) and copy
 // or hand over the bytes by virtual address, external buffers included, so

@@ -106,4 +106,14 @@ struct Counters {
   uint64_t get(Counter c) const { return v[size_t(c)]; }
 };
 
+/// The per-QP block: the same counters in 32 bits, so that they wrap at 2^32
+/// (as a NIC's per-QP counters may). Half the bytes of a Counters block per
+/// QP: fewer cache lines touched per packet with thousands of QPs, and the
+/// per-QP state target of issue 6 (docs/PERFORMANCE.md).
+struct QpCounters {
+  std::array<uint32_t, size_t(Counter::kCount)> v{};
+  void inc(Counter c, uint64_t n = 1) { v[size_t(c)] += uint32_t(n); }
+  uint64_t get(Counter c) const { return v[size_t(c)]; }
+};
+
 }  // namespace uroce

@@ -418,9 +418,9 @@ uint16_t rx_non_roce(Context* ctx, rte_mbuf** out, uint16_t n);
 const Counters& query_counters(const Context* ctx);
 /// One QP's share of the device counters: what the engine counted while it
 /// served this QP (rcvd_pkts: frames dispatched to it; sent_pkts: frames it
-/// built; drops, NAKs, retransmits, timeouts). Zero for a new QP; valid until
-/// the QP is destroyed.
-const Counters& query_qp_counters(Qp* qp);
+/// built; drops, NAKs, retransmits, timeouts). Zero for a new QP. A snapshot,
+/// widened from the QP's 32-bit block (QpCounters: each value wraps at 2^32).
+Counters query_qp_counters(Qp* qp);
 
 /// Allocates a protection domain. Control path. Errors: kInvalidArgument (null
 /// context), kResourceExhausted (max_pd).

@@ -2,6 +2,8 @@
 // protection domains and address handles (IBA 10.2.3, 10.2.2).
 #include "stack/engine/context.h"
 
+#include <algorithm>
+
 #include <rte_cycles.h>
 #include <rte_mbuf.h>
 
@@ -34,7 +36,7 @@ Result<ContextPtr> open_device(PacketIo& io, const DeviceConfig& cfg) {
   ctx->pace_timers.init(cfg.max_qp, 0);
   ctx->ready.init(cfg.max_qp);
   ctx->ready_flag.assign(cfg.max_qp, 0);
-  ctx->qp_counters.assign(cfg.max_qp, Counters{});
+  ctx->qp_counters.assign(cfg.max_qp, QpCounters{});
   ctx->qp_counters_gen.assign(cfg.max_qp, 0);
   ctx->app_rx.assign(cfg.app_rx_ring, nullptr);
   net::NetConfig nc;
@@ -65,8 +67,11 @@ void close_device(Context* ctx) {
 
 const Counters& query_counters(const Context* ctx) { return ctx->counters; }
 
-const Counters& query_qp_counters(Qp* qp) {
-  return qp_counters_of(*qp->context, transport::impl(qp));
+Counters query_qp_counters(Qp* qp) {
+  const QpCounters& q = qp_counters_of(*qp->context, transport::impl(qp));
+  Counters c;
+  std::copy(q.v.begin(), q.v.end(), c.v.begin());
+  return c;
 }
 
 Result<Pd*> alloc_pd(Context* ctx) {

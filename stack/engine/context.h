@@ -98,9 +98,9 @@ struct Context {
   // counted while the engine works for one QP (its received frames, timer,
   // transmit turn). Slot i belongs to the QP in slot i of generation
   // qp_counters_gen[i]; a new QP in the slot starts from zero.
-  std::vector<Counters> qp_counters;
+  std::vector<QpCounters> qp_counters;
   std::vector<uint32_t> qp_counters_gen;
-  Counters* cur_qp_counters = nullptr;  // the QP being served, or null
+  QpCounters* cur_qp_counters = nullptr;  // the QP being served, or null
 
   void inc(Counter c) {
     counters.inc(c);
@@ -109,11 +109,11 @@ struct Context {
 };
 
 /// The counter block of qp (zeroed first if the slot has a new QP). Data path.
-inline Counters& qp_counters_of(Context& ctx, const transport::QpImpl& qp) {
+inline QpCounters& qp_counters_of(Context& ctx, const transport::QpImpl& qp) {
   const uint32_t gen = ctx.qps.generation(qp.index);
   if (ctx.qp_counters_gen[qp.index] != gen) {
     ctx.qp_counters_gen[qp.index] = gen;
-    ctx.qp_counters[qp.index] = Counters{};
+    ctx.qp_counters[qp.index] = QpCounters{};
   }
   return ctx.qp_counters[qp.index];
 }

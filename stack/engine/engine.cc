@@ -85,7 +85,7 @@ void rx_cnp(Context& ctx, const wire::PacketDesc& d) {
   // As in rx_qp (IBA 9.6): only a connected QP's peer, whose NP saw the
   // marks, may slow it down; a CNP from anyone else is dropped.
   if (qp->qp_type != QpType::kUd && d.sgid != qp->attr.ah_attr.dgid) return ctx.inc(Counter::rx_drop_wrong_src);
-  Counters& qc = qp_counters_of(ctx, *qp);
+  QpCounters& qc = qp_counters_of(ctx, *qp);
   qc.inc(Counter::rcvd_cnp);
   qc.inc(Counter::rcvd_pkts);
   ctx.cur_qp_counters = &qc;
@@ -133,7 +133,7 @@ void rx_roce(Context& ctx, const wire::PacketDesc& d, const uint8_t* frame) {
   if (d.dest_qp == cm::kGsiQpn) return cm::gsi_rx(ctx, d, frame);  // QP1: the connection manager
   QpImpl* qp = qp_of_qpn(ctx, d.dest_qp);
   if (!qp) return ctx.inc(Counter::rx_drop_unknown_qp);
-  Counters& qc = qp_counters_of(ctx, *qp);
+  QpCounters& qc = qp_counters_of(ctx, *qp);
   qc.inc(Counter::rcvd_pkts);
   ctx.cur_qp_counters = &qc;
   rx_qp(ctx, *qp, d, frame);
@@ -233,7 +233,7 @@ uint32_t poll(Context* ctx, uint64_t now_ns) {
     c.ready_flag[index] = 0;
     QpImpl* qp = c.qps.at(index);
     if (!qp) continue;
-    Counters& qc = qp_counters_of(c, *qp);
+    QpCounters& qc = qp_counters_of(c, *qp);
     const uint16_t before = c.tx_n;
     c.cur_qp_counters = &qc;
     const bool more = tx_turn(c, *qp);

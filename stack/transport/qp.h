@@ -114,20 +114,23 @@ struct CompleterState {
 
 /// Responder resource for one RDMA READ or atomic (IBA 9.7.5.1 responder
 /// resources, max_dest_rd_atomic of them): enough to regenerate the response
-/// of a duplicate request without executing it again.
+/// of a duplicate request without executing it again. 32 bytes, as there are
+/// kMaxRdAtomic of them in every QP (issue 6's per-QP state): a READ's last
+/// PSN follows from its length (resp_last_psn in responder.cc), and a READ
+/// needs its address where an atomic needs the value it returned.
 struct RespRes {
-  uint64_t va = 0;
-  uint64_t atomic_orig = 0;  // the value an atomic returned (an atomic executes once; duplicates get this value)
-  uint32_t rkey = 0;
-  uint32_t length = 0;
+  uint64_t word = 0;      // READ: the address read from; atomic: the original value it returned
+                          // (an atomic executes once; duplicates get this value)
+  uint32_t rkey = 0;      // READ
+  uint32_t length = 0;    // READ: bytes; atomic: 8
   uint32_t first_psn = 0;
-  uint32_t last_psn = 0;
   uint32_t cur_psn = 0;   // next response PSN to send
   uint32_t msn = 0;
-  uint32_t kind = 0;      // wire::kRead or wire::kAtomic; 0 unused
+  uint16_t kind = 0;      // wire::kRead or wire::kAtomic; 0 unused
   bool pending = false;   // responses still to send
   bool replay = false;    // they answer a duplicate request (the original's went out)
 };
+static_assert(sizeof(RespRes) == 32);
 
 struct ResponderState {
   uint32_t epsn = 0;  // expected PSN

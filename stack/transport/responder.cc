@@ -87,10 +87,17 @@ void uc_drop_message(Req& r) {
   r.s.epsn = wire::psn_add(r.pkt.psn, 1);
 }
 
+// The PSN of a resource's last response: a READ takes one PSN per response
+// packet at the path MTU (the MTU send_response segments by), an atomic one.
+uint32_t resp_last_psn(const QpImpl& qp, const RespRes& res) {
+  return res.kind == wire::kRead ? wire::psn_add(res.first_psn, pkts_for(res.length, qp.mtu()) - 1) : res.first_psn;
+}
+
 RespRes* find_res(Req& r, uint32_t kind) {
   for (uint32_t i = 0; i < r.qp.attr.max_dest_rd_atomic; ++i) {
     RespRes& res = r.s.res[i];
-    if (res.kind == kind && psn_cmp(r.pkt.psn, res.first_psn) >= 0 && psn_cmp(r.pkt.psn, res.last_psn) <= 0) {
+    if (res.kind == kind && psn_cmp(r.pkt.psn, res.first_psn) >= 0 &&
+        psn_cmp(r.pkt.psn, resp_last_psn(r.qp, res)) <= 0) {
       return &res;
     }
   }
@@ -280,9 +287,8 @@ RespState execute(Req& r) {
   } else if (r.flags & wire::kRead) {
     s.msn = wire::psn_add(s.msn, 1);
     RespRes& res = next_res(r);
-    res = RespRes{p.reth_va, 0, p.reth_rkey, p.reth_len, p.psn,
-                  wire::psn_add(p.psn, pkts_for(p.reth_len, r.qp.mtu()) - 1), p.psn, s.msn, wire::kRead, false};
-    s.epsn = wire::psn_add(res.last_psn, 1);  // a READ consumes one PSN per response packet
+    res = RespRes{p.reth_va, p.reth_rkey, p.reth_len, p.psn, p.psn, s.msn, uint16_t(wire::kRead), false, false};
+    s.epsn = wire::psn_add(resp_last_psn(r.qp, res), 1);  // a READ consumes one PSN per response packet
     queue_response(r, res);
     return RespState::kDone;
   } else {  // atomic: executed exactly once; the original value is kept for duplicates
@@ -296,7 +302,7 @@ RespState execute(Req& r) {
     r.ctx.inc(Counter::atomic_executed);
     s.msn = wire::psn_add(s.msn, 1);
     RespRes& res = next_res(r);
-    res = RespRes{p.atomic_va, orig, p.atomic_rkey, 8, p.psn, p.psn, p.psn, s.msn, wire::kAtomic, false};
+    res = RespRes{orig, p.atomic_rkey, 8, p.psn, p.psn, s.msn, uint16_t(wire::kAtomic), false, false};
     s.epsn = wire::psn_add(p.psn, 1);
     queue_response(r, res);
     return RespState::kDone;
@@ -455,24 +461,24 @@ bool send_response(Context& ctx, QpImpl& qp, RespRes& res) {
   const uint8_t* src = nullptr;
   if (res.kind == wire::kAtomic) {
     d.opcode = wire::kRcAtomicAcknowledge;
-    d.atomic_ack_orig = res.atomic_orig;
+    d.atomic_ack_orig = res.word;
   } else {
     const uint32_t off = wire::psn_diff(res.cur_psn, res.first_psn) * qp.mtu();
     const bool first = res.cur_psn == res.first_psn;
-    const bool last = res.cur_psn == res.last_psn;
+    const bool last = res.cur_psn == resp_last_psn(qp, res);
     d.opcode = first ? (last ? wire::kRcReadResponseOnly : wire::kRcReadResponseFirst)
                      : (last ? wire::kRcReadResponseLast : wire::kRcReadResponseMiddle);
     d.payload_len = std::min(qp.mtu(), res.length - off);
     d.pad = wire::pad_for(d.payload_len);
-    if (!ctx.mrs.check(res.rkey, qp.pd, res.va + off, d.payload_len, kAccessRemoteRead)) {
+    if (!ctx.mrs.check(res.rkey, qp.pd, res.word + off, d.payload_len, kAccessRemoteRead)) {
       res.pending = false;  // deregistered meanwhile: the requester times out
       return true;
     }
-    src = reinterpret_cast<const uint8_t*>(res.va + off);
+    src = reinterpret_cast<const uint8_t*>(res.word + off);
   }
   if (!send_frame(ctx, d, src, res.rkey)) return false;
   qp.cc.on_sent(ctx.now_ns, uint32_t(wire::frame_len(d)) + kWireOverheadBytes, res.cur_psn, false, false);
-  res.pending = psn_cmp(res.cur_psn, res.last_psn) < 0;
+  res.pending = psn_cmp(res.cur_psn, resp_last_psn(qp, res)) < 0;
   res.cur_psn = wire::psn_add(res.cur_psn, 1);
   return true;
 }

@@ -3,6 +3,8 @@
 
 #include <array>
 #include <cstring>
+#include <memory>
+#include <type_traits>
 
 namespace uroce {
 
@@ -101,9 +103,12 @@ void read_transport(const uint8_t* bth_p, const OpcodeInfo& info, PacketDesc& d)
   if (info.has(Hdr::kIeth)) d.ieth_rkey = reinterpret_cast<const Ieth*>(hdr(Hdr::kIeth))->rkey.get();
 }
 
+// Writes every byte of the BTH and of each extension header the opcode has
+// (kOpcodes lays them out back to back, so that is all hdr_len bytes): no
+// memset of the whole block first, whose variable-length `rep stos` was half
+// of this function's time (bench/engine_bench, docs/PERFORMANCE.md).
 void write_transport(const PacketDesc& d, uint8_t* bth_p) {
   const OpcodeInfo& info = d.op();
-  std::memset(bth_p, 0, info.hdr_len);
   auto& bth = *reinterpret_cast<Bth*>(bth_p);
   bth.opcode = d.opcode;
   bth.flags = uint8_t((d.se ? kBthSeBit : 0) | (d.mig ? kBthMigBit : 0) |
@@ -139,6 +144,7 @@ void write_transport(const PacketDesc& d, uint8_t* bth_p) {
   }
   if (info.has(Hdr::kImmDt)) reinterpret_cast<ImmDt*>(hdr(Hdr::kImmDt))->imm.set(d.imm);
   if (info.has(Hdr::kIeth)) reinterpret_cast<Ieth*>(hdr(Hdr::kIeth))->rkey.set(d.ieth_rkey);
+  if (info.has(Hdr::kCnp)) std::memset(hdr(Hdr::kCnp), 0, sizeof(CnpBody));  // A17.9.2: reserved
 }
 
 size_t eth_len(const PacketDesc& d) { return sizeof(EthHdr) + (d.has_vlan ? sizeof(VlanTag) : 0); }
@@ -146,7 +152,11 @@ size_t eth_len(const PacketDesc& d) { return sizeof(EthHdr) + (d.has_vlan ? size
 }  // namespace
 
 ParseError parse(std::span<const uint8_t> f, PacketDesc& d, ParseOptions opt) {
-  d = PacketDesc{};
+  // Reset in place: `d = PacketDesc{}` built a zeroed temporary and copied it,
+  // and the copy's loads missed store forwarding (about half of a parse
+  // without ICRC, bench/wire_bench).
+  static_assert(std::is_trivially_destructible_v<PacketDesc>);
+  std::construct_at(&d);
   const auto* eth = at<EthHdr>(f, 0);
   if (!eth) return ParseError::kShort;
   d.dst_mac = eth->dst;

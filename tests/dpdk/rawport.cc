@@ -83,6 +83,7 @@ void usage() {
       "  --queues N          RX/TX queue pairs                                [1]\n"
       "  --count N           frames per direction / per queue (exchange, smoke) [1000]\n"
       "  --size B            frame bytes incl. Ethernet header                [64]\n"
+      "  --mix               exchange: every other frame is 64 bytes          [off]\n"
       "  --mtu M             wanted MTU                                       [4200]\n"
       "  --mac M             MAC to set (kept as the port's if the PMD refuses) [none]\n"
       "  --promisc           enable promiscuous mode                          [off]\n"
@@ -270,6 +271,7 @@ int run_exchange(DpdkPort& port, const Options& o) {
   const uint32_t count = uint32_t(o.num("count", 1000));
   const uint16_t size = uint16_t(o.num("size", 64));
   const bool extbuf = o.flag("extbuf");
+  const bool mix = o.flag("mix");
   const uint64_t deadline = now_ms() + uint64_t(o.num("timeout-ms", 10000));
   uint32_t sent = 0, received = 0, bad = 0, out_of_order = 0;
   bool peer_done = false;
@@ -280,7 +282,7 @@ int run_exchange(DpdkPort& port, const Options& o) {
     const uint64_t t = now_ms();
     if (t > deadline) break;
     if (sent < count) {
-      rte_mbuf* m = make_test_frame(q, size, extbuf, Kind::kData, sent);
+      rte_mbuf* m = make_test_frame(q, mix && (sent & 1) ? uint16_t(64) : size, extbuf, Kind::kData, sent);
       if (m != nullptr) {
         if (q.tx_burst(&m, 1) == 1) {
           ++sent;

@@ -140,6 +140,36 @@ TEST_F(Responder, AckCoalescingOneAckPerBurst) {
   EXPECT_EQ(b->count(Counter::ack_deferred), 7u);
 }
 
+// Receive: in one burst, 4 WRITE Only packets (each with AckReq) for each of
+//   two QPs.
+// Expect: coalescing stays inside a QP (an ACK names one QP by its BTH DestQP
+//   and acknowledges that QP's PSNs only, IBA 9.7.5.1.2 / 9.7.6.1.1): one ACK
+//   per QP, each for its own last PSN with its own MSN, and 3 deferred per QP.
+//   With one WRITE in flight per QP (bench-mc's many-QP workload) there is
+//   therefore nothing to coalesce: every WRITE costs its own ACK.
+TEST_F(Responder, AckCoalescingIsPerQp) {
+  open();
+  Qp *a2 = nullptr, *b2 = nullptr;
+  make_qps(opt, a->pd, b->pd, &a2, &b2);
+  ASSERT_NE(b2, nullptr);
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(post(WrOpcode::kRdmaWrite, i, size_t(i) * 64, 64, size_t(i) * 64).ok());
+    ASSERT_TRUE(post(WrOpcode::kRdmaWrite, 10 + i, size_t(i) * 64, 64, 4096 + size_t(i) * 64, kSendSignaled, a2).ok());
+  }
+  EXPECT_EQ(drain(a->scq).size(), 8u);
+  std::map<uint32_t, std::vector<PacketDesc>> acks;  // by DestQP
+  for (const PacketDesc& d : b->port.sent) {
+    if (d.opcode == wire::kRcAcknowledge) acks[d.dest_qp].push_back(d);
+  }
+  ASSERT_EQ(acks.size(), 2u);
+  for (Qp* q : {a->qp, a2}) {
+    ASSERT_EQ(acks[q->qp_num].size(), 1u) << "QP " << q->qp_num;
+    EXPECT_EQ(acks[q->qp_num][0].psn, opt.a_sq_psn + 3);
+    EXPECT_EQ(acks[q->qp_num][0].aeth_msn, 4u);
+  }
+  EXPECT_EQ(b->count(Counter::ack_deferred), 6u);
+}
+
 // Receive: READ on a QP whose qp_access_flags lack Remote Read.
 // Expect: NAK invalid request; requester WC kRemInvReqErr; both QPs in ERR.
 TEST_F(Responder, NakInvalidRequest_QpLacksRemoteRead) {

@@ -580,6 +580,27 @@ TEST(PacketBuild, A17_RoceV2Ipv4FramesOfEveryOpcodeRoundTrip) {
   }
 }
 
+TEST(PacketBuild, IBA_9_2_WriteHeadersWritesEveryHeaderByteWhateverTheBufferHeld) {
+  // write_headers does not clear the header block first (it writes every
+  // field of every header kOpcodes lays out), so reserved bits (BTH resv6 /
+  // resv7, DETH resv8, the CNP's 16 reserved bytes: IBA 9.2, A17.9.2) must
+  // still go out as zeros whatever the mbuf held before.
+  // Receive: for every valid opcode and L3 kind, headers written into a
+  //   buffer of 0x00 bytes and into one of 0xff bytes.
+  // Expect: the same header bytes in both.
+  for (L3Kind l3 : {L3Kind::kIpv4, L3Kind::kIpv6, L3Kind::kGrh}) {
+    for (int op = 0; op < 256; ++op) {
+      if (!(kOpcodes[size_t(op)].flags & kValid)) continue;
+      SCOPED_TRACE(kOpcodes[size_t(op)].name);
+      const PacketDesc d = sample_desc(l3, uint8_t(op));
+      std::vector<uint8_t> zeros(header_len(d), 0x00), ones(header_len(d), 0xff);
+      ASSERT_EQ(write_headers(d, zeros), zeros.size());
+      ASSERT_EQ(write_headers(d, ones), ones.size());
+      EXPECT_EQ(zeros, ones);
+    }
+  }
+}
+
 TEST(PacketBuild, Vlan8021QTaggedCapturedFrameRoundTrips) {
   // Receive: captured rxe frames with an 802.1Q tag (TCI 0x6005: PCP 3, VID 5)
   //   inserted by hand after the source MAC.
