@@ -261,16 +261,15 @@ Status DpdkPort::setup(const DpdkPortConfig& cfg) {
   const uint32_t room = frame_room_of(info_.driver, di);
   const uint16_t ethdev_max_mtu = max_mtu_of(di, room);
   const bool af_packet = info_.driver == "net_af_packet";
-  info_.max_mtu = ethdev_max_mtu;
-  if (af_packet) {
-    const uint32_t slot = af_packet_frame_size(di) - kAfPacketMacOff;
-    info_.max_mtu = uint16_t(std::max<uint32_t>(std::min(slot, room) - RTE_ETHER_HDR_LEN - RTE_VLAN_HLEN, ethdev_max_mtu));
-  }
   const bool memif = info_.driver == "net_memif";
-  if (memif) {
-    const uint32_t slot = devarg_uint(di, "bsize=", kMemifDefaultSlot);
-    info_.max_mtu = uint16_t(std::max<uint32_t>(std::min(slot, room) - RTE_ETHER_HDR_LEN - RTE_VLAN_HLEN, ethdev_max_mtu));
-  }
+  // What bounds a frame on af_packet and memif is their ring slot, not what
+  // ethdev says (see kAfPacketDefaultFrame, kMemifDefaultSlot).
+  const uint32_t slot = af_packet ? af_packet_frame_size(di) - kAfPacketMacOff
+                        : memif   ? devarg_uint(di, "bsize=", kMemifDefaultSlot)
+                                  : 0;
+  info_.max_mtu = slot ? uint16_t(std::max<uint32_t>(std::min(slot, room) - RTE_ETHER_HDR_LEN - RTE_VLAN_HLEN,
+                                                     ethdev_max_mtu))
+                       : ethdev_max_mtu;
   const uint16_t mtu = std::max<uint16_t>(std::min(cfg.mtu, info_.max_mtu), RTE_ETHER_MIN_MTU);
   // Above what ethdev accepts (af_packet and memif jumbo): ethdev keeps its
   // largest; af_packet's kernel interface gets the MTU directly, memif has

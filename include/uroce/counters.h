@@ -96,24 +96,23 @@ inline constexpr std::array<std::string_view, size_t(Counter::kCount)> kCounterN
 #undef UROCE_COUNTER_NAME
 };
 
-/// One block of counter values, indexed by Counter. Written only by the
-/// thread that polls the device; query_counters / query_qp_counters return
-/// references to the live block (read them on that thread, or accept a
+/// One block of counter values, indexed by Counter, in words of type T.
+/// Written only by the thread that polls the device; query_counters returns
+/// a reference to the live device block (read it on that thread, or accept a
 /// snapshot that may be one poll old, as DPDK telemetry does).
-struct Counters {
-  std::array<uint64_t, size_t(Counter::kCount)> v{};
-  void inc(Counter c, uint64_t n = 1) { v[size_t(c)] += n; }
+template <class T>
+struct CounterBlock {
+  std::array<T, size_t(Counter::kCount)> v{};
+  void inc(Counter c, uint64_t n = 1) { v[size_t(c)] += T(n); }
   uint64_t get(Counter c) const { return v[size_t(c)]; }
 };
 
+/// The device's counters.
+using Counters = CounterBlock<uint64_t>;
 /// The per-QP block: the same counters in 32 bits, so that they wrap at 2^32
 /// (as a NIC's per-QP counters may). Half the bytes of a Counters block per
 /// QP: fewer cache lines touched per packet with thousands of QPs, and the
 /// per-QP state target of issue 6 (docs/PERFORMANCE.md).
-struct QpCounters {
-  std::array<uint32_t, size_t(Counter::kCount)> v{};
-  void inc(Counter c, uint64_t n = 1) { v[size_t(c)] += uint32_t(n); }
-  uint64_t get(Counter c) const { return v[size_t(c)]; }
-};
+using QpCounters = CounterBlock<uint32_t>;
 
 }  // namespace uroce

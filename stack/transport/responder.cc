@@ -458,6 +458,7 @@ bool send_response(Context& ctx, QpImpl& qp, RespRes& res) {
   d.psn = res.cur_psn;
   d.aeth_syndrome = ack_syndrome();
   d.aeth_msn = res.msn;
+  const uint32_t last_psn = resp_last_psn(qp, res);
   const uint8_t* src = nullptr;
   if (res.kind == wire::kAtomic) {
     d.opcode = wire::kRcAtomicAcknowledge;
@@ -465,7 +466,7 @@ bool send_response(Context& ctx, QpImpl& qp, RespRes& res) {
   } else {
     const uint32_t off = wire::psn_diff(res.cur_psn, res.first_psn) * qp.mtu();
     const bool first = res.cur_psn == res.first_psn;
-    const bool last = res.cur_psn == resp_last_psn(qp, res);
+    const bool last = res.cur_psn == last_psn;
     d.opcode = first ? (last ? wire::kRcReadResponseOnly : wire::kRcReadResponseFirst)
                      : (last ? wire::kRcReadResponseLast : wire::kRcReadResponseMiddle);
     d.payload_len = std::min(qp.mtu(), res.length - off);
@@ -478,7 +479,7 @@ bool send_response(Context& ctx, QpImpl& qp, RespRes& res) {
   }
   if (!send_frame(ctx, d, src, res.rkey)) return false;
   qp.cc.on_sent(ctx.now_ns, uint32_t(wire::frame_len(d)) + kWireOverheadBytes, res.cur_psn, false, false);
-  res.pending = psn_cmp(res.cur_psn, resp_last_psn(qp, res)) < 0;
+  res.pending = psn_cmp(res.cur_psn, last_psn) < 0;
   res.cur_psn = wire::psn_add(res.cur_psn, 1);
   return true;
 }
