@@ -105,11 +105,15 @@ constexpr uint32_t kMemifDefaultSlot = 2048;
 constexpr uint32_t kAfPacketMacOff = 66;
 constexpr uint32_t kAfPacketRxSlack = 32;
 
+// The device's devargs ("" if none).
+const char* devargs_text(const rte_device* dev) {
+  const rte_devargs* da = dev ? rte_dev_devargs(dev) : nullptr;
+  return da && da->args ? da->args : "";
+}
+
 // The numeric devarg key (e.g. "framesz=") of the port's device, or def if absent.
 uint32_t devarg_uint(const rte_eth_dev_info& di, const char* key, uint32_t def) {
-  const rte_devargs* da = di.device ? rte_dev_devargs(di.device) : nullptr;
-  const char* args = da && da->args ? da->args : "";
-  const char* at = std::strstr(args, key);
+  const char* at = std::strstr(devargs_text(di.device), key);
   return at ? uint32_t(std::strtoul(at + std::strlen(key), nullptr, 10)) : def;
 }
 
@@ -472,7 +476,24 @@ void DpdkPort::close() {
   // peer still polling when we close can fault inside the PMD (seen in
   // tests/dpdk: rte_eth_rx_burst -> librte_net_memif). Closing last but one is
   // safe, so linger before disconnecting: the peer finishes its final bursts.
-  if (started_ && info_.driver == "net_memif") std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  //
+  // The same PMD frees a port on close while its interrupt thread may still be
+  // handling the peer's disconnect on the control channel (seen in
+  // tests/multicore: rte_dev_remove on the main thread, the memif callback on
+  // the EAL interrupt thread, SIGSEGV). So the server side (memif's default
+  // role) lets the client go first: it waits, at most 2 s, for the link to go
+  // down, i.e. for that callback to have run, before it closes.
+  if (started_ && info_.driver == "net_memif") {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    const char* args = devargs_text(static_cast<const rte_device*>(device_));
+    const bool memif_client = std::strstr(args, "role=client") || std::strstr(args, "role=slave");
+    rte_eth_link link{};
+    for (int i = 0; !memif_client && i < 200; ++i) {
+      if (rte_eth_link_get_nowait(info_.port_id, &link) != 0 || link.link_status == RTE_ETH_LINK_DOWN) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (!memif_client) std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the callback's tail
+  }
   if (started_) {
     (void)rte_eth_dev_stop(info_.port_id);
     started_ = false;
