@@ -33,6 +33,51 @@ LatReport lat_report(uint64_t size, std::span<const uint64_t> tposted, double ti
   return rep;
 }
 
+double peak_window_ticks(std::span<const uint64_t> tposted, std::span<const uint64_t> tcompleted, uint32_t cq_mod) {
+  // Window (i, j) is the slope from point P_i = (i, tposted[i]) to
+  // Q_j = (j + 1, tcompleted[j]). For a fixed j the least slope over i <= j is
+  // at the upper tangent from Q_j (to the right of every P_i) to the upper
+  // convex hull of P_0..P_j: along that hull the slope to Q_j falls, then
+  // rises, so a binary search finds it. Integer cross products keep it exact;
+  // stamps are taken relative to tposted[0] so they fit 64 bits.
+  const size_t n = std::min(tposted.size(), tcompleted.size());
+  if (n == 0 || cq_mod == 0) return 0;
+  struct Pt {
+    int64_t x, y;
+  };
+  const uint64_t base = tposted[0];
+  auto y_of = [base](uint64_t t) { return int64_t(t - base); };
+  // > 0 when c lies to the left of (above) the line from a to b, a.x < b.x
+  auto cross = [](const Pt& a, const Pt& b, const Pt& c) {
+    return __int128(b.x - a.x) * (c.y - a.y) - __int128(b.y - a.y) * (c.x - a.x);
+  };
+  std::vector<Pt> hull;
+  double best = double(tcompleted[0] - tposted[0]);  // as perftest: unsigned, huge if unstamped
+  size_t added = 0;
+  auto query = [&](size_t j) {
+    for (; added <= j; ++added) {
+      const Pt p{int64_t(added), y_of(tposted[added])};
+      while (hull.size() >= 2 && cross(hull[hull.size() - 2], hull.back(), p) >= 0) hull.pop_back();
+      hull.push_back(p);
+    }
+    const Pt q{int64_t(j) + 1, y_of(tcompleted[j])};
+    size_t lo = 0, hi = hull.size() - 1;  // the first k whose successor is no better
+    while (lo < hi) {
+      const size_t mid = (lo + hi) / 2;
+      if (cross(hull[mid], q, hull[mid + 1]) > 0) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    const Pt& p = hull[lo];
+    best = std::min(best, double(q.y - p.y) / double(q.x - p.x));
+  };
+  for (size_t j = cq_mod - 1; j < n; j += cq_mod) query(j);
+  if (n % cq_mod) query(n - 1);
+  return best;
+}
+
 void Output::bw_header() const {
   std::fprintf(info, "%s", kResultLine);
   std::fprintf(info, gbits ? " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]\n"

@@ -39,6 +39,15 @@ struct LatReport {
 /// than four posts were timed.
 LatReport lat_report(uint64_t size, std::span<const uint64_t> tposted, double ticks_per_us);
 
+/// perftest's BW peak window for print_report_bw: the least mean time per
+/// message, (tcompleted[j] - tposted[i]) / (j - i + 1), over every window
+/// that starts at a post i and ends at a signaled completion j >= i (every
+/// cq_mod-th, and the last one), in the clock's ticks; also the one-message
+/// window tcompleted[0] - tposted[0], which perftest starts from. Both spans
+/// hold one stamp per message. Exact, in O(n log n): perftest's double loop
+/// is O(n^2 / cq_mod), minutes for a few million messages.
+double peak_window_ticks(std::span<const uint64_t> tposted, std::span<const uint64_t> tcompleted, uint32_t cq_mod);
+
 /// The table (perftest's column layout) and the rows printed so far.
 struct Output {
   std::FILE* info = stdout;  ///< banner, addresses, table (stderr with --json)
