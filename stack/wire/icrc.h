@@ -6,10 +6,16 @@
 //   the UDP header with its checksum as ones (RoCEv2 only),
 //   the BTH with byte 4 (FECN, BECN, resv6) as ones,
 //   then everything up to the ICRC, which is stored in little-endian order.
-// The variant fields are masked in a 68-byte scratch copy of the headers; the
-// payload is chained over in place, never copied.
+// Two paths, one result. A frame whose ICRC covers at most kIcrcFoldMaxBytes
+// (the 8 ones included) is copied into one stack buffer, masked there and
+// folded in one pass with PCLMULQDQ where the CPU has it: for short frames
+// the copy costs less than a second dependent CRC call. Longer frames (and
+// CPUs without PCLMULQDQ) use ISA-L over a masked copy of the headers, then
+// over the payload in place, never copying it. docs/PERFORMANCE.md has the
+// figures behind the threshold.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
@@ -21,9 +27,16 @@ enum class L3Kind : uint8_t {
   kGrh,   // RoCEv1: GRH directly over Ethernet, no UDP
 };
 
+/// ICRC coverage (bytes) up to which the copy-and-fold path is used.
+inline constexpr size_t kIcrcFoldMaxBytes = 1024;
+
 /// CRC-32 (IEEE, reflected, zlib convention) of buf continued from crc;
-/// crc32_ieee(0, ...) is the CRC of buf alone. Uses ISA-L's folding kernel.
+/// crc32_ieee(0, ...) is the CRC of buf alone. Takes the same two paths as
+/// the ICRC: copy and fold up to kIcrcFoldMaxBytes (and from 4 bytes), ISA-L
+/// otherwise.
 uint32_t crc32_ieee(uint32_t crc, std::span<const uint8_t> buf);
+/// The same over the bytes of `spans` in order.
+uint32_t crc32_ieee(uint32_t crc, std::span<const std::span<const uint8_t>> spans);
 
 /// ICRC of a packet. `l3` runs from the first byte of the IP header (or GRH)
 /// to the last byte before the ICRC; for IPv4 the header must be 20 bytes.
@@ -32,7 +45,7 @@ uint32_t icrc_compute(L3Kind kind, std::span<const uint8_t> l3);
 /// The same over a packet held in pieces (a chained mbuf whose payload is
 /// registered memory): `l3` runs from the IP header (or GRH) to some point at
 /// or after the BTH, then the bytes of each span of `rest` follow in order,
-/// up to the last byte before the ICRC. Nothing is copied. The one
+/// up to the last byte before the ICRC. The one
 /// implementation: the single-span form is this with `rest` empty.
 uint32_t icrc_compute(L3Kind kind, std::span<const uint8_t> l3, std::span<const std::span<const uint8_t>> rest);
 
