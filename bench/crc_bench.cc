@@ -6,12 +6,18 @@
 //   icrc/<impl>/<payload bytes>     ICRC of a RoCEv2/IPv4 RC SEND Only frame
 //
 // Implementations: a byte-at-a-time table loop (the floor), zlib crc32(),
-// ISA-L crc32_gzip_refl() (what icrc.cc uses) and DPDK rte_net_crc_calc() with
+// ISA-L crc32_gzip_refl() (what icrc.cc uses for long input),
+// wire::crc32_ieee (icrc.cc's two paths: copy and PCLMULQDQ fold up to
+// wire::kIcrcFoldMaxBytes, ISA-L above) and DPDK rte_net_crc_calc() with
 // each of its algorithms. rte_net_crc_calc() takes no seed, so it cannot chain
 // from the masked header copy into the payload in place (DESIGN rule 12); the
 // icrc/dpdk_*_copy rows measure the only way to use it: copy the 8 bytes of
 // ones, the masked headers and the whole payload into one buffer, then CRC that.
 // The ICRC rows besides icrc/uroce_icrc_compute (the shipped function):
+//   isal_prefolded_vzeroupper  ISA-L from the pre-folded ones over the masked
+//                            headers, then the payload in place, VZEROUPPER:
+//                            icrc.cc's path above kIcrcFoldMaxBytes, and its
+//                            only path for every length before the fold
 //   isal_chained             ISA-L chained in place, as icrc.cc did before it
 //                            cleared the AVX-512 upper state (VZEROUPPER)
 //   isal_chained_vzeroupper  the same with VZEROUPPER, ones not pre-folded
@@ -46,6 +52,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -64,7 +71,7 @@ namespace {
 
 namespace wire = uroce::wire;
 
-constexpr std::array<size_t, 3> kSizes = {64, 1024, 4096};
+constexpr std::array<size_t, 4> kSizes = {64, 256, 1024, 4096};
 constexpr uint16_t kSimd512 = 512;  // RTE_VECT_SIMD_512
 
 // ---------------------------------------------------------------------------
@@ -114,6 +121,8 @@ uint32_t crc_isal_vzeroupper(uint32_t crc, const uint8_t* p, size_t n) {
   clear_upper_simd_state();
   return crc;
 }
+
+uint32_t crc_uroce(uint32_t crc, const uint8_t* p, size_t n) { return wire::crc32_ieee(crc, {p, n}); }
 
 using ChainedCrc = uint32_t (*)(uint32_t, const uint8_t*, size_t);
 
@@ -231,10 +240,12 @@ IcrcFrame make_frame(size_t payload_len) {
   return f;
 }
 
-// A whole ICRC with a chainable CRC: ones, masked header copy, payload in place.
-// Same steps as wire::icrc_compute for IPv4, with the CRC function swapped.
-uint32_t icrc_chained(ChainedCrc fn, std::span<const uint8_t> l3) {
-  static const uint8_t kOnes[8] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+const uint8_t kOnes[8] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+
+// A whole ICRC with a chainable CRC: from `ones` (the CRC of the 8 bytes of
+// ones, or 0 to compute it here), masked header copy, payload in place. The
+// steps of wire::icrc_compute's ISA-L path for IPv4, with the CRC function swapped.
+uint32_t icrc_chained(ChainedCrc fn, std::span<const uint8_t> l3, std::optional<uint32_t> ones = {}) {
   std::array<uint8_t, kMaskedLen> hdr;
   std::memcpy(hdr.data(), l3.data(), hdr.size());
   auto* ip = reinterpret_cast<wire::Ipv4Hdr*>(hdr.data());
@@ -243,7 +254,7 @@ uint32_t icrc_chained(ChainedCrc fn, std::span<const uint8_t> l3) {
   ip->checksum.set(0xffff);
   reinterpret_cast<wire::UdpHdr*>(hdr.data() + sizeof(wire::Ipv4Hdr))->checksum.set(0xffff);
   hdr[sizeof(wire::Ipv4Hdr) + sizeof(wire::UdpHdr) + 4] = 0xff;  // BTH FECN, BECN, resv6
-  uint32_t crc = fn(0, kOnes, sizeof(kOnes));
+  uint32_t crc = ones ? *ones : fn(0, kOnes, sizeof(kOnes));
   crc = fn(crc, hdr.data(), hdr.size());
   return fn(crc, l3.data() + kMaskedLen, l3.size() - kMaskedLen);
 }
@@ -294,6 +305,17 @@ void bm_icrc_chained(benchmark::State& state, ChainedCrc fn) {
   state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(f.l3.size()));
 }
 
+void bm_icrc_isal_prefolded(benchmark::State& state) {
+  clear_upper_simd_state();
+  const IcrcFrame f = make_frame(size_t(state.range(0)));
+  const uint32_t ones = crc_isal_vzeroupper(0, kOnes, sizeof(kOnes));
+  for (auto _ : state) {
+    uint32_t crc = icrc_chained(crc_isal_vzeroupper, f.l3, ones);
+    benchmark::DoNotOptimize(crc);
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(f.l3.size()));
+}
+
 void bm_icrc_copy_isal(benchmark::State& state) {
   clear_upper_simd_state();
   const IcrcFrame f = make_frame(size_t(state.range(0)));
@@ -334,6 +356,7 @@ bool self_check() {
     check("zlib", crc_zlib(0, g_data, n));
     check("isal", crc_isal(0, g_data, n));
     check("isal chained", crc_isal(crc_isal(0, g_data, n / 2), g_data + n / 2, n - n / 2));
+    check("uroce crc32_ieee", crc_uroce(0, g_data, n));
     for (const DpdkAlg& a : kDpdkAlgs) {
       rte_net_crc_set_alg(a.alg);
       check(a.name, crc_dpdk(g_data, n));
@@ -361,6 +384,7 @@ bool self_check() {
     check("zlib chained", icrc_chained(crc_zlib, f.l3));
     check("isal chained", icrc_chained(crc_isal, f.l3));
     check("isal chained + vzeroupper", icrc_chained(crc_isal_vzeroupper, f.l3));
+    check("isal prefolded + vzeroupper", icrc_chained(crc_isal_vzeroupper, f.l3, crc_isal(0, kOnes, sizeof(kOnes))));
     check("isal copy", icrc_copy_isal(f.l3, g_scratch.data()));
     for (const DpdkAlg& a : kDpdkAlgs) {
       rte_net_crc_set_alg(a.alg);
@@ -377,10 +401,12 @@ void register_benchmarks() {
   sizes(benchmark::RegisterBenchmark("crc32/table_bytewise", bm_crc_chained, crc_table));
   sizes(benchmark::RegisterBenchmark("crc32/zlib", bm_crc_chained, crc_zlib));
   sizes(benchmark::RegisterBenchmark("crc32/isal_gzip_refl", bm_crc_chained, crc_isal));
+  sizes(benchmark::RegisterBenchmark("crc32/uroce_crc32_ieee", bm_crc_chained, crc_uroce));
   for (const DpdkAlg& a : kDpdkAlgs) {
     sizes(benchmark::RegisterBenchmark((std::string("crc32/") + a.name).c_str(), bm_crc_dpdk, a.alg));
   }
   sizes(benchmark::RegisterBenchmark("icrc/uroce_icrc_compute", bm_icrc_uroce));
+  sizes(benchmark::RegisterBenchmark("icrc/isal_prefolded_vzeroupper", bm_icrc_isal_prefolded));
   sizes(benchmark::RegisterBenchmark("icrc/isal_chained", bm_icrc_chained, crc_isal));
   sizes(benchmark::RegisterBenchmark("icrc/isal_chained_vzeroupper", bm_icrc_chained, crc_isal_vzeroupper));
   sizes(benchmark::RegisterBenchmark("icrc/isal_copy_vzeroupper", bm_icrc_copy_isal));

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstddef>
 #include <cstring>
 
 #if defined(__x86_64__)
@@ -38,41 +39,53 @@ uint32_t isal_crc32(uint32_t crc, const uint8_t* p, size_t n) {
   return crc;
 }
 
-// ISA-L over the spans in order, in place.
-uint32_t isal_crc32(uint32_t crc, std::span<const std::span<const uint8_t>> spans) {
-  for (const std::span<const uint8_t> s : spans) crc = crc32_gzip_refl(crc, s.data(), s.size());
-#if defined(__x86_64__)
-  if (kCpuHasAvx) zero_upper_simd();
-#endif
-  return crc;
-}
-
 // A17.3.3: the 8 bytes of 0xFF that stand in for the LRH.
 constexpr std::array<uint8_t, 8> kLrhOnes = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
 
 // CRC state after the 8 bytes of ones.
 const uint32_t kLrhSeed = isal_crc32(0, kLrhOnes.data(), kLrhOnes.size());
 
-// Sets the variant fields of the headers at the start of `hdr` to ones
-// (A17.3.3; A16 for the GRH) and returns the length of the L3, UDP and BTH
-// headers, the part that is masked.
-size_t mask_headers(L3Kind kind, uint8_t* hdr) {
+// The variant fields of the headers (A17.3.3; A16 for the GRH) as ones over
+// zeros, to OR over a copy of the headers: `len` bytes from the first byte of
+// the IP header (or GRH) to the end of the BTH, after kMaskLead zero bytes and
+// followed by zeros, so that a 16-byte load at any header offset from -15 to
+// len - 1 stays in the table.
+constexpr size_t kMaskLead = 16;
+constexpr size_t kMaxMasked = sizeof(Ipv6Hdr) + sizeof(UdpHdr) + sizeof(Bth);
+struct HeaderMask {
+  std::array<uint8_t, kMaskLead + kMaxMasked + 16> bytes{};
+  size_t len = 0;
+};
+
+consteval HeaderMask header_mask(L3Kind kind) {
+  HeaderMask m;
+  uint8_t* h = m.bytes.data() + kMaskLead;
   size_t bth_at;
   if (kind == L3Kind::kIpv4) {
     bth_at = sizeof(Ipv4Hdr) + sizeof(UdpHdr);
-    auto* ip = reinterpret_cast<Ipv4Hdr*>(hdr);
-    ip->tos = 0xff;
-    ip->ttl = 0xff;
-    ip->checksum.set(0xffff);
+    h[offsetof(Ipv4Hdr, tos)] = 0xff;
+    h[offsetof(Ipv4Hdr, ttl)] = 0xff;
+    h[offsetof(Ipv4Hdr, checksum)] = h[offsetof(Ipv4Hdr, checksum) + 1] = 0xff;
   } else {
     bth_at = sizeof(Ipv6Hdr) + (kind == L3Kind::kIpv6 ? sizeof(UdpHdr) : 0);
-    auto* ip = reinterpret_cast<Ipv6Hdr*>(hdr);
-    ip->ver_tc_flow.set(ip->ver_tc_flow.get() | 0x0fffffff);
-    ip->hop_limit = 0xff;
+    const size_t tc_flow = offsetof(Ipv6Hdr, ver_tc_flow);  // all but the 4 version bits
+    h[tc_flow] = 0x0f;
+    h[tc_flow + 1] = h[tc_flow + 2] = h[tc_flow + 3] = 0xff;
+    h[offsetof(Ipv6Hdr, hop_limit)] = 0xff;
   }
-  if (kind != L3Kind::kGrh) reinterpret_cast<UdpHdr*>(hdr + bth_at - sizeof(UdpHdr))->checksum.set(0xffff);
-  hdr[bth_at + 4] = 0xff;  // FECN, BECN, resv6
-  return bth_at + sizeof(Bth);
+  if (kind != L3Kind::kGrh) {
+    const size_t csum = bth_at - sizeof(UdpHdr) + offsetof(UdpHdr, checksum);
+    h[csum] = h[csum + 1] = 0xff;
+  }
+  h[bth_at + offsetof(Bth, qpn_word)] = 0xff;  // FECN, BECN, resv6
+  m.len = bth_at + sizeof(Bth);
+  return m;
+}
+
+const HeaderMask& header_mask_of(L3Kind kind) {
+  static constexpr std::array<HeaderMask, 3> kMasks = {
+      header_mask(L3Kind::kIpv4), header_mask(L3Kind::kIpv6), header_mask(L3Kind::kGrh)};
+  return kMasks[size_t(kind)];
 }
 
 #if defined(__x86_64__)
@@ -103,8 +116,10 @@ size_t mask_headers(L3Kind kind, uint8_t* hdr) {
 // x^12 + x^11 + x^10 + x^8 + x^7 + x^5 + x^4 + x^2 + x + 1; bit k is x^k.
 constexpr uint64_t kPoly = 0x1'04c1'1db7;
 
+// The constants are computed by the compiler (consteval) from kPoly alone.
+
 // The low `bits` bits of v in reverse order.
-constexpr uint64_t reflect(uint64_t v, int bits) {
+consteval uint64_t reflect(uint64_t v, int bits) {
   uint64_t r = 0;
   for (int i = 0; i < bits; ++i) r |= ((v >> i) & 1) << (bits - 1 - i);
   return r;
@@ -113,7 +128,7 @@ constexpr uint64_t reflect(uint64_t v, int bits) {
 // x^n mod P, reflected in 32 bits: start from x^0 (bit 31) and multiply by
 // x n times; multiplying by x shifts right by one, and an x^32 that leaves
 // bit 0 is replaced by P - x^32 (reflected: zlib's 0xedb88320).
-constexpr uint32_t xpow_mod(unsigned n) {
+consteval uint32_t xpow_mod(unsigned n) {
   const auto p = uint32_t(reflect(kPoly, 32));
   uint32_t r = 0x8000'0000;
   for (unsigned i = 0; i < n; ++i) r = (r >> 1) ^ ((r & 1) ? p : 0);
@@ -123,11 +138,11 @@ constexpr uint32_t xpow_mod(unsigned n) {
 // The 64-bit operand that multiplies a 64-bit half by x^e modulo P: the
 // half holding x^(e-1) mod P at its 32 lowest degrees (bits 32..63), so that
 // the extra x of PCLMULQDQ makes it x^e. The product has at most 96 bits.
-constexpr uint64_t times_xpow(unsigned e) { return uint64_t(xpow_mod(e - 1)) << 32; }
+consteval uint64_t times_xpow(unsigned e) { return uint64_t(xpow_mod(e - 1)) << 32; }
 
 // floor(x^64 / P), the Barrett constant (33 bits, bit k is x^k): long
 // division, bringing down the 65 coefficients of x^64 one at a time.
-constexpr uint64_t barrett_mu() {
+consteval uint64_t barrett_mu() {
   uint64_t rem = 0;
   uint64_t q = 0;
   for (int d = 64; d >= 0; --d) {
@@ -141,10 +156,25 @@ constexpr uint64_t barrett_mu() {
   return q;
 }
 
+// Two 64-bit PCLMULQDQ operands, as one register holds them.
+struct OperandPair {
+  uint64_t lo;
+  uint64_t hi;
+};
+
 // The pair that folds a 128-bit accumulator forward by x^e: the low half
 // (the higher degrees, H) by x^(e+64), the high half (L) by x^e.
-__attribute__((target("pclmul"))) __m128i fold_pair(unsigned e) {
-  return _mm_set_epi64x(int64_t(times_xpow(e)), int64_t(times_xpow(e + 64)));
+consteval OperandPair fold_pair(unsigned e) { return {times_xpow(e + 64), times_xpow(e)}; }
+
+constexpr OperandPair kFold512 = fold_pair(512);  // one lane past the other three
+constexpr OperandPair kFold384 = fold_pair(384);  // joining lane 0
+constexpr OperandPair kFold256 = fold_pair(256);  // lane 1
+constexpr OperandPair kFold128 = fold_pair(128);  // lane 2
+constexpr OperandPair kReduce = {times_xpow(96), times_xpow(64)};
+constexpr OperandPair kBarrett = {reflect(barrett_mu(), 33), reflect(kPoly, 33)};  // mu·x^31, P·x^31
+
+__attribute__((target("pclmul"))) inline __m128i operands(OperandPair k) {
+  return _mm_set_epi64x(int64_t(k.hi), int64_t(k.lo));
 }
 
 __attribute__((target("pclmul"))) inline __m128i fold(__m128i x, __m128i k) {
@@ -159,7 +189,7 @@ __attribute__((target("pclmul"))) uint32_t fold_remainder(const uint8_t* b, size
   __m128i x1 = _mm_load_si128(v + 1);
   __m128i x2 = _mm_load_si128(v + 2);
   __m128i x3 = _mm_load_si128(v + 3);
-  const __m128i k512 = fold_pair(512);
+  const __m128i k512 = operands(kFold512);
   for (size_t i = 4; i < n / 16; i += 4) {
     x0 = _mm_xor_si128(fold(x0, k512), _mm_load_si128(v + i));
     x1 = _mm_xor_si128(fold(x1, k512), _mm_load_si128(v + i + 1));
@@ -167,13 +197,13 @@ __attribute__((target("pclmul"))) uint32_t fold_remainder(const uint8_t* b, size
     x3 = _mm_xor_si128(fold(x3, k512), _mm_load_si128(v + i + 3));
   }
   // Join the lanes: X = x0·x^384 + x1·x^256 + x2·x^128 + x3.
-  __m128i x = _mm_xor_si128(_mm_xor_si128(fold(x0, fold_pair(384)), fold(x1, fold_pair(256))),
-                            _mm_xor_si128(fold(x2, fold_pair(128)), x3));
+  __m128i x = _mm_xor_si128(_mm_xor_si128(fold(x0, operands(kFold384)), fold(x1, operands(kFold256))),
+                            _mm_xor_si128(fold(x2, operands(kFold128)), x3));
 
   // R = X·x^32 mod P, from 128 bits to 32.
   // (a) X·x^32 = H·x^96 + L·x^32 ≡ Z: H·(x^96 mod P) has at most 96 bits
   //     (bits 32..127), and L·x^32 is L moved to bits 32..95.
-  const __m128i k96_64 = _mm_set_epi64x(int64_t(times_xpow(64)), int64_t(times_xpow(96)));
+  const __m128i k96_64 = operands(kReduce);
   const __m128i z = _mm_xor_si128(_mm_clmulepi64_si128(x, k96_64, 0x00), _mm_slli_si128(_mm_srli_si128(x, 8), 4));
   // (b) Z = Zh·x^64 + Zl with Zh of 32 bits (bits 32..63; bits 0..31 are
   //     zero): U = Zh·(x^64 mod P) + Zl, at most 64 bits, in bits 64..127.
@@ -183,8 +213,7 @@ __attribute__((target("pclmul"))) uint32_t fold_remainder(const uint8_t* b, size
   //     operands mu·x^31 and P·x^31 (each 33 bits reflected), Q lands in bits
   //     0..31 of the first product (Ul·mu cannot reach them), and Q·P mod x^32
   //     in bits 32..63 of the second.
-  const __m128i mu_p =
-      _mm_set_epi64x(int64_t(reflect(kPoly, 33)), int64_t(reflect(barrett_mu(), 33)));
+  const __m128i mu_p = operands(kBarrett);
   const __m128i q = _mm_and_si128(_mm_clmulepi64_si128(u, mu_p, 0x01), _mm_set_epi32(0, 0, 0, -1));
   const __m128i qp = _mm_clmulepi64_si128(q, mu_p, 0x10);
   return uint32_t(_mm_extract_epi32(u, 3)) ^ uint32_t(_mm_extract_epi32(qp, 1));
@@ -195,89 +224,144 @@ const bool kCpuHasPclmul = [] {
   return __builtin_cpu_supports("pclmul") != 0;
 }();
 
-// The bytes of a short CRC input gathered into one aligned stack buffer, so
-// that one folding pass covers them. They end on a 64-byte boundary; zeros
-// lead them (leading zeros leave M(x), hence the CRC, unchanged).
-class FoldBuffer {
+// ---------------------------------------------------------------------------
+// Gathering the ICRC input of a short frame (the ones, the masked headers,
+// the rest in any number of spans) into 16-byte blocks for fold_remainder.
+// The blocks are aligned to the end of the input, zeros lead it (leading
+// zeros leave M(x), hence the CRC, unchanged), and each block is built in a
+// register and written with one aligned 16-byte store. That matters: a
+// 16-byte load of bytes written by more than one store (as after memcpy of
+// spans of any length) cannot be forwarded from the store buffer and waits
+// for the stores to retire, which cost more than the folding itself
+// (docs/PERFORMANCE.md).
+
+__m128i byte_index() { return _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15); }
+
+// The first k (< 16) bytes at p in bytes 0..k-1, zeros above; reads p[0..k) only.
+__m128i load_short(const uint8_t* p, size_t k) {
+  uint64_t lo = 0;
+  uint64_t hi = 0;
+  uint32_t w0;
+  uint32_t w1;
+  if (k >= 8) {
+    std::memcpy(&lo, p, 8);
+    if (k > 8) {
+      std::memcpy(&hi, p + k - 8, 8);  // overlaps lo; drop the overlap
+      hi >>= 8 * (16 - k);
+    }
+  } else if (k >= 4) {
+    std::memcpy(&w0, p, 4);
+    std::memcpy(&w1, p + k - 4, 4);  // may overlap w0 with the same bytes
+    lo = w0 | uint64_t(w1) << (8 * (k - 4));
+  } else if (k > 0) {
+    lo = p[0] | uint64_t(p[k / 2]) << (8 * (k / 2)) | uint64_t(p[k - 1]) << (8 * (k - 1));
+  }
+  return _mm_set_epi64x(int64_t(hi), int64_t(lo));
+}
+
+// v with byte i moved to i + k (k <= 16), zeros below.
+__m128i shift_up(__m128i v, size_t k) {
+  return _mm_shuffle_epi8(v, _mm_sub_epi8(byte_index(), _mm_set1_epi8(char(k))));  // negative: zero
+}
+
+// v with byte i moved to i - k (k <= 16), zeros above.
+__m128i shift_down(__m128i v, size_t k) {
+  const __m128i idx = _mm_add_epi8(byte_index(), _mm_set1_epi8(char(k)));
+  return _mm_shuffle_epi8(v, _mm_adds_epu8(idx, _mm_set1_epi8(0x70)));  // 16 and up: zero
+}
+
+class IcrcBlocks {
  public:
-  /// Makes room for n bytes, 4 <= n <= kIcrcFoldMaxBytes.
-  explicit FoldBuffer(size_t n) : start_((kBlock - n % kBlock) % kBlock), at_(start_) {
-    std::memset(buf_.data(), 0, kBlock);
+  /// Room for n input bytes (n <= kIcrcFoldMaxBytes); `mask` is ORed over the
+  /// bytes that follow the 8 ones.
+  IcrcBlocks(size_t n, const HeaderMask& mask) : mask_(mask), lead_((kRound - n % kRound) % kRound) {
+    for (size_t i = 0; i < lead_ / 16; ++i) emit(_mm_setzero_si128());
+    fill_ = lead_ % 16;  // carry_ starts as zeros
   }
-  /// Copies s after the bytes so far; returns where its copy is.
-  uint8_t* append(std::span<const uint8_t> s) {
-    uint8_t* p = buf_.data() + at_;
-    std::memcpy(p, s.data(), s.size());
-    at_ += s.size();
-    return p;
+
+  /// Appends the n bytes at p; reads p[0..n) only.
+  void append(const uint8_t* p, size_t n) {
+    const bool long_span = n >= 16;
+    if (fill_ != 0) {  // complete the block under way
+      const size_t k = std::min(16 - fill_, n);
+      const __m128i head = long_span ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)) : load_short(p, k);
+      carry_ = _mm_or_si128(carry_, shift_up(head, fill_));  // drops bytes k..15
+      fill_ += k;
+      p += k;
+      n -= k;
+      if (fill_ < 16) return;
+      emit(carry_);
+      fill_ = 0;
+    }
+    for (; n >= 16; n -= 16, p += 16) emit(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    if (n == 0) return;
+    // The tail starts the next block: taken from the 16 bytes that end with
+    // it where those are all in this span.
+    carry_ = long_span ? shift_down(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + n - 16)), 16 - n)
+                       : load_short(p, n);
+    fill_ = n;
   }
-  /// zlib's crc32(crc, bytes): the register starts as ~crc, which is the
-  /// same as XORing ~crc into the first 4 bytes and starting from 0.
-  uint32_t crc32(uint32_t crc) {
-    uint8_t* p = buf_.data() + start_;
-    uint32_t first;
-    std::memcpy(&first, p, 4);
-    first ^= ~crc;
-    std::memcpy(p, &first, 4);
-    return ~fold_remainder(buf_.data(), at_);
-  }
+
+  /// M(x)·x^32 mod P of the input, reflected.
+  uint32_t remainder() const { return fold_remainder(blocks_.data(), 16 * count_); }
 
  private:
-  static constexpr size_t kBlock = 64;  // four 16-byte lanes
-  static_assert(kIcrcFoldMaxBytes % kBlock == 0);
-  size_t start_;
-  size_t at_;
-  alignas(kBlock) std::array<uint8_t, kIcrcFoldMaxBytes> buf_;
-};
+  static constexpr size_t kRound = 64;  // fold_remainder's four lanes
+  static_assert(kIcrcFoldMaxBytes % kRound == 0);
 
-bool use_fold(size_t n) { return n >= 4 && n <= kIcrcFoldMaxBytes && kCpuHasPclmul; }
-#else
-bool use_fold(size_t) { return false; }
+  void emit(__m128i b) {
+    // Offset of the block's first byte from the first header byte.
+    const ptrdiff_t at = ptrdiff_t(16 * count_) - ptrdiff_t(lead_ + kLrhOnes.size());
+    if (at > -16 && at < ptrdiff_t(mask_.len)) {
+      b = _mm_or_si128(b, _mm_loadu_si128(reinterpret_cast<const __m128i*>(mask_.bytes.data() + kMaskLead + at)));
+    }
+    _mm_store_si128(reinterpret_cast<__m128i*>(blocks_.data() + 16 * count_++), b);
+  }
+
+  const HeaderMask& mask_;
+  size_t lead_;
+  size_t fill_ = 0;  // bytes of carry_ in use
+  size_t count_ = 0;
+  __m128i carry_ = _mm_setzero_si128();
+  alignas(16) std::array<uint8_t, kIcrcFoldMaxBytes> blocks_;
+};
 #endif
 
 }  // namespace
 
-uint32_t crc32_ieee(uint32_t crc, std::span<const uint8_t> buf) {
-  const std::span<const uint8_t> one[1] = {buf};
-  return crc32_ieee(crc, one);
-}
-
-uint32_t crc32_ieee(uint32_t crc, std::span<const std::span<const uint8_t>> spans) {
-  size_t n = 0;
-  for (const std::span<const uint8_t> s : spans) n += s.size();
-#if defined(__x86_64__)
-  if (use_fold(n)) {
-    FoldBuffer b(n);
-    for (const std::span<const uint8_t> s : spans) b.append(s);
-    return b.crc32(crc);
-  }
-#endif
-  return isal_crc32(crc, spans);
-}
+uint32_t crc32_ieee(uint32_t crc, std::span<const uint8_t> buf) { return isal_crc32(crc, buf.data(), buf.size()); }
 
 uint32_t icrc_compute(L3Kind kind, std::span<const uint8_t> l3) { return icrc_compute(kind, l3, {}); }
 
 uint32_t icrc_compute(L3Kind kind, std::span<const uint8_t> l3, std::span<const std::span<const uint8_t>> rest) {
+  const HeaderMask& mask = header_mask_of(kind);
+#if defined(__x86_64__)
   size_t n = kLrhOnes.size() + l3.size();
   for (const std::span<const uint8_t> s : rest) n += s.size();
-#if defined(__x86_64__)
-  if (use_fold(n)) {
-    // One pass over a copy: the ones, the headers masked in the copy, the rest.
-    FoldBuffer b(n);
-    b.append(kLrhOnes);
-    mask_headers(kind, b.append(l3));
-    for (const std::span<const uint8_t> s : rest) b.append(s);
-    return b.crc32(0);
+  if (n <= kIcrcFoldMaxBytes && kCpuHasPclmul) {
+    // One pass: the ones with the CRC's initial register (all ones, zlib's
+    // crc32(0, ...)) XORed into their first 4 bytes, the headers masked as
+    // they are gathered, the rest; then the final inversion.
+    static constexpr std::array<uint8_t, 8> kSeededOnes = {0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff};
+    IcrcBlocks b(n, mask);
+    b.append(kSeededOnes.data(), kSeededOnes.size());
+    b.append(l3.data(), l3.size());
+    for (const std::span<const uint8_t> s : rest) b.append(s.data(), s.size());
+    return ~b.remainder();
   }
 #endif
   // Longer frames: ISA-L, from the folded ones over a masked copy of the
   // headers, then over the rest in place.
-  std::array<uint8_t, sizeof(Ipv6Hdr) + sizeof(UdpHdr) + sizeof(Bth)> hdr;
-  std::memcpy(hdr.data(), l3.data(), std::min(hdr.size(), l3.size()));
-  const size_t masked = mask_headers(kind, hdr.data());
-  uint32_t crc = crc32_gzip_refl(kLrhSeed, hdr.data(), masked);
-  crc = crc32_gzip_refl(crc, l3.data() + masked, l3.size() - masked);
-  return isal_crc32(crc, rest);
+  std::array<uint8_t, kMaxMasked> hdr;
+  std::memcpy(hdr.data(), l3.data(), mask.len);
+  for (size_t i = 0; i < mask.len; ++i) hdr[i] |= mask.bytes[kMaskLead + i];
+  uint32_t crc = crc32_gzip_refl(kLrhSeed, hdr.data(), mask.len);
+  crc = crc32_gzip_refl(crc, l3.data() + mask.len, l3.size() - mask.len);
+  for (const std::span<const uint8_t> s : rest) crc = crc32_gzip_refl(crc, s.data(), s.size());
+#if defined(__x86_64__)
+  if (kCpuHasAvx) zero_upper_simd();
+#endif
+  return crc;
 }
 
 }  // namespace uroce::wire

@@ -6,13 +6,13 @@
 //   the UDP header with its checksum as ones (RoCEv2 only),
 //   the BTH with byte 4 (FECN, BECN, resv6) as ones,
 //   then everything up to the ICRC, which is stored in little-endian order.
-// Two paths, one result. A frame whose ICRC covers at most kIcrcFoldMaxBytes
-// (the 8 ones included) is copied into one stack buffer, masked there and
-// folded in one pass with PCLMULQDQ where the CPU has it: for short frames
-// the copy costs less than a second dependent CRC call. Longer frames (and
-// CPUs without PCLMULQDQ) use ISA-L over a masked copy of the headers, then
-// over the payload in place, never copying it. docs/PERFORMANCE.md has the
-// figures behind the threshold.
+// Two paths, one result. Where the ICRC covers at most kIcrcFoldMaxBytes (the
+// 8 ones included) and the CPU has PCLMULQDQ, the input is gathered into
+// 16-byte blocks on the stack, the headers masked on the way, and folded in
+// one pass (a kernel derived in icrc.cc): for short frames that copy costs
+// less than the second of two dependent ISA-L calls. Longer frames use ISA-L
+// over a masked copy of the headers, then over the payload in place, never
+// copying it. docs/PERFORMANCE.md has the figures behind the threshold.
 #pragma once
 
 #include <cstddef>
@@ -28,15 +28,11 @@ enum class L3Kind : uint8_t {
 };
 
 /// ICRC coverage (bytes) up to which the copy-and-fold path is used.
-inline constexpr size_t kIcrcFoldMaxBytes = 1024;
+inline constexpr size_t kIcrcFoldMaxBytes = 256;
 
 /// CRC-32 (IEEE, reflected, zlib convention) of buf continued from crc;
-/// crc32_ieee(0, ...) is the CRC of buf alone. Takes the same two paths as
-/// the ICRC: copy and fold up to kIcrcFoldMaxBytes (and from 4 bytes), ISA-L
-/// otherwise.
+/// crc32_ieee(0, ...) is the CRC of buf alone. Uses ISA-L's folding kernel.
 uint32_t crc32_ieee(uint32_t crc, std::span<const uint8_t> buf);
-/// The same over the bytes of `spans` in order.
-uint32_t crc32_ieee(uint32_t crc, std::span<const std::span<const uint8_t>> spans);
 
 /// ICRC of a packet. `l3` runs from the first byte of the IP header (or GRH)
 /// to the last byte before the ICRC; for IPv4 the header must be 20 bytes.

@@ -59,24 +59,44 @@ std::vector<std::span<const uint8_t>> split(std::span<const uint8_t> b, size_t p
   return out;
 }
 
-TEST(Icrc, Crc32IeeeOverSpansIsZlibForEveryLengthAlignmentAndSplit) {
-  // Receive: seeded random bytes of every length 0..1024 at every start
-  //   alignment 0..15, continued from a random CRC, cut into 1 to 4 spans at
-  //   random points. Lengths 4..kIcrcFoldMaxBytes take the copy-and-fold path
-  //   (PCLMULQDQ, where the CPU has it); the rest take ISA-L.
-  // Expect: zlib's crc32 of the same bytes from the same CRC each time. The
-  //   folding constants are all exercised: lanes (64-byte rounds), the join,
-  //   the 128-to-32-bit reduction and Barrett; a wrong one fails here.
+const CapturedFrame& captured_send() {
+  for (const CapturedFrame& c : captured_roce_frames()) {
+    if (c.file == "rxe-rc-pingpong-send.pcap") return c;
+  }
+  ADD_FAILURE() << "rxe-rc-pingpong-send.pcap has no RoCE frame";
+  return captured_roce_frames().front();
+}
+
+TEST(Icrc, A17_3_3_IcrcOfEveryLengthAlignmentAndSplitIsZlib) {
+  // Receive: the 40 bytes of IPv4, UDP and BTH headers of an RC SEND Only
+  //   captured from rxe, then seeded random bytes of every length 0..1024 at
+  //   every start alignment 0..15, cut into 1 to 4 spans at random points.
+  //   The ICRC then covers 48 to 1072 bytes: the folding path up to
+  //   kIcrcFoldMaxBytes, ISA-L above.
+  // Expect: zlib's crc32 over 8 x 0xFF + the headers masked by hand with
+  //   literal offsets + the bytes, each time. Every folding constant is used
+  //   (four lanes, the join, the 128-to-32-bit reduction, Barrett), so a wrong
+  //   one fails here.
+  const std::vector<uint8_t>& f = captured_send().bytes;
+  const std::span<const uint8_t> hdr(f.data() + kIpOff, 40);
+  std::vector<uint8_t> ref(8 + hdr.size(), 0xff);
+  std::copy(hdr.begin(), hdr.end(), ref.begin() + 8);
+  ref[8 + 1] = 0xff;               // TOS
+  ref[8 + 8] = 0xff;               // TTL
+  ref[8 + 10] = ref[8 + 11] = 0xff;  // IP checksum
+  ref[28 + 6] = ref[28 + 7] = 0xff;  // UDP checksum
+  ref[36 + 4] = 0xff;              // BTH FECN/BECN/resv6
+  const uint32_t ref_hdr = uint32_t(crc32(0L, ref.data(), uInt(ref.size())));
   std::mt19937 rng(11);
   std::vector<uint8_t> store(1024 + 16);
   for (auto& x : store) x = uint8_t(rng());
   for (size_t len = 0; len <= 1024; ++len) {
     for (size_t align = 0; align < 16; ++align) {
       const std::span<const uint8_t> b(store.data() + align, len);
-      const uint32_t seed = uint32_t(rng());
-      const uint32_t want = uint32_t(crc32(seed, b.data(), uInt(b.size())));
+      const uint32_t want = uint32_t(crc32(ref_hdr, b.data(), uInt(b.size())));
       const std::vector<std::span<const uint8_t>> spans = split(b, 1 + rng() % 4, rng);
-      ASSERT_EQ(crc32_ieee(seed, spans), want) << "len " << len << " align " << align << " spans " << spans.size();
+      ASSERT_EQ(icrc_compute(L3Kind::kIpv4, hdr, spans), want)
+          << "len " << len << " align " << align << " spans " << spans.size();
     }
   }
 }
@@ -136,14 +156,7 @@ TEST(Icrc, A17_3_3_HandMaskedZlibCrcOfOneCapturedFrame) {
   //   from rxe), masked here field by field with literal offsets.
   // Expect: zlib crc32 over 8 x 0xFF + masked IPv4 + masked UDP + masked BTH +
   //   rest equals the ICRC rxe carried, little-endian; icrc_compute agrees.
-  const CapturedFrame* cf = nullptr;
-  for (const CapturedFrame& c : captured_roce_frames()) {
-    if (c.file == "rxe-rc-pingpong-send.pcap") {
-      cf = &c;
-      break;
-    }
-  }
-  ASSERT_NE(cf, nullptr);
+  const CapturedFrame* cf = &captured_send();
   const std::vector<uint8_t>& f = cf->bytes;
   ASSERT_EQ(f[kBthOff], 0x04);  // RC SEND Only
   std::vector<uint8_t> p(8, 0xff);
