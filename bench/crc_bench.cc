@@ -6,14 +6,14 @@
 //   icrc/<impl>/<payload bytes>     ICRC of a RoCEv2/IPv4 RC SEND Only frame
 //
 // Implementations: a byte-at-a-time table loop (the floor), zlib crc32(),
-// ISA-L crc32_gzip_refl() (what icrc.cc uses for long input),
-// wire::crc32_ieee (icrc.cc's two paths: copy and PCLMULQDQ fold up to
-// wire::kIcrcFoldMaxBytes, ISA-L above) and DPDK rte_net_crc_calc() with
-// each of its algorithms. rte_net_crc_calc() takes no seed, so it cannot chain
+// ISA-L crc32_gzip_refl() (what icrc.cc uses for long frames) and DPDK
+// rte_net_crc_calc() with each of its algorithms. rte_net_crc_calc() takes no seed, so it cannot chain
 // from the masked header copy into the payload in place (DESIGN rule 12); the
 // icrc/dpdk_*_copy rows measure the only way to use it: copy the 8 bytes of
 // ones, the masked headers and the whole payload into one buffer, then CRC that.
-// The ICRC rows besides icrc/uroce_icrc_compute (the shipped function):
+// The ICRC rows besides icrc/uroce_icrc_compute (the shipped function, which
+// gathers and folds with its own PCLMULQDQ kernel where the ICRC covers at
+// most wire::kIcrcFoldMaxBytes, label "fold", and uses ISA-L above, "isal"):
 //   isal_prefolded_vzeroupper  ISA-L from the pre-folded ones over the masked
 //                            headers, then the payload in place, VZEROUPPER:
 //                            icrc.cc's path above kIcrcFoldMaxBytes, and its
@@ -121,8 +121,6 @@ uint32_t crc_isal_vzeroupper(uint32_t crc, const uint8_t* p, size_t n) {
   clear_upper_simd_state();
   return crc;
 }
-
-uint32_t crc_uroce(uint32_t crc, const uint8_t* p, size_t n) { return wire::crc32_ieee(crc, {p, n}); }
 
 using ChainedCrc = uint32_t (*)(uint32_t, const uint8_t*, size_t);
 
@@ -288,6 +286,7 @@ std::vector<uint8_t> g_scratch;  // for icrc_copy_dpdk; sized once in main
 void bm_icrc_uroce(benchmark::State& state) {
   clear_upper_simd_state();
   const IcrcFrame f = make_frame(size_t(state.range(0)));
+  state.SetLabel(8 + f.l3.size() <= wire::kIcrcFoldMaxBytes ? "fold" : "isal");
   for (auto _ : state) {
     uint32_t crc = wire::icrc_compute(wire::L3Kind::kIpv4, f.l3);
     benchmark::DoNotOptimize(crc);
@@ -356,7 +355,6 @@ bool self_check() {
     check("zlib", crc_zlib(0, g_data, n));
     check("isal", crc_isal(0, g_data, n));
     check("isal chained", crc_isal(crc_isal(0, g_data, n / 2), g_data + n / 2, n - n / 2));
-    check("uroce crc32_ieee", crc_uroce(0, g_data, n));
     for (const DpdkAlg& a : kDpdkAlgs) {
       rte_net_crc_set_alg(a.alg);
       check(a.name, crc_dpdk(g_data, n));
@@ -401,7 +399,6 @@ void register_benchmarks() {
   sizes(benchmark::RegisterBenchmark("crc32/table_bytewise", bm_crc_chained, crc_table));
   sizes(benchmark::RegisterBenchmark("crc32/zlib", bm_crc_chained, crc_zlib));
   sizes(benchmark::RegisterBenchmark("crc32/isal_gzip_refl", bm_crc_chained, crc_isal));
-  sizes(benchmark::RegisterBenchmark("crc32/uroce_crc32_ieee", bm_crc_chained, crc_uroce));
   for (const DpdkAlg& a : kDpdkAlgs) {
     sizes(benchmark::RegisterBenchmark((std::string("crc32/") + a.name).c_str(), bm_crc_dpdk, a.alg));
   }

@@ -48,9 +48,9 @@ const uint32_t kLrhSeed = isal_crc32(0, kLrhOnes.data(), kLrhOnes.size());
 // The variant fields of the headers (A17.3.3; A16 for the GRH) as ones over
 // zeros, to OR over a copy of the headers: `len` bytes from the first byte of
 // the IP header (or GRH) to the end of the BTH, after kMaskLead zero bytes and
-// followed by zeros, so that a 16-byte load at any header offset from -15 to
-// len - 1 stays in the table.
-constexpr size_t kMaskLead = 16;
+// followed by 16 zeros, so that a 16-byte load at any header offset from
+// -kMaskLead to len - 1 stays in the table.
+constexpr size_t kMaskLead = 24;
 constexpr size_t kMaxMasked = sizeof(Ipv6Hdr) + sizeof(UdpHdr) + sizeof(Bth);
 struct HeaderMask {
   std::array<uint8_t, kMaskLead + kMaxMasked + 16> bytes{};
@@ -274,15 +274,23 @@ class IcrcBlocks {
  public:
   /// Room for n input bytes (n <= kIcrcFoldMaxBytes); `mask` is ORed over the
   /// bytes that follow the 8 ones.
-  IcrcBlocks(size_t n, const HeaderMask& mask) : mask_(mask), lead_((kRound - n % kRound) % kRound) {
-    for (size_t i = 0; i < lead_ / 16; ++i) emit(_mm_setzero_si128());
-    fill_ = lead_ % 16;  // carry_ starts as zeros
+  IcrcBlocks(size_t n, const HeaderMask& mask)
+      : mask_(mask),
+        lead_((kRound - n % kRound) % kRound),
+        mask_end_((lead_ + kLrhOnes.size() + mask.len + 15) / 16),
+        count_(lead_ / 16),
+        fill_(lead_ % 16) {  // carry_ starts with that many zeros
+    // The leading zero blocks (at most 3), written whatever their number:
+    // a loop over count_ would become a call to memset.
+    static_assert(kRound / 16 - 1 == 3);
+    blocks_[0] = blocks_[1] = blocks_[2] = _mm_setzero_si128();
   }
 
   /// Appends the n bytes at p; reads p[0..n) only.
   void append(const uint8_t* p, size_t n) {
     const bool long_span = n >= 16;
-    if (fill_ != 0) {  // complete the block under way
+    size_t count = count_;  // locals: stores of __m128i may alias any member
+    if (fill_ != 0) {       // complete the block under way
       const size_t k = std::min(16 - fill_, n);
       const __m128i head = long_span ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)) : load_short(p, k);
       carry_ = _mm_or_si128(carry_, shift_up(head, fill_));  // drops bytes k..15
@@ -290,10 +298,14 @@ class IcrcBlocks {
       p += k;
       n -= k;
       if (fill_ < 16) return;
-      emit(carry_);
+      blocks_[count] = masked(carry_, count);
+      ++count;
       fill_ = 0;
     }
-    for (; n >= 16; n -= 16, p += 16) emit(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    for (; n >= 16; n -= 16, p += 16, ++count) {
+      blocks_[count] = masked(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), count);
+    }
+    count_ = count;
     if (n == 0) return;
     // The tail starts the next block: taken from the 16 bytes that end with
     // it where those are all in this span.
@@ -303,27 +315,27 @@ class IcrcBlocks {
   }
 
   /// M(x)·x^32 mod P of the input, reflected.
-  uint32_t remainder() const { return fold_remainder(blocks_.data(), 16 * count_); }
+  uint32_t remainder() const { return fold_remainder(reinterpret_cast<const uint8_t*>(blocks_), 16 * count_); }
 
  private:
   static constexpr size_t kRound = 64;  // fold_remainder's four lanes
   static_assert(kIcrcFoldMaxBytes % kRound == 0);
 
-  void emit(__m128i b) {
-    // Offset of the block's first byte from the first header byte.
-    const ptrdiff_t at = ptrdiff_t(16 * count_) - ptrdiff_t(lead_ + kLrhOnes.size());
-    if (at > -16 && at < ptrdiff_t(mask_.len)) {
-      b = _mm_or_si128(b, _mm_loadu_si128(reinterpret_cast<const __m128i*>(mask_.bytes.data() + kMaskLead + at)));
-    }
-    _mm_store_si128(reinterpret_cast<__m128i*>(blocks_.data() + 16 * count_++), b);
+  // Block k with the header mask ORed over it where they meet. Block k starts
+  // 16·k - lead_ - 8 bytes from the first header byte, at least -23.
+  __m128i masked(__m128i b, size_t k) const {
+    if (k >= mask_end_) return b;
+    const uint8_t* m = mask_.bytes.data() + kMaskLead + 16 * k - lead_ - kLrhOnes.size();
+    return _mm_or_si128(b, _mm_loadu_si128(reinterpret_cast<const __m128i*>(m)));
   }
 
   const HeaderMask& mask_;
-  size_t lead_;
-  size_t fill_ = 0;  // bytes of carry_ in use
-  size_t count_ = 0;
+  const size_t lead_;      // zero bytes before the input
+  const size_t mask_end_;  // blocks from here on have no masked byte
+  size_t count_;           // blocks written
+  size_t fill_;            // bytes of carry_ in use
   __m128i carry_ = _mm_setzero_si128();
-  alignas(16) std::array<uint8_t, kIcrcFoldMaxBytes> blocks_;
+  __m128i blocks_[kIcrcFoldMaxBytes / 16];
 };
 #endif
 

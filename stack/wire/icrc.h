@@ -28,7 +28,7 @@ enum class L3Kind : uint8_t {
 };
 
 /// ICRC coverage (bytes) up to which the copy-and-fold path is used.
-inline constexpr size_t kIcrcFoldMaxBytes = 256;
+inline constexpr size_t kIcrcFoldMaxBytes = 448;
 
 /// CRC-32 (IEEE, reflected, zlib convention) of buf continued from crc;
 /// crc32_ieee(0, ...) is the CRC of buf alone. Uses ISA-L's folding kernel.
