@@ -181,21 +181,10 @@ __attribute__((target("pclmul"))) inline __m128i fold(__m128i x, __m128i k) {
   return _mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11));
 }
 
-// R = M(x)·x^32 mod P of the n bytes at b (n a positive multiple of 64,
-// b 16-byte aligned), reflected. No initial or final inversion.
-__attribute__((target("pclmul"))) uint32_t fold_remainder(const uint8_t* b, size_t n) {
-  const auto* v = reinterpret_cast<const __m128i*>(b);
-  __m128i x0 = _mm_load_si128(v);
-  __m128i x1 = _mm_load_si128(v + 1);
-  __m128i x2 = _mm_load_si128(v + 2);
-  __m128i x3 = _mm_load_si128(v + 3);
-  const __m128i k512 = operands(kFold512);
-  for (size_t i = 4; i < n / 16; i += 4) {
-    x0 = _mm_xor_si128(fold(x0, k512), _mm_load_si128(v + i));
-    x1 = _mm_xor_si128(fold(x1, k512), _mm_load_si128(v + i + 1));
-    x2 = _mm_xor_si128(fold(x2, k512), _mm_load_si128(v + i + 2));
-    x3 = _mm_xor_si128(fold(x3, k512), _mm_load_si128(v + i + 3));
-  }
+// R = M(x)·x^32 mod P, reflected (no initial or final inversion), of an
+// input folded into four lanes: block k of the input went into lane k mod 4,
+// and x3 holds the lane of the last block, x2 the one before, and so on.
+__attribute__((target("pclmul"))) uint32_t reduce_lanes(__m128i x0, __m128i x1, __m128i x2, __m128i x3) {
   // Join the lanes: X = x0·x^384 + x1·x^256 + x2·x^128 + x3.
   __m128i x = _mm_xor_si128(_mm_xor_si128(fold(x0, operands(kFold384)), fold(x1, operands(kFold256))),
                             _mm_xor_si128(fold(x2, operands(kFold128)), x3));
@@ -225,15 +214,14 @@ const bool kCpuHasPclmul = [] {
 }();
 
 // ---------------------------------------------------------------------------
-// Gathering the ICRC input of a short frame (the ones, the masked headers,
-// the rest in any number of spans) into 16-byte blocks for fold_remainder.
-// The blocks are aligned to the end of the input, zeros lead it (leading
-// zeros leave M(x), hence the CRC, unchanged), and each block is built in a
-// register and written with one aligned 16-byte store. That matters: a
-// 16-byte load of bytes written by more than one store (as after memcpy of
-// spans of any length) cannot be forwarded from the store buffer and waits
-// for the stores to retire, which cost more than the folding itself
-// (docs/PERFORMANCE.md).
+// Folding the ICRC input of a short frame (the ones, the masked headers, the
+// rest in any number of spans) as it is read. The input is cut into 16-byte
+// blocks aligned to its end (zeros lead it: leading zeros leave M(x), hence
+// the CRC, unchanged); each block is built in a register, from one unaligned
+// load where it lies in one span, and folded into the lanes at once. Nothing
+// is stored: gathering the input into a stack buffer first cost more than the
+// folding (a 16-byte load of bytes from several stores waits for them to
+// retire; docs/PERFORMANCE.md).
 
 __m128i byte_index() { return _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15); }
 
@@ -270,27 +258,17 @@ __m128i shift_down(__m128i v, size_t k) {
   return _mm_shuffle_epi8(v, _mm_adds_epu8(idx, _mm_set1_epi8(0x70)));  // 16 and up: zero
 }
 
-class IcrcBlocks {
+class IcrcFolder {
  public:
-  /// Room for n input bytes (n <= kIcrcFoldMaxBytes); `mask` is ORed over the
-  /// bytes that follow the 8 ones.
-  IcrcBlocks(size_t n, const HeaderMask& mask)
-      : mask_(mask),
-        lead_((kRound - n % kRound) % kRound),
-        mask_end_((lead_ + kLrhOnes.size() + mask.len + 15) / 16),
-        count_(lead_ / 16),
-        fill_(lead_ % 16) {  // carry_ starts with that many zeros
-    // The leading zero blocks (at most 3), written whatever their number:
-    // a loop over count_ would become a call to memset.
-    static_assert(kRound / 16 - 1 == 3);
-    blocks_[0] = blocks_[1] = blocks_[2] = _mm_setzero_si128();
-  }
+  /// Folds n input bytes in all (n >= 16); `mask` is ORed over the bytes
+  /// that follow the 8 ones.
+  __attribute__((target("pclmul"))) IcrcFolder(size_t n, const HeaderMask& mask)
+      : mask_(mask), lead_((16 - n % 16) % 16), mask_end_((lead_ + kLrhOnes.size() + mask.len + 15) / 16) {}
 
   /// Appends the n bytes at p; reads p[0..n) only.
-  void append(const uint8_t* p, size_t n) {
+  __attribute__((target("pclmul"))) void append(const uint8_t* p, size_t n) {
     const bool long_span = n >= 16;
-    size_t count = count_;  // locals: stores of __m128i may alias any member
-    if (fill_ != 0) {       // complete the block under way
+    if (fill_ != 0) {  // complete the block under way
       const size_t k = std::min(16 - fill_, n);
       const __m128i head = long_span ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)) : load_short(p, k);
       carry_ = _mm_or_si128(carry_, shift_up(head, fill_));  // drops bytes k..15
@@ -298,14 +276,25 @@ class IcrcBlocks {
       p += k;
       n -= k;
       if (fill_ < 16) return;
-      blocks_[count] = masked(carry_, count);
-      ++count;
+      fold_in(carry_);
       fill_ = 0;
     }
-    for (; n >= 16; n -= 16, p += 16, ++count) {
-      blocks_[count] = masked(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), count);
+    while (n >= 16) {
+      if (n >= 64 && count_ >= 4 && count_ >= mask_end_) {  // four blocks, no mask: one per lane
+        const __m128i k = operands(kFold512);
+        x0_ = _mm_xor_si128(fold(x0_, k), _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+        x1_ = _mm_xor_si128(fold(x1_, k), _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16)));
+        x2_ = _mm_xor_si128(fold(x2_, k), _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 32)));
+        x3_ = _mm_xor_si128(fold(x3_, k), _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 48)));
+        count_ += 4;
+        p += 64;
+        n -= 64;
+      } else {
+        fold_in(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+        p += 16;
+        n -= 16;
+      }
     }
-    count_ = count;
     if (n == 0) return;
     // The tail starts the next block: taken from the 16 bytes that end with
     // it where those are all in this span.
@@ -314,29 +303,50 @@ class IcrcBlocks {
     fill_ = n;
   }
 
-  /// M(x)·x^32 mod P of the input, reflected.
-  uint32_t remainder() const { return fold_remainder(reinterpret_cast<const uint8_t*>(blocks_), 16 * count_); }
+  /// M(x)·x^32 mod P of the input, reflected; all n bytes appended.
+  __attribute__((target("pclmul"))) uint32_t remainder() const { return reduce_lanes(x0_, x1_, x2_, x3_); }
 
  private:
-  static constexpr size_t kRound = 64;  // fold_remainder's four lanes
-  static_assert(kIcrcFoldMaxBytes % kRound == 0);
-
-  // Block k with the header mask ORed over it where they meet. Block k starts
-  // 16·k - lead_ - 8 bytes from the first header byte, at least -23.
-  __m128i masked(__m128i b, size_t k) const {
-    if (k >= mask_end_) return b;
-    const uint8_t* m = mask_.bytes.data() + kMaskLead + 16 * k - lead_ - kLrhOnes.size();
-    return _mm_or_si128(b, _mm_loadu_si128(reinterpret_cast<const __m128i*>(m)));
+  // Block `count_` of the input (the header mask ORed over it where they
+  // meet) into the lanes; see reduce_lanes. Lanes start as zeros, so the
+  // first four blocks need no fold.
+  __attribute__((target("pclmul"))) void fold_in(__m128i b) {
+    if (count_ < mask_end_) {  // the block starts 16·count_ - lead_ - 8 bytes from the headers, at least -23
+      const uint8_t* m = mask_.bytes.data() + kMaskLead + 16 * count_ - lead_ - kLrhOnes.size();
+      b = _mm_or_si128(b, _mm_loadu_si128(reinterpret_cast<const __m128i*>(m)));
+    }
+    if (count_ >= 4) b = _mm_xor_si128(b, fold(x0_, operands(kFold512)));
+    x0_ = x1_;
+    x1_ = x2_;
+    x2_ = x3_;
+    x3_ = b;
+    ++count_;
   }
 
   const HeaderMask& mask_;
   const size_t lead_;      // zero bytes before the input
   const size_t mask_end_;  // blocks from here on have no masked byte
-  size_t count_;           // blocks written
-  size_t fill_;            // bytes of carry_ in use
+  size_t count_ = 0;       // blocks folded
+  size_t fill_ = lead_;    // bytes of carry_ in use
   __m128i carry_ = _mm_setzero_si128();
-  __m128i blocks_[kIcrcFoldMaxBytes / 16];
+  __m128i x0_ = _mm_setzero_si128();
+  __m128i x1_ = _mm_setzero_si128();
+  __m128i x2_ = _mm_setzero_si128();
+  __m128i x3_ = _mm_setzero_si128();
 };
+
+// The ICRC by folding: the ones with the CRC's initial register (all ones,
+// zlib's crc32(0, ...)) XORed into their first 4 bytes, the headers masked as
+// they are read, the rest; then the final inversion. n: the bytes covered.
+__attribute__((target("pclmul"))) uint32_t icrc_fold(const HeaderMask& mask, size_t n, std::span<const uint8_t> l3,
+                                                     std::span<const std::span<const uint8_t>> rest) {
+  static constexpr std::array<uint8_t, 8> kSeededOnes = {0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff};
+  IcrcFolder f(n, mask);
+  f.append(kSeededOnes.data(), kSeededOnes.size());
+  f.append(l3.data(), l3.size());
+  for (const std::span<const uint8_t> s : rest) f.append(s.data(), s.size());
+  return ~f.remainder();
+}
 #endif
 
 }  // namespace
@@ -350,17 +360,7 @@ uint32_t icrc_compute(L3Kind kind, std::span<const uint8_t> l3, std::span<const 
 #if defined(__x86_64__)
   size_t n = kLrhOnes.size() + l3.size();
   for (const std::span<const uint8_t> s : rest) n += s.size();
-  if (n <= kIcrcFoldMaxBytes && kCpuHasPclmul) {
-    // One pass: the ones with the CRC's initial register (all ones, zlib's
-    // crc32(0, ...)) XORed into their first 4 bytes, the headers masked as
-    // they are gathered, the rest; then the final inversion.
-    static constexpr std::array<uint8_t, 8> kSeededOnes = {0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff};
-    IcrcBlocks b(n, mask);
-    b.append(kSeededOnes.data(), kSeededOnes.size());
-    b.append(l3.data(), l3.size());
-    for (const std::span<const uint8_t> s : rest) b.append(s.data(), s.size());
-    return ~b.remainder();
-  }
+  if (n <= kIcrcFoldMaxBytes && kCpuHasPclmul) return icrc_fold(mask, n, l3, rest);
 #endif
   // Longer frames: ISA-L, from the folded ones over a masked copy of the
   // headers, then over the rest in place.

@@ -6,13 +6,11 @@
 //   the UDP header with its checksum as ones (RoCEv2 only),
 //   the BTH with byte 4 (FECN, BECN, resv6) as ones,
 //   then everything up to the ICRC, which is stored in little-endian order.
-// Two paths, one result. Where the ICRC covers at most kIcrcFoldMaxBytes (the
-// 8 ones included) and the CPU has PCLMULQDQ, the input is gathered into
-// 16-byte blocks on the stack, the headers masked on the way, and folded in
-// one pass (a kernel derived in icrc.cc): for short frames that copy costs
-// less than the second of two dependent ISA-L calls. Longer frames use ISA-L
-// over a masked copy of the headers, then over the payload in place, never
-// copying it. docs/PERFORMANCE.md has the figures behind the threshold.
+// Two paths, one result, neither copying the payload. Where the ICRC covers
+// at most kIcrcFoldMaxBytes and the CPU has PCLMULQDQ, one pass reads the
+// headers and the rest in place, masking the headers in registers, and folds
+// them with a kernel derived in icrc.cc. Longer frames (and other CPUs) use
+// ISA-L: over a masked copy of the headers, then over the rest in place.
 #pragma once
 
 #include <cstddef>
@@ -27,8 +25,10 @@ enum class L3Kind : uint8_t {
   kGrh,   // RoCEv1: GRH directly over Ethernet, no UDP
 };
 
-/// ICRC coverage (bytes) up to which the copy-and-fold path is used.
-inline constexpr size_t kIcrcFoldMaxBytes = 448;
+/// The most bytes an ICRC covers (the 8 ones included) for which icrc_compute
+/// folds with its own kernel; ISA-L's AVX-512 kernel is faster above. Chosen
+/// by measurement: docs/PERFORMANCE.md, "A whole ICRC per frame".
+inline constexpr size_t kIcrcFoldMaxBytes = 1024;
 
 /// CRC-32 (IEEE, reflected, zlib convention) of buf continued from crc;
 /// crc32_ieee(0, ...) is the CRC of buf alone. Uses ISA-L's folding kernel.
