@@ -82,10 +82,26 @@ consteval HeaderMask header_mask(L3Kind kind) {
   return m;
 }
 
-const HeaderMask& header_mask_of(L3Kind kind) {
-  static constexpr std::array<HeaderMask, 3> kMasks = {
-      header_mask(L3Kind::kIpv4), header_mask(L3Kind::kIpv6), header_mask(L3Kind::kGrh)};
-  return kMasks[size_t(kind)];
+// Indexed by L3Kind.
+constexpr std::array<HeaderMask, 3> kHeaderMasks = {
+    header_mask(L3Kind::kIpv4), header_mask(L3Kind::kIpv6), header_mask(L3Kind::kGrh)};
+
+// The ICRC by ISA-L: from the folded ones over a masked copy of the headers
+// (of constant length, so the copy is a few moves, not a call), then over
+// the rest in place.
+template <L3Kind kKind>
+uint32_t icrc_isal(std::span<const uint8_t> l3, std::span<const std::span<const uint8_t>> rest) {
+  constexpr const HeaderMask& kMask = kHeaderMasks[size_t(kKind)];
+  std::array<uint8_t, kMask.len> hdr;
+  std::memcpy(hdr.data(), l3.data(), hdr.size());
+  for (size_t i = 0; i < hdr.size(); ++i) hdr[i] |= kMask.bytes[kMaskLead + i];
+  uint32_t crc = crc32_gzip_refl(kLrhSeed, hdr.data(), hdr.size());
+  crc = crc32_gzip_refl(crc, l3.data() + hdr.size(), l3.size() - hdr.size());
+  for (const std::span<const uint8_t> s : rest) crc = crc32_gzip_refl(crc, s.data(), s.size());
+#if defined(__x86_64__)
+  if (kCpuHasAvx) zero_upper_simd();
+#endif
+  return crc;
 }
 
 #if defined(__x86_64__)
@@ -201,7 +217,8 @@ __attribute__((target("pclmul"))) uint32_t reduce_lanes(__m128i x0, __m128i x1, 
   //     floor(U / P), and R = U - Q·P = Ul + (Q·P mod x^32). With the 64-bit
   //     operands mu·x^31 and P·x^31 (each 33 bits reflected), Q lands in bits
   //     0..31 of the first product (Ul·mu cannot reach them), and Q·P mod x^32
-  //     in bits 32..63 of the second.
+  //     in bits 32..63 of the second. (mu's x^0 term cannot change Q: Uh·1
+  //     lies below x^32.)
   const __m128i mu_p = operands(kBarrett);
   const __m128i q = _mm_and_si128(_mm_clmulepi64_si128(u, mu_p, 0x01), _mm_set_epi32(0, 0, 0, -1));
   const __m128i qp = _mm_clmulepi64_si128(q, mu_p, 0x10);
@@ -356,24 +373,17 @@ uint32_t crc32_ieee(uint32_t crc, std::span<const uint8_t> buf) { return isal_cr
 uint32_t icrc_compute(L3Kind kind, std::span<const uint8_t> l3) { return icrc_compute(kind, l3, {}); }
 
 uint32_t icrc_compute(L3Kind kind, std::span<const uint8_t> l3, std::span<const std::span<const uint8_t>> rest) {
-  const HeaderMask& mask = header_mask_of(kind);
 #if defined(__x86_64__)
   size_t n = kLrhOnes.size() + l3.size();
   for (const std::span<const uint8_t> s : rest) n += s.size();
-  if (n <= kIcrcFoldMaxBytes && kCpuHasPclmul) return icrc_fold(mask, n, l3, rest);
+  if (n <= kIcrcFoldMaxBytes && kCpuHasPclmul) return icrc_fold(kHeaderMasks[size_t(kind)], n, l3, rest);
 #endif
-  // Longer frames: ISA-L, from the folded ones over a masked copy of the
-  // headers, then over the rest in place.
-  std::array<uint8_t, kMaxMasked> hdr;
-  std::memcpy(hdr.data(), l3.data(), mask.len);
-  for (size_t i = 0; i < mask.len; ++i) hdr[i] |= mask.bytes[kMaskLead + i];
-  uint32_t crc = crc32_gzip_refl(kLrhSeed, hdr.data(), mask.len);
-  crc = crc32_gzip_refl(crc, l3.data() + mask.len, l3.size() - mask.len);
-  for (const std::span<const uint8_t> s : rest) crc = crc32_gzip_refl(crc, s.data(), s.size());
-#if defined(__x86_64__)
-  if (kCpuHasAvx) zero_upper_simd();
-#endif
-  return crc;
+  switch (kind) {
+    case L3Kind::kIpv4: return icrc_isal<L3Kind::kIpv4>(l3, rest);
+    case L3Kind::kIpv6: return icrc_isal<L3Kind::kIpv6>(l3, rest);
+    case L3Kind::kGrh: return icrc_isal<L3Kind::kGrh>(l3, rest);
+  }
+  return 0;  // not reached: every L3Kind is handled above
 }
 
 }  // namespace uroce::wire
