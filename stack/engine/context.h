@@ -31,8 +31,13 @@ struct AgentDeleter {
 };
 }  // namespace cm
 
-inline constexpr uint16_t kRxBurst = 32;
+// One poll receives as many frames as it may send: with a smaller receive
+// burst a responder that answers every frame it reads falls behind a peer
+// that sends kTxBurst a poll, its receive ring fills, and every frame it
+// reads has gone cold in the cache (engine_bench engine/qps/1000/32: 392 ns
+// a WRITE with 32, 267 ns with 64; docs/PERFORMANCE.md "Many QPs").
 inline constexpr uint16_t kTxBurst = 64;
+inline constexpr uint16_t kRxBurst = kTxBurst;
 inline constexpr uint32_t kPktsPerQpTurn = 16;  // requester packets per QP per scheduling turn
 
 struct PdImpl : Pd {

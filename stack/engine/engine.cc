@@ -226,13 +226,20 @@ uint32_t poll(Context* ctx, uint64_t now_ns) {
   if (c.cm) cm::gsi_poll(c, now_ns);  // CM timers and MADs to send
 
   // Each QP ready at the start of this poll gets one turn; those with more to
-  // send go to the back of the ring.
+  // send go to the back of the ring. While one QP takes its turn, the next
+  // QP's WQE and the one after's state are on their way into the cache.
   for (uint32_t n = c.ready.size(); n && c.tx_n < kTxBurst; --n) {
     const uint32_t index = c.ready.front();
     c.ready.pop();
     c.ready_flag[index] = 0;
     QpImpl* qp = c.qps.at(index);
     if (!qp) continue;
+    if (n > 1) {
+      if (QpImpl* next = c.qps.at(c.ready.at(c.ready.tail()))) transport::prefetch_next_wqe(*next);
+    }
+    if (n > 2) {
+      if (const QpImpl* after = c.qps.at(c.ready.at(c.ready.tail() + 1))) transport::prefetch_qp(*after);
+    }
     QpCounters& qc = qp_counters_of(c, *qp);
     const uint16_t before = c.tx_n;
     c.cur_qp_counters = &qc;

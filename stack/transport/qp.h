@@ -202,6 +202,12 @@ void retire_done(Context& ctx, QpImpl& qp);
 /// leave now; if not, counts cc_tx_paced and arms the QP's pacing timer, which
 /// puts it back on the transmit schedule when the pacer lets it go.
 bool pacer_allows(Context& ctx, QpImpl& qp);
+/// The transmit schedule's look-ahead (engine poll): with thousands of QPs a
+/// QP's state and its SQ have left the cache by its next turn. Stage 1 asks
+/// for the lines of qp a turn needs first; stage 2 (a turn later, when they
+/// have arrived) reads them and asks for the next WQE and its scatter list.
+void prefetch_qp(const QpImpl& qp);
+void prefetch_next_wqe(QpImpl& qp);
 /// Requester: sends up to budget packets. Returns true if it has more to send now.
 bool requester_tx(Context& ctx, QpImpl& qp, uint32_t budget);
 /// Moves the requester's send point to psn: back for go-back-N (IBA

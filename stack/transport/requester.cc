@@ -249,6 +249,24 @@ bool pacer_allows(Context& ctx, QpImpl& qp) {
   return false;
 }
 
+void prefetch_qp(const QpImpl& qp) {
+  // The lines a transmit turn reads first: its state and index, the SQ ring's
+  // bounds, the requester and responder state (the ACK to send).
+  __builtin_prefetch(&qp.state);
+  __builtin_prefetch(&qp.index);
+  __builtin_prefetch(&qp.sq);
+  __builtin_prefetch(&qp.req);
+  __builtin_prefetch(&qp.resp);
+}
+
+void prefetch_next_wqe(QpImpl& qp) {
+  if (qp.req.req_idx == qp.sq.head()) return;
+  const SendWqe& w = qp.sq.at(qp.req.req_idx);
+  __builtin_prefetch(&w);
+  __builtin_prefetch(reinterpret_cast<const uint8_t*>(&w) + sizeof(SendWqe) - 1);
+  __builtin_prefetch(qp.sges_of(qp.req.req_idx));
+}
+
 bool requester_tx(Context& ctx, QpImpl& qp, uint32_t budget) {
   ReqRun r{ctx, qp, budget};
   ReqState s = ReqState::kGetWqe;

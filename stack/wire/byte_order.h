@@ -5,6 +5,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 namespace uroce::wire {
 
@@ -12,16 +14,41 @@ template <typename T, size_t N>
 struct BigEndian {
   uint8_t b[N];
 
+  // Where the field is as wide as T, one load or store and a byte swap: GCC
+  // left the byte loop a loop for 8 bytes (a RETH's VA cost eight dependent
+  // shifts in wire::parse). The loop stays for constant evaluation and be24.
   constexpr T get() const {
+    if constexpr (N == sizeof(T) && N > 1) {
+      if (!std::is_constant_evaluated()) {
+        T v;
+        std::memcpy(&v, b, N);
+        return byteswap(v);
+      }
+    }
     T v = 0;
     for (size_t i = 0; i < N; ++i) v = T(v << 8) | b[i];
     return v;
   }
   constexpr void set(T v) {
+    if constexpr (N == sizeof(T) && N > 1) {
+      if (!std::is_constant_evaluated()) {
+        v = byteswap(v);
+        std::memcpy(b, &v, N);
+        return;
+      }
+    }
     for (size_t i = N; i-- > 0;) {
       b[i] = uint8_t(v);
       v = T(uint64_t(v) >> 8);
     }
+  }
+
+ private:
+  static T byteswap(T v) {
+    if constexpr (N == 2) return T(__builtin_bswap16(uint16_t(v)));
+    if constexpr (N == 4) return T(__builtin_bswap32(uint32_t(v)));
+    if constexpr (N == 8) return T(__builtin_bswap64(uint64_t(v)));
+    return v;
   }
 };
 
