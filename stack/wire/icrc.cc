@@ -277,7 +277,7 @@ __m128i shift_down(__m128i v, size_t k) {
 
 class IcrcFolder {
  public:
-  /// Folds n input bytes in all (n >= 16); `mask` is ORed over the bytes
+  /// Folds n input bytes in all; `mask` is ORed over the bytes
   /// that follow the 8 ones.
   __attribute__((target("pclmul"))) IcrcFolder(size_t n, const HeaderMask& mask)
       : mask_(mask), lead_((16 - n % 16) % 16), mask_end_((lead_ + kLrhOnes.size() + mask.len + 15) / 16) {}
