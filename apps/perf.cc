@@ -714,12 +714,12 @@ bool Perf::run_bw(uint32_t size, BwReport& rep, std::string& err) {  // run_iter
   uint64_t last_progress = start;
   uint64_t dur_done = 0;
   Wc wc[16];
-  auto sending = [&](uint32_t q) {
-    return dur ? rte_rdtsc() < end_tsc : scnt[q] < iters;
-  };
   // -D: stop when the time is up, with WRs maybe still in flight (perftest does the same;
-  // an unsignaled tail has no completion to wait for).
-  while (dur ? rte_rdtsc() < end_tsc : (totscnt < tot || totccnt < tot)) {
+  // an unsignaled tail has no completion to wait for). The clock is read once a
+  // pass, not once a post (a TSC read costs about 8 ns here, a third of a post).
+  bool time_left = true;
+  auto sending = [&](uint32_t q) { return dur ? time_left : scnt[q] < iters; };
+  while (dur ? (time_left = rte_rdtsc() < end_tsc) : (totscnt < tot || totccnt < tot)) {
     bool progress = false;
     for (uint32_t q = 0; q < nq; ++q) {
       while (sending(q) && scnt[q] - ccnt[q] + 1 <= cfg_.tx_depth) {
