@@ -130,12 +130,19 @@ inline uint32_t qpn_of_slot(const Context& ctx, uint32_t slot) {
 
 /// The QP a BTH DestQP names on this engine, or nullptr (another engine's
 /// QPN, a special QPN below kFirstQpn, or an empty slot). Data path.
-inline transport::QpImpl* qp_of_qpn(const Context& ctx, uint32_t qpn) {
-  if (qpn < transport::kFirstQpn) return nullptr;
+/// The QP table slot of qpn on this engine, or UINT32_MAX if no QP of this
+/// engine can have it.
+inline uint32_t slot_of_qpn(const Context& ctx, uint32_t qpn) {
+  if (qpn < transport::kFirstQpn) return UINT32_MAX;
   const uint32_t q = qpn - transport::kFirstQpn;
-  if (ctx.n_engines == 1) return ctx.qps.at(q);
-  if (q % ctx.n_engines != ctx.engine_id) return nullptr;
-  return ctx.qps.at(q / ctx.n_engines);
+  if (ctx.n_engines == 1) return q;
+  if (q % ctx.n_engines != ctx.engine_id) return UINT32_MAX;
+  return q / ctx.n_engines;
+}
+
+inline transport::QpImpl* qp_of_qpn(const Context& ctx, uint32_t qpn) {
+  const uint32_t slot = slot_of_qpn(ctx, qpn);
+  return slot == UINT32_MAX ? nullptr : ctx.qps.at(slot);
 }
 
 /// Puts qp on the transmit schedule (no-op if it is already there).

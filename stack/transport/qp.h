@@ -202,10 +202,12 @@ void retire_done(Context& ctx, QpImpl& qp);
 /// leave now; if not, counts cc_tx_paced and arms the QP's pacing timer, which
 /// puts it back on the transmit schedule when the pacer lets it go.
 bool pacer_allows(Context& ctx, QpImpl& qp);
-/// The transmit schedule's look-ahead (engine poll): with thousands of QPs a
-/// QP's state and its SQ have left the cache by its next turn. Stage 1 asks
-/// for the lines of qp a turn needs first; stage 2 (a turn later, when they
-/// have arrived) reads them and asks for the next WQE and its scatter list.
+/// The engine's look-ahead (poll): with thousands of QPs a QP's state and its
+/// SQ have left the cache by its next turn or its next packet. prefetch_qp
+/// asks for the lines of qp that a transmit turn or a received packet reads
+/// first (the receive loop calls it a frame ahead, the transmit schedule a
+/// turn ahead); prefetch_next_wqe, a turn later when those lines have
+/// arrived, reads them and asks for the next WQE and its scatter list.
 void prefetch_qp(const QpImpl& qp);
 void prefetch_next_wqe(QpImpl& qp);
 /// Requester: sends up to budget packets. Returns true if it has more to send now.

@@ -250,8 +250,11 @@ bool pacer_allows(Context& ctx, QpImpl& qp) {
 }
 
 void prefetch_qp(const QpImpl& qp) {
-  // The lines a transmit turn reads first: its state and index, the SQ ring's
-  // bounds, the requester and responder state (the ACK to send).
+  // The lines a transmit turn or a received packet reads first: the QP's
+  // type, state and index, its peer's GID (the source check), the SQ ring's
+  // bounds, the requester and responder state.
+  __builtin_prefetch(&qp.qp_type);
+  __builtin_prefetch(&qp.attr.ah_attr.dgid);
   __builtin_prefetch(&qp.state);
   __builtin_prefetch(&qp.index);
   __builtin_prefetch(&qp.sq);
