@@ -128,10 +128,8 @@ inline uint32_t qpn_of_slot(const Context& ctx, uint32_t slot) {
   return transport::kFirstQpn + slot * ctx.n_engines + ctx.engine_id;
 }
 
-/// The QP a BTH DestQP names on this engine, or nullptr (another engine's
-/// QPN, a special QPN below kFirstQpn, or an empty slot). Data path.
 /// The QP table slot of qpn on this engine, or UINT32_MAX if no QP of this
-/// engine can have it.
+/// engine can have it (another engine's QPN, a special QPN below kFirstQpn).
 inline uint32_t slot_of_qpn(const Context& ctx, uint32_t qpn) {
   if (qpn < transport::kFirstQpn) return UINT32_MAX;
   const uint32_t q = qpn - transport::kFirstQpn;
@@ -140,6 +138,8 @@ inline uint32_t slot_of_qpn(const Context& ctx, uint32_t qpn) {
   return q / ctx.n_engines;
 }
 
+/// The QP a BTH DestQP names on this engine, or nullptr (another engine's
+/// QPN, a special QPN below kFirstQpn, or an empty slot). Data path.
 inline transport::QpImpl* qp_of_qpn(const Context& ctx, uint32_t qpn) {
   const uint32_t slot = slot_of_qpn(ctx, qpn);
   return slot == UINT32_MAX ? nullptr : ctx.qps.at(slot);

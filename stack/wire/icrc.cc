@@ -30,12 +30,17 @@ const bool kCpuHasAvx = [] {
 }();
 #endif
 
-// crc32_gzip_refl, leaving the SIMD state clean.
-uint32_t isal_crc32(uint32_t crc, const uint8_t* p, size_t n) {
-  crc = crc32_gzip_refl(crc, p, n);
+// Ends a chain of ISA-L calls: clears the upper SIMD state where there is one.
+void leave_simd_clean() {
 #if defined(__x86_64__)
   if (kCpuHasAvx) zero_upper_simd();
 #endif
+}
+
+// crc32_gzip_refl, leaving the SIMD state clean.
+uint32_t isal_crc32(uint32_t crc, const uint8_t* p, size_t n) {
+  crc = crc32_gzip_refl(crc, p, n);
+  leave_simd_clean();
   return crc;
 }
 
@@ -98,9 +103,7 @@ uint32_t icrc_isal(std::span<const uint8_t> l3, std::span<const std::span<const 
   uint32_t crc = crc32_gzip_refl(kLrhSeed, hdr.data(), hdr.size());
   crc = crc32_gzip_refl(crc, l3.data() + hdr.size(), l3.size() - hdr.size());
   for (const std::span<const uint8_t> s : rest) crc = crc32_gzip_refl(crc, s.data(), s.size());
-#if defined(__x86_64__)
-  if (kCpuHasAvx) zero_upper_simd();
-#endif
+  leave_simd_clean();
   return crc;
 }
 
