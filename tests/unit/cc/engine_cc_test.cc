@@ -35,6 +35,17 @@ class EngineCc : public Pair {
  protected:
   static void SetUpTestSuite() { ASSERT_TRUE(init_eal().ok()); }
   const transport::QpCc& cc_of(Qp* qp) { return transport::impl(qp).cc; }
+  // Both devices run DCQCN on a 1 Gb/s line with a 2 KiB pacer burst; with
+  // no CNP the rate stays at line rate and only the pacer holds packets.
+  void open_paced_gigabit() {
+    PairOptions o;
+    o.device = [](DeviceConfig& c) {
+      c.cc.algorithm = CcAlgorithm::kDcqcn;
+      c.cc.line_rate_mbps = 1000;
+      c.cc.pacer_burst_bytes = 2048;
+    };
+    open(o);
+  }
 };
 
 TEST_F(EngineCc, A17_9_2_CeMarkedRequestsMakeOneCnpPerInterval) {
@@ -117,13 +128,7 @@ TEST_F(EngineCc, PacerHoldsPacketsAndNeverDropsThem) {
   // the requester (cc_tx_paced > 0); the WRITE takes at least its wire time
   // at 1 Gb/s (64 frames of 1024 + 82 bytes of headers/ICRC + 24 wire
   // overhead: 66,048 bytes * 8 ns = 528 us, less the 2 KiB burst).
-  PairOptions o;
-  o.device = [](DeviceConfig& c) {
-    c.cc.algorithm = CcAlgorithm::kDcqcn;
-    c.cc.line_rate_mbps = 1000;
-    c.cc.pacer_burst_bytes = 2048;
-  };
-  open(o);
+  open_paced_gigabit();
   const uint64_t t0 = now;
   ASSERT_TRUE(post(WrOpcode::kRdmaWrite, 1, 0, 65536, 0).ok());
   const Wc wc = wait_wc(a->scq);
@@ -189,13 +194,7 @@ TEST_F(EngineCc, PacerHoldsReadResponses) {
   // cc_tx_paced > 0) and the READ takes at least their wire time at 1 Gb/s
   // (64 responses of 1024 + 78 bytes of headers/ICRC + 24 wire overhead:
   // 72,064 bytes * 8 ns = 577 us, less the 2 KiB burst); none is resent.
-  PairOptions o;
-  o.device = [](DeviceConfig& c) {
-    c.cc.algorithm = CcAlgorithm::kDcqcn;
-    c.cc.line_rate_mbps = 1000;
-    c.cc.pacer_burst_bytes = 2048;
-  };
-  open(o);
+  open_paced_gigabit();
   const uint64_t t0 = now;
   ASSERT_TRUE(post(WrOpcode::kRdmaRead, 1, 0, 65536, 0).ok());
   const Wc wc = wait_wc(a->scq);
