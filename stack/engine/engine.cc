@@ -201,20 +201,6 @@ bool rx_one(Context& ctx, rte_mbuf* m, const RxFrame& f) {
   return false;
 }
 
-// The frames of one receive burst (n >= 1), each parsed one frame ahead of
-// its handling (RxFrame). Only a poll that received something pays for the
-// two descriptors.
-void rx_frames(Context& ctx, rte_mbuf* const* rx, uint16_t n) {
-  const wire::ParseOptions opt{.verify_icrc = !ctx.io.caps().rx_icrc_checked};
-  RxFrame f[2];
-  rx_parse(ctx, rx[0], opt, f[0]);
-  for (uint16_t i = 0; i < n; ++i) {
-    if (i + 1 < n) rx_parse(ctx, rx[i + 1], opt, f[(i + 1) & 1]);
-    ctx.inc(Counter::rcvd_pkts);
-    if (!rx_one(ctx, rx[i], f[i & 1])) rte_pktmbuf_free(rx[i]);
-  }
-}
-
 // One QP's transmit turn: responses first (they are ordered before later
 // requests' ACKs), then requests. Returns true if it has more to send now.
 bool tx_turn(Context& ctx, QpImpl& qp) {
@@ -240,7 +226,14 @@ uint32_t poll(Context* ctx, uint64_t now_ns) {
 
   rte_mbuf* rx[kRxBurst];
   const uint16_t n_rx = c.io.rx_burst(rx, kRxBurst);
-  if (n_rx) rx_frames(c, rx, n_rx);
+  const wire::ParseOptions opt{.verify_icrc = !c.io.caps().rx_icrc_checked};
+  RxFrame f[2];
+  if (n_rx) rx_parse(c, rx[0], opt, f[0]);
+  for (uint16_t i = 0; i < n_rx; ++i) {
+    if (i + 1 < n_rx) rx_parse(c, rx[i + 1], opt, f[(i + 1) & 1]);
+    c.inc(Counter::rcvd_pkts);
+    if (!rx_one(c, rx[i], f[i & 1])) rte_pktmbuf_free(rx[i]);
+  }
 
   c.timers.advance(now_ns, [&c](uint32_t index) {
     if (QpImpl* qp = c.qps.at(index)) {
