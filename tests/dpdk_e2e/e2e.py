@@ -40,6 +40,7 @@ Usage: e2e.py memif|af_packet|garbage|zero_copy|af_xdp|cm_pingpong PATH/uroce
 import glob
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -66,6 +67,10 @@ import harness  # noqa: E402
 LOSS_EVERY = 13
 EAL = ["--no-huge", "--no-pci", "--no-shconf", "-m", "512", "--log-level=lib.*:error",
        "--log-level=pmd.net.memif:critical"]
+
+
+# One result row of `uroce demo` in its perf workload (print_row in apps/demo.cc).
+ROW = re.compile(r"^ [a-z_]+ +\d+ +\d+ .*  (yes|NO)", re.M)
 
 
 def rows_ok(out, failures, tag, want_rows):
@@ -168,15 +173,15 @@ class VethPair:
             harness.sh("ip", "link", "set", i, "up", ns=ns)
 
 
-def endpoints(uroce, ns, d, tag, args, started, oob_port=18515):
+def endpoints(uroce, ns, d, tag, args, started, oob_port=18515, devargs=""):
     common = ["--oob-port", str(oob_port), "--counters", *args]
     srv = harness.Proc(f"{tag}-server", [uroce, "demo", "-l", "0", *EAL, "--", "--role", "server", "--dev",
-                                         "net_af_packet0,iface=va", "--mac", "02:00:00:00:00:01", "--ip", "10.0.0.1",
-                                         *common], d, ns=ns)
+                                         "net_af_packet0,iface=va" + devargs, "--mac", "02:00:00:00:00:01", "--ip",
+                                         "10.0.0.1", *common], d, ns=ns)
     started.append(srv)
     cli = harness.Proc(f"{tag}-client", [uroce, "demo", "-l", "1", *EAL, "--", "--role", "client", "--dev",
-                                         "net_af_packet0,iface=vb", "--mac", "02:00:00:00:00:02", "--ip", "10.0.0.2",
-                                         *common], d, ns=ns)
+                                         "net_af_packet0,iface=vb" + devargs, "--mac", "02:00:00:00:00:02", "--ip",
+                                         "10.0.0.2", *common], d, ns=ns)
     started.append(cli)
     return srv, cli
 
@@ -287,15 +292,24 @@ def garbage_main(uroce):
     harness.need_root("af_packet on a veth pair in a network namespace and a raw socket")
     failures = []
     rounds = 25
+    want_rows = 7  # send, write, read at 64 and 4096 B; faa
     kinds = garbage_frames()
     with harness.netns("e2e-garbage") as ns, harness.tempdir("e2e-garbage") as d, harness.procs() as started:
         VethPair(ns)
+        # The receive ring must hold the client's whole window plus all the
+        # garbage, or a server that lags behind loses garbage at the ring:
+        # 128 WRs in flight x 4 frames of 4096 B at path MTU 1024 is 512
+        # frames, exactly the PMD's default framecnt. DPDK 22.11's af_packet
+        # reads no PACKET_STATISTICS, so such a loss would not even show as
+        # rx_missed; with 2048 frames it cannot happen.
         srv, cli = endpoints(uroce, ns, d, "garbage", ["--ops", "send,write,read,faa", "--sizes", "64,4096",
-                                                        "--iters", "3000", "--stream-msgs", "20000"], started)
+                                                        "--iters", "3000", "--stream-msgs", "20000"], started,
+                             devargs=",framecnt=2048")
         # The third sender: a raw socket on vb, in the namespace (setns for this thread).
         harness.wait_for(lambda: "op " in cli.output() or cli.p.poll() is not None, 60)
         sent = {}
         injected_during_run = False
+        rows_done = 0
         if cli.p.poll() is None:
             # The third sender runs in the namespace (ip netns exec) and sends
             # rounds x every kind of frame from a raw AF_PACKET socket on vb.
@@ -308,22 +322,26 @@ def garbage_main(uroce):
             if inj.returncode == 0:
                 for name, _ in kinds:
                     sent[name] = sent.get(name, 0) + rounds
-            injected_during_run = cli.p.poll() is None
+            # Every frame is in the server's receive ring once send() has
+            # returned (veth delivers in the sender's context). The server
+            # counts them only while it still polls: before the client's
+            # last row, since it stops at the client's bye without draining.
+            # A live client alone is not enough: it outlives that bye.
+            rows_done = len(ROW.findall(cli.output()))
+            injected_during_run = rows_done < want_rows
         rc_c = cli.wait(240)
         rc_s = srv.wait(30)
         out_c, out_s = cli.output(), srv.output()
         print(out_s, end="")
         print(out_c, end="")
-        harness.check(injected_during_run, f"garbage: {sum(sent.values())} frames injected while the run was going on",
-                      failures)
+        harness.check(injected_during_run, f"garbage: {sum(sent.values())} frames injected while the run was going on "
+                      f"({rows_done} of {want_rows} rows done when the injector ended)", failures)
         harness.check(rc_c == 0 and rc_s == 0, f"garbage: valid traffic still completes (client exit {rc_c}, "
                       f"server exit {rc_s})", failures)
-        rows_ok(out_c, failures, "garbage perf", 7)
+        rows_ok(out_c, failures, "garbage perf", want_rows)
         got = counters(out_s, "device role=server")
         for name, n in sorted(sent.items()):
             harness.check(got.get(name, 0) == n, f"server {name} = {got.get(name, 0)} (injected {n})", failures)
-        port = counters(out_s, "port role=server")
-        harness.check(port.get("rx_missed", 0) == 0, f"server port rx_missed = {port.get('rx_missed')}", failures)
     return failures
 
 
