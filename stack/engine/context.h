@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <memory_resource>
 #include <vector>
 
 #include <uroce/packet_io.h>
@@ -15,6 +16,7 @@
 #include "stack/engine/object_table.h"
 #include "stack/engine/timer_wheel.h"
 #include "stack/mem/mr_table.h"
+#include "stack/mem/state_memory.h"
 #include "stack/net/net_stack.h"
 #include "stack/transport/cq.h"
 #include "stack/transport/qp.h"
@@ -88,7 +90,7 @@ struct Context {
   // QP slots with something to transmit, served round-robin. ready_flag is per
   // slot (not per QP) so a stale entry of a destroyed QP is never doubled.
   transport::Ring<uint32_t> ready;
-  std::vector<uint8_t> ready_flag;
+  std::pmr::vector<uint8_t> ready_flag{mem::state_memory()};
 
   // Non-RoCE frames kept for the application (DeviceConfig::app_rx_ring,
   // rx_non_roce): a fixed ring, app_rx_n frames from app_rx_head on.
@@ -103,8 +105,8 @@ struct Context {
   // counted while the engine works for one QP (its received frames, timer,
   // transmit turn). Slot i belongs to the QP in slot i of generation
   // qp_counters_gen[i]; a new QP in the slot starts from zero.
-  std::vector<QpCounters> qp_counters;
-  std::vector<uint32_t> qp_counters_gen;
+  std::pmr::vector<QpCounters> qp_counters{mem::state_memory()};
+  std::pmr::vector<uint32_t> qp_counters_gen{mem::state_memory()};
   QpCounters* cur_qp_counters = nullptr;  // the QP being served, or null
 
   void inc(Counter c) {

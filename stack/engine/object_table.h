@@ -4,8 +4,10 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
+#include <memory_resource>
 #include <vector>
+
+#include "stack/mem/state_memory.h"
 
 namespace uroce::engine {
 
@@ -23,7 +25,7 @@ class ObjectTable {
     for (size_t n = 0; n < slots_.size(); ++n) {
       const size_t i = (next_ + n) % slots_.size();
       if (slots_[i]) continue;
-      slots_[i] = std::make_unique<T>();
+      slots_[i] = mem::make_state_object<T>();
       ++generations_[i];
       next_ = uint32_t(i + 1);
       if (index) *index = uint32_t(i);
@@ -47,8 +49,8 @@ class ObjectTable {
   uint32_t generation(uint32_t i) const { return generations_[i]; }
 
  private:
-  std::vector<std::unique_ptr<T>> slots_;
-  std::vector<uint32_t> generations_;
+  std::pmr::vector<mem::StateBox<T>> slots_{mem::state_memory()};
+  std::pmr::vector<uint32_t> generations_{mem::state_memory()};
   uint32_t next_ = 0;
 };
 

@@ -13,7 +13,10 @@
 #include <bit>
 #include <cstdint>
 #include <memory>
+#include <memory_resource>
 #include <vector>
+
+#include "stack/mem/state_memory.h"
 
 namespace uroce::engine {
 
@@ -77,7 +80,7 @@ class TimerWheel {
     }
   }
 
-  std::vector<Node> nodes_;
+  std::pmr::vector<Node> nodes_{mem::state_memory()};
   // List heads, valid only where the slot's occupied_ bit is set: left
   // uninitialised, so init() costs the ids, not the slots.
   std::unique_ptr<uint32_t[]> heads_;

@@ -22,8 +22,8 @@ constexpr uint32_t kAllAccess =
 
 void MrTable::init(uint32_t max_mr, uint64_t key_seed) {
   const uint32_t n = std::bit_ceil(max_mr < 2 ? 2u : max_mr);
-  slots_ = std::make_unique<MrEntry[]>(n);
-  tx_refs_ = std::make_unique<std::atomic<uint32_t>[]>(n);
+  slots_ = make_state_array<MrEntry>(n);
+  tx_refs_ = make_state_array<std::atomic<uint32_t>>(n);
   index_mask_ = n - 1;
   rng_ = key_seed;
 }

@@ -13,6 +13,8 @@
 
 #include <uroce/verbs.h>
 
+#include "stack/mem/state_memory.h"
+
 namespace uroce::mem {
 
 /// A registered region. `pub` is what the application sees.
@@ -61,8 +63,8 @@ class MrTable {
  private:
   uint32_t next_key_bits();
 
-  std::unique_ptr<MrEntry[]> slots_;
-  std::unique_ptr<std::atomic<uint32_t>[]> tx_refs_;  // per slot, see tx_refs()
+  StateArray<MrEntry> slots_;
+  StateArray<std::atomic<uint32_t>> tx_refs_;  // per slot, see tx_refs()
   uint32_t index_mask_ = 0;
   uint64_t rng_ = 0;
   MrEntry zero_len_{};

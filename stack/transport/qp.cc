@@ -129,8 +129,8 @@ Result<Qp*> create_qp(Pd* pd, const QpInitAttr& a) {
   cap.max_send_sge = cap.max_send_sge ? cap.max_send_sge : 1;
   qp->sq.init(cap.max_send_wr);
   cap.max_send_wr = qp->sq.capacity();
-  qp->sq_sges = std::make_unique<Sge[]>(size_t(cap.max_send_wr) * cap.max_send_sge);
-  qp->sq_inline = std::make_unique<uint8_t[]>(size_t(cap.max_send_wr) * cap.max_inline_data);
+  qp->sq_sges = mem::make_state_array<Sge>(size_t(cap.max_send_wr) * cap.max_send_sge);
+  qp->sq_inline = mem::make_state_array<uint8_t>(size_t(cap.max_send_wr) * cap.max_inline_data);
   if (a.srq) {
     cap.max_recv_wr = 0;
     cap.max_recv_sge = 0;
@@ -140,7 +140,7 @@ Result<Qp*> create_qp(Pd* pd, const QpInitAttr& a) {
     cap.max_recv_wr = qp->rq.ring.capacity();
     cap.max_recv_sge = qp->rq.max_sge;
   }
-  qp->rwqe_sges = std::make_unique<Sge[]>(a.srq ? transport::impl(a.srq).rq.max_sge : qp->rq.max_sge);
+  qp->rwqe_sges = mem::make_state_array<Sge>(a.srq ? transport::impl(a.srq).rq.max_sge : qp->rq.max_sge);
   qp->init_attr.cap = cap;
   ++transport::impl(a.send_cq).refs;
   ++transport::impl(a.recv_cq).refs;

@@ -11,6 +11,7 @@
 
 #include <uroce/verbs.h>
 
+#include "stack/mem/state_memory.h"
 #include "stack/net/gid_table.h"
 #include "stack/transport/pacer.h"
 #include "stack/transport/recv_queue.h"
@@ -164,10 +165,10 @@ struct QpImpl : Qp {
   QpCc cc;               // congestion control, pacer, CNP notification point, RTT sampler
 
   Ring<SendWqe> sq;
-  std::unique_ptr<Sge[]> sq_sges;         // max_send_sge per SQ slot
-  std::unique_ptr<uint8_t[]> sq_inline;   // max_inline_data per SQ slot
+  mem::StateArray<Sge> sq_sges;         // max_send_sge per SQ slot
+  mem::StateArray<uint8_t> sq_inline;   // max_inline_data per SQ slot
   RecvQueue rq;                           // unused with an SRQ
-  std::unique_ptr<Sge[]> rwqe_sges;       // scatter list of ResponderState::rwqe
+  mem::StateArray<Sge> rwqe_sges;       // scatter list of ResponderState::rwqe
 
   RequesterState req;
   CompleterState comp;

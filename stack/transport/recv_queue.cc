@@ -10,7 +10,7 @@ namespace transport {
 void RecvQueue::init(uint32_t max_wr, uint32_t max_sge_per_wqe) {
   ring.init(max_wr);
   max_sge = max_sge_per_wqe ? max_sge_per_wqe : 1;
-  sges = std::make_unique<Sge[]>(size_t(ring.capacity()) * max_sge);
+  sges = mem::make_state_array<Sge>(size_t(ring.capacity()) * max_sge);
 }
 
 Status RecvQueue::post(RecvWr* wr, RecvWr** bad_wr) {

@@ -6,6 +6,7 @@
 
 #include <uroce/verbs.h>
 
+#include "stack/mem/state_memory.h"
 #include "stack/transport/ring.h"
 
 namespace uroce::transport {
@@ -18,7 +19,7 @@ struct RecvWqe {
 
 struct RecvQueue {
   Ring<RecvWqe> ring;
-  std::unique_ptr<Sge[]> sges;
+  mem::StateArray<Sge> sges;
   uint32_t max_sge = 0;
 
   void init(uint32_t max_wr, uint32_t max_sge_per_wqe);

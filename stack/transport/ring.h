@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "stack/mem/state_memory.h"
+
 namespace uroce::transport {
 
 template <typename T>
@@ -15,7 +17,7 @@ class Ring {
   /// Allocates room for at least n entries (rounded up to a power of two). Control path.
   void init(uint32_t n) {
     const uint32_t size = std::bit_ceil(n ? n : 1u);
-    slots_ = std::make_unique<T[]>(size);
+    slots_ = mem::make_state_array<T>(size);
     mask_ = size - 1;
     head_ = tail_ = 0;
   }
@@ -35,7 +37,7 @@ class Ring {
   void clear() { head_ = tail_ = 0; }
 
  private:
-  std::unique_ptr<T[]> slots_;
+  mem::StateArray<T> slots_;
   uint32_t mask_ = 0;
   uint32_t head_ = 0;
   uint32_t tail_ = 0;
