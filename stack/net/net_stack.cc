@@ -34,6 +34,7 @@ Result<std::unique_ptr<NetStack>> NetStack::create(const NetConfig& cfg) {
 Status NetStack::set_qos(const TrafficClassConfig& qos) {
   if (Status s = validate(qos); !s.ok()) return s;
   cfg_.qos = qos;
+  ++qos_generation_;
   return {};
 }
 

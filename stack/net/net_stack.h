@@ -81,6 +81,8 @@ class NetStack {
     return net::roce_traffic_class(cfg_.qos, ah_traffic_class);
   }
   const TrafficClassConfig& qos() const { return cfg_.qos; }
+  /// Changes with every set_qos: senders that keep headers made under a policy remake them.
+  uint32_t qos_generation() const { return qos_generation_; }
   /// Control path; kInvalidArgument leaves the old setting.
   Status set_qos(const TrafficClassConfig& qos);
 
@@ -105,6 +107,7 @@ class NetStack {
   GidTable gids_;
   NeighbourTable neigh_;
   uint16_t ip_id_ = 0;
+  uint32_t qos_generation_ = 1;
 };
 
 }  // namespace uroce::net

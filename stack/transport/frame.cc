@@ -63,6 +63,22 @@ void fill_path(const Context& ctx, const AhAttr& av, const net::GidEntry& src, u
   d.dest_qp = dest_qpn;
 }
 
+void fill_qp_path(const Context& ctx, QpImpl& qp, wire::PacketDesc& d) {
+  wire::PathTemplate& t = qp.path_template;
+  const uint32_t qos = ctx.net->qos_generation();
+  if (t.len == 0 || t.qos_generation != qos) {
+    wire::PacketDesc proto;
+    fill_path(ctx, qp, qp.attr.ah_attr, qp.sgid, qp.attr.dest_qp_num, proto);
+    wire::make_path_template(proto, t);
+    t.qos_generation = qos;
+  }
+  d.path = &t;
+  d.l3 = t.l3;
+  d.has_vlan = t.has_vlan;
+  d.pkey = kDefaultPkey;
+  d.dest_qp = qp.attr.dest_qp_num;
+}
+
 uint8_t* begin_frame(Context& ctx, const wire::PacketDesc& d, rte_mbuf** m) {
   if (ctx.tx_n == kTxBurst) return nullptr;
   rte_mbuf* mb = rte_pktmbuf_alloc(ctx.tx_pool);

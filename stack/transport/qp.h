@@ -162,6 +162,7 @@ struct QpImpl : Qp {
   uint32_t index = 0;     // slot in the device's QP table and timer wheel
   uint16_t udp_sport = 0; // RC/UC: set at RTR from both QPNs
   net::GidEntry sgid;     // RC/UC: the GID table entry the path sends from (pinned by modify_qp)
+  wire::PathTemplate path_template;  // RC/UC: headers below the BTH to the peer (fill_qp_path); len 0 after modify_qp
   QpCc cc;               // congestion control, pacer, CNP notification point, RTT sampler
 
   Ring<SendWqe> sq;

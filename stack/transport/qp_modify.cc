@@ -157,6 +157,7 @@ Status modify_qp(Qp* q, const QpAttr& a, uint32_t mask) {
     qp.sgid = *src;
   }
   apply(qp, a, attrs);
+  qp.path_template.len = 0;  // remade from the new attributes at the next packet
   if (from == QpState::kInit && to == QpState::kRtr) {
     qp.resp.epsn = qp.attr.rq_psn;
     qp.udp_sport = transport::roce_udp_sport(qp.qp_num, qp.attr.dest_qp_num);

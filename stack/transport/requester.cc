@@ -158,7 +158,7 @@ ReqState send_packet(ReqRun& r) {
 
   wire::PacketDesc d;
   if (ud) fill_path(r.ctx, qp, w.ah->attr, static_cast<const AhImpl*>(w.ah)->sgid, w.remote_qpn, d);
-  else fill_path(r.ctx, qp, qp.attr.ah_attr, qp.sgid, qp.attr.dest_qp_num, d);
+  else fill_qp_path(r.ctx, qp, d);
   d.psn = psn;
   if (op.flags & wire::kRead) {
     // IBA 9.7.5.1.1: a READ retried from a middle PSN asks for the rest only.

@@ -454,7 +454,7 @@ RespState do_error(Req& r, RespState err) {
 // responses are regenerated from memory, checked again, on each send).
 bool send_response(Context& ctx, QpImpl& qp, RespRes& res) {
   wire::PacketDesc d;
-  fill_path(ctx, qp, qp.attr.ah_attr, qp.sgid, qp.attr.dest_qp_num, d);
+  fill_qp_path(ctx, qp, d);
   d.psn = res.cur_psn;
   d.aeth_syndrome = ack_syndrome();
   d.aeth_msn = res.msn;
@@ -486,7 +486,7 @@ bool send_response(Context& ctx, QpImpl& qp, RespRes& res) {
 
 bool send_ack(Context& ctx, QpImpl& qp) {
   wire::PacketDesc d;
-  fill_path(ctx, qp, qp.attr.ah_attr, qp.sgid, qp.attr.dest_qp_num, d);
+  fill_qp_path(ctx, qp, d);
   d.opcode = wire::kRcAcknowledge;
   d.psn = qp.resp.ack_psn;
   d.aeth_syndrome = qp.resp.ack_syndrome;

@@ -34,14 +34,20 @@ std::string_view parse_error_name(ParseError e) {
 
 namespace {
 
-// RFC 1071 ones'-complement sum over an IPv4 header.
-uint16_t ipv4_checksum(const Ipv4Hdr& h) {
+// RFC 1071 ones'-complement sum over an IPv4 header, not yet folded.
+uint32_t ipv4_sum(const Ipv4Hdr& h) {
   const auto* p = reinterpret_cast<const uint8_t*>(&h);
   uint32_t sum = 0;
   for (size_t i = 0; i < sizeof(h); i += 2) sum += uint32_t(p[i] << 8 | p[i + 1]);
+  return sum;
+}
+
+uint16_t fold_checksum(uint32_t sum) {
   while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
   return uint16_t(~sum);
 }
+
+uint16_t ipv4_checksum(const Ipv4Hdr& h) { return fold_checksum(ipv4_sum(h)); }
 
 size_t l3_hdr_len(L3Kind k) {
   switch (k) {
@@ -257,10 +263,46 @@ size_t frame_len(const PacketDesc& d) {
   return n < kMinEthFrameBytes ? kMinEthFrameBytes : n;
 }
 
+namespace {
+
+// Bytes after the L3 header: UDP (RoCEv2), transport headers, payload, pad, ICRC.
+size_t l4_len(const PacketDesc& d) {
+  return (d.l3 == L3Kind::kGrh ? 0 : sizeof(UdpHdr)) + d.op().hdr_len + d.payload_len + d.pad + kIcrcBytes;
+}
+
+// write_headers from d.path: the template, then this packet's lengths.
+void write_path_from_template(const PacketDesc& d, std::span<uint8_t> out) {
+  const PathTemplate& t = *d.path;
+  uint8_t* p = out.data();
+  // A copy of constant size where the frame has room (the transport headers
+  // overwrite the excess): a few vector moves instead of a call.
+  if (out.size() >= PathTemplate::kMaxBytes) std::memcpy(p, t.bytes.data(), PathTemplate::kMaxBytes);
+  else std::memcpy(p, t.bytes.data(), t.len);
+  const size_t l3_off = eth_len(d);
+  const size_t l4 = l4_len(d);
+  if (d.l3 == L3Kind::kIpv4) {
+    auto& ip = *reinterpret_cast<Ipv4Hdr*>(p + l3_off);
+    const auto total = uint16_t(sizeof(Ipv4Hdr) + l4);
+    ip.total_length.set(total);
+    ip.checksum.set(fold_checksum(t.ipv4_sum + total));
+    reinterpret_cast<UdpHdr*>(p + l3_off + sizeof(Ipv4Hdr))->length.set(uint16_t(l4));
+  } else {
+    reinterpret_cast<Ipv6Hdr*>(p + l3_off)->payload_length.set(uint16_t(l4));
+    if (d.l3 == L3Kind::kIpv6) reinterpret_cast<UdpHdr*>(p + l3_off + sizeof(Ipv6Hdr))->length.set(uint16_t(l4));
+  }
+}
+
+}  // namespace
+
 size_t write_headers(const PacketDesc& d, std::span<uint8_t> out) {
   const size_t hlen = header_len(d);
   if (out.size() < hlen) return 0;
   uint8_t* p = out.data();
+  if (d.path) {
+    write_path_from_template(d, out);
+    write_transport(d, p + d.path->len);
+    return hlen;
+  }
   auto& eth = *reinterpret_cast<EthHdr*>(p);
   eth.dst = d.dst_mac;
   eth.src = d.src_mac;
@@ -277,14 +319,12 @@ size_t write_headers(const PacketDesc& d, std::span<uint8_t> out) {
   } else {
     eth.ether_type.set(l3_type);
   }
-  // Bytes after the L3 header: UDP (RoCEv2), transport headers, payload, pad, ICRC.
-  const size_t l4_len = (d.l3 == L3Kind::kGrh ? 0 : sizeof(UdpHdr)) + d.op().hdr_len + d.payload_len +
-                        d.pad + kIcrcBytes;
+  const size_t l4 = l4_len(d);
   if (d.l3 == L3Kind::kIpv4) {
     auto& ip = *reinterpret_cast<Ipv4Hdr*>(p + off);
     ip.version_ihl = 0x45;
     ip.tos = d.traffic_class;
-    ip.total_length.set(uint16_t(sizeof(Ipv4Hdr) + l4_len));
+    ip.total_length.set(uint16_t(sizeof(Ipv4Hdr) + l4));
     ip.id.set(d.ip_id);
     ip.flags_frag.set(d.dont_fragment ? kIpv4FlagDf : 0);
     ip.ttl = d.hop_limit;
@@ -297,7 +337,7 @@ size_t write_headers(const PacketDesc& d, std::span<uint8_t> out) {
   } else {
     auto& ip = *reinterpret_cast<Ipv6Hdr*>(p + off);
     ip.ver_tc_flow.set(6u << 28 | uint32_t(d.traffic_class) << 20 | (d.flow_label & kFlowLabelMask));
-    ip.payload_length.set(uint16_t(l4_len));
+    ip.payload_length.set(uint16_t(l4));
     ip.next_header = d.l3 == L3Kind::kIpv6 ? kIpProtoUdp : kGrhNextHeaderBth;
     ip.hop_limit = d.hop_limit;
     std::memcpy(ip.src, d.sgid.raw, 16);
@@ -308,12 +348,32 @@ size_t write_headers(const PacketDesc& d, std::span<uint8_t> out) {
     auto& udp = *reinterpret_cast<UdpHdr*>(p + off);
     udp.src_port.set(d.udp_sport);
     udp.dst_port.set(d.udp_dport);
-    udp.length.set(uint16_t(l4_len));
+    udp.length.set(uint16_t(l4));
     udp.checksum.set(d.udp_checksum);
     off += sizeof(UdpHdr);
   }
   write_transport(d, p + off);
   return hlen;
+}
+
+void make_path_template(const PacketDesc& d, PathTemplate& t) {
+  PacketDesc proto = d;  // its own opcode: only the bytes below the BTH are kept
+  proto.path = nullptr;
+  proto.payload_len = 0;
+  proto.pad = 0;
+  std::array<uint8_t, 256> buf{};  // room for the largest header set
+  write_headers(proto, buf);
+  t = PathTemplate{};
+  t.len = uint8_t(eth_len(d) + l3_hdr_len(d.l3));
+  t.has_vlan = d.has_vlan;
+  t.l3 = d.l3;
+  std::memcpy(t.bytes.data(), buf.data(), t.len);
+  if (d.l3 == L3Kind::kIpv4) {
+    auto ip = *reinterpret_cast<const Ipv4Hdr*>(buf.data() + eth_len(d));
+    ip.total_length.set(0);
+    ip.checksum.set(0);
+    t.ipv4_sum = ipv4_sum(ip);
+  }
 }
 
 size_t finish_frame(const PacketDesc& d, std::span<uint8_t> f) {

@@ -5,6 +5,7 @@
 // the stack; later stages never re-check lengths.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -49,7 +50,16 @@ inline bool is_not_roce(ParseError e) {
   return e == ParseError::kNotIp || e == ParseError::kNotUdp || e == ParseError::kNotRocePort;
 }
 
+struct PathTemplate;
+
 struct PacketDesc {
+  // Where set, write_headers copies the Ethernet, 802.1Q, IP/GRH and UDP
+  // headers from this template (made by make_path_template from a descriptor
+  // with the same fields up to the UDP header) and fills in only the lengths
+  // and the IPv4 checksum; those fields of this descriptor are not read,
+  // except has_vlan and l3, which must match the template's. parse never sets it.
+  const PathTemplate* path = nullptr;
+
   // Ethernet.
   MacAddr dst_mac{};
   MacAddr src_mac{};
@@ -123,6 +133,22 @@ ParseError parse(std::span<const uint8_t> frame, PacketDesc& out, ParseOptions o
 size_t header_len(const PacketDesc& d);
 /// Total frame length for d (headers, payload, pad, ICRC, Ethernet padding to 60).
 size_t frame_len(const PacketDesc& d);
+
+/// The headers below the BTH that every packet a sender sends on one path
+/// shares (Ethernet, 802.1Q tag, IPv4/IPv6/GRH, UDP), as they go on the
+/// wire, with the length fields and the IPv4 checksum left to each packet.
+struct PathTemplate {
+  static constexpr size_t kMaxBytes = 14 + 4 + 40 + 8;  // Ethernet, 802.1Q, IPv6, UDP
+  std::array<uint8_t, kMaxBytes> bytes{};
+  uint8_t len = 0;        // bytes before the BTH; 0: not made
+  bool has_vlan = false;  // as in the descriptor it was made from
+  L3Kind l3 = L3Kind::kIpv4;
+  uint32_t ipv4_sum = 0;  // IPv4: RFC 1071 sum of the header with total length and checksum zero
+  uint32_t qos_generation = 0;  // the user's record of what it was made for (transport::fill_qp_path)
+};
+
+/// Makes t from the path fields of d (those write_headers writes below the BTH).
+void make_path_template(const PacketDesc& d, PathTemplate& t);
 
 /// Writes every header of d into out (computing IP/UDP lengths and the IPv4
 /// checksum from d.payload_len and d.pad). Returns header_len(d), or 0 if out
