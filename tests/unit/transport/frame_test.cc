@@ -145,9 +145,10 @@ TEST_F(Frames, DeviceDscpAndEcnOnEveryFrame) {
   });
 }
 
-// QoS: device DSCP 26, ECN off; the AVs ask for DSCP 10 with CE. Expect: the
-// AV's DSCP wins, CE is never originated (Not-ECT goes out); with
-// force_dscp, the device's DSCP wins.
+// QoS: device DSCP 26, ECN off; after a first exchange the AVs are changed
+// to ask for DSCP 10 with CE. Expect: from then on the AV's DSCP wins (the
+// QP's header template is remade after modify_qp), CE is never originated
+// (Not-ECT goes out); with force_dscp, the device's DSCP wins.
 TEST_F(Frames, AvDscpAndForcedDscp) {
   for (bool force : {false, true}) {
     SCOPED_TRACE(force ? "force_dscp" : "av dscp");
@@ -157,6 +158,9 @@ TEST_F(Frames, AvDscpAndForcedDscp) {
       c.force_dscp = force;
     };
     open(o);
+    exchange();
+    each_frame([](const wire::PacketDesc& d, const Side&) { EXPECT_EQ(d.traffic_class >> 2, 26); });
+    for (Side* s : {a.get(), b.get()}) s->port.sent.clear();
     for (Side* s : {a.get(), b.get()}) {  // re-path both QPs with traffic class DSCP 10 | CE
       QpAttr at;
       QpInitAttr ia;
@@ -174,6 +178,26 @@ TEST_F(Frames, AvDscpAndForcedDscp) {
       EXPECT_EQ(d.ecn(), uint8_t(net::Ecn::kNotEct));
     });
   }
+}
+
+// QoS: the device's policy changed on a running pair (NetStack::set_qos:
+// DSCP 26 -> 46, ECN off). Expect: every frame after it carries the new
+// traffic class, though each QP made its header template under the old one.
+TEST_F(Frames, QosChangeReachesConnectedQps) {
+  open();
+  exchange();
+  for (Side* s : {a.get(), b.get()}) {
+    net::TrafficClassConfig q = s->ctx->net->qos();
+    q.dscp = 46;
+    q.ecn = net::Ecn::kNotEct;
+    ASSERT_TRUE(s->ctx->net->set_qos(q).ok());
+    s->port.sent.clear();
+  }
+  exchange();
+  each_frame([](const wire::PacketDesc& d, const Side&) {
+    EXPECT_EQ(d.traffic_class >> 2, 46);
+    EXPECT_EQ(d.ecn(), uint8_t(net::Ecn::kNotEct));
+  });
 }
 
 // UD: an AH from GID index 1 on VLAN 100. Expect: the datagram is tagged and
