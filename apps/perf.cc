@@ -125,7 +125,7 @@ constexpr OptSpec kPerfOptions[] = {
     {.name = "inline_size", .short_name = 'I', .kind = OptKind::kUint, .def = "0", .help = "perftest: max inline data; accepted (inline does not change the wire)", .max = 912},
     {.name = "connection", .short_name = 'c', .kind = OptKind::kChoice, .def = "RC", .help = "transport (perftest also has UC/UD/XRC/DC; uroce perf does RC)", .choices = "RC"},
     {.name = "events", .short_name = 'e', .help = "perftest: sleep on CQ events; accepted, uroce always polls"},
-    {.name = "perform_warm_up", .help = "perftest: warm-up writes before the run; accepted and ignored"},
+    {.name = "perform_warm_up", .help = "write/read/atomic bw: before each size, tx-depth untimed WRs on each QP, all reaped (perftest's warm-up)"},
     {.name = "report_gbits", .help = "report bandwidth in Gb/sec instead of MB/sec"},
     UROCE_ENDPOINT_OPTIONS,
     {.name = "listen", .kind = OptKind::kString, .def = "0.0.0.0", .help = "server: out-of-band listen address", .meta = "A.B.C.D"},
@@ -222,6 +222,7 @@ struct Config {
   uint8_t gid_idx = 0;
   uint32_t duration_s = 0;
   bool duplex = false;
+  bool perform_warm_up = false;
   bool cas = false;
   uint32_t outs = 0;
   uint32_t tx_depth = 0;
@@ -384,7 +385,8 @@ class Perf {
   void drain(uint32_t ms) { ep_.drain(ms); }
 
   // The runs (perftest's run_iter_*). Each returns false with err set.
-  bool run_bw(uint32_t size, BwReport& rep, std::string& err);          // requesters; -b write/read/atomic too
+  bool run_bw(uint32_t size, BwReport& rep, std::string& err);
+  bool warm_up(uint32_t size, std::string& err);          // requesters; -b write/read/atomic too
   bool post_recvs_all(uint32_t size, std::string& err);                  // ctx_set_recv_wqes
   bool run_bw_send_server(uint32_t size, BwReport& rep, std::string& err);
   bool run_bi_send(uint32_t size, BwReport& rep, std::string& err);
@@ -698,6 +700,32 @@ void Perf::fill_bw(uint32_t size, uint64_t tot, bool no_peak, uint32_t cq_mod, B
   if (no_peak) return;
   const double opt = peak_window_ticks({tposted_.data(), tot}, {tcompleted_.data(), tot}, cq_mod);
   if (opt > 0) rep.bw_peak = double(size) * hz / (opt * fmt);
+}
+
+// perftest's perform_warm_up: on each QP in turn, tx-depth WRs of the first
+// address, every one signaled, and all their completions reaped, so that the
+// timed run starts with the memory, the caches and both engines warm.
+bool Perf::warm_up(uint32_t size, std::string& err) {
+  Wc wc[16];
+  for (uint32_t q = 0; q < cfg_.num_qp; ++q) {
+    for (uint32_t i = 0; i < cfg_.tx_depth; ++i) {
+      if (!post_one(q, size, 0, true)) {
+        err = "Couldn't post send during warm up: qp " + std::to_string(q) + " scnt=" + std::to_string(i);
+        return false;
+      }
+    }
+    uint64_t last_progress = rte_rdtsc();
+    for (uint32_t left = cfg_.tx_depth; left;) {
+      pump();
+      const int ne = poll_cq(cq_, 16, wc);
+      for (int i = 0; i < ne; ++i) {
+        if (!wc_ok(wc[i], "warm up", err)) return false;
+      }
+      left -= uint32_t(ne);
+      if (stalled(last_progress, ne > 0, err)) return false;
+    }
+  }
+  return true;
 }
 
 bool Perf::run_bw(uint32_t size, BwReport& rep, std::string& err) {  // run_iter_bw
@@ -1245,6 +1273,7 @@ bool run_test(Perf& perf, Oob& oob, const Config& cfg, Output& out, std::string&
     for (uint32_t s : sizes) {
       if (cfg.duplex && !oob.hs(0, err)) return false;
       BwReport r;
+      if (cfg.perform_warm_up && !perf.warm_up(s, err)) return false;
       if (!perf.run_bw(s, r, err)) {
         if (r.iters) out.bw_line(r);
         return false;
@@ -1378,6 +1407,10 @@ int cmd_perf(int argc, char** argv) {
   if (cfg.duration_s && cfg.duplex) return usage("-D with -b is not supported");
   cfg.cas = args.get_str("atomic_type") == "CMP_AND_SWAP";
   if (args.given("atomic_type") && kind->verb != Verb::kAtomic) return usage("-A is for the atomic tests");
+  cfg.perform_warm_up = args.flag("perform_warm_up");
+  if (cfg.perform_warm_up && !(bw && kind->verb != Verb::kSend)) {
+    return usage("--perform_warm_up is for the write, read and atomic bw tests (as perftest)");
+  }
   cfg.outs = uint32_t(args.get_uint("outs"));
   cfg.tx_depth = uint32_t(args.get_uint("tx-depth"));
   if (cfg.tx_depth == 0) cfg.tx_depth = bw ? 128 : 1;
@@ -1392,8 +1425,9 @@ int cmd_perf(int argc, char** argv) {
   cfg.qp_timeout = uint8_t(args.get_uint("qp-timeout"));
   cfg.gbits = args.flag("report_gbits");
   if (args.get_str("tcp") != "off") {  // the kernel-TCP comparison path: perf_tcp.cc
-    if (kind->verb == Verb::kRead || kind->verb == Verb::kAtomic || cfg.num_qp != 1 || cfg.duplex || cfg.duration_s) {
-      return usage("--tcp runs send/write bw and lat on one connection, without -b and -D");
+    if (kind->verb == Verb::kRead || kind->verb == Verb::kAtomic || cfg.num_qp != 1 || cfg.duplex || cfg.duration_s ||
+        cfg.perform_warm_up) {
+      return usage("--tcp runs send/write bw and lat on one connection, without -b, -D and --perform_warm_up");
     }
     return run_perf_tcp({.test = test, .bw = bw, .server = cfg.server, .host = cfg.host,
                          .listen = std::string(args.get_str("listen")), .port = cfg.port, .sizes = sizes_of(cfg),
@@ -1424,7 +1458,7 @@ int cmd_perf(int argc, char** argv) {
   out.info = cfg.json ? stderr : stdout;
   out.gbits = cfg.gbits;
   const char* role = cfg.server ? "server" : "client";
-  for (const char* name : {"CPU-freq", "events", "perform_warm_up", "inline_size", "ib-dev"}) {
+  for (const char* name : {"CPU-freq", "events", "inline_size", "ib-dev"}) {
     if (args.given(name)) std::fprintf(out.info, "# note: --%s is accepted for perftest compatibility and has no effect here\n", name);
   }
   if (!start_endpoint_process("perf", split)) return kExitFailure;
