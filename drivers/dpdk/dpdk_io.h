@@ -92,7 +92,11 @@ struct LinkState {
 /// rte_eth_stats, port-wide.
 struct PortStats {
   uint64_t rx_packets = 0, tx_packets = 0, rx_bytes = 0, tx_bytes = 0;
-  uint64_t rx_missed = 0;  ///< dropped by the port: RX ring full
+  /// Dropped by the port, RX ring full: the PMD's imissed. Not every PMD
+  /// counts it: DPDK 22.11's net_af_packet reads no PACKET_STATISTICS, so a
+  /// full socket ring there drops frames with this at 0 (size the ring with
+  /// its framecnt devarg; tests/dpdk_e2e/e2e.py garbage_main).
+  uint64_t rx_missed = 0;
   uint64_t rx_errors = 0, tx_errors = 0;
   uint64_t rx_nombuf = 0;  ///< RX mbuf allocation failures
 };
