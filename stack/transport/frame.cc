@@ -66,11 +66,11 @@ void fill_path(const Context& ctx, const AhAttr& av, const net::GidEntry& src, u
 void fill_qp_path(const Context& ctx, QpImpl& qp, wire::PacketDesc& d) {
   wire::PathTemplate& t = qp.path_template;
   const uint32_t qos = ctx.net->qos_generation();
-  if (t.len == 0 || t.qos_generation != qos) {
+  if (t.len == 0 || qp.path_template_qos != qos) {
     wire::PacketDesc proto;
     fill_path(ctx, qp, qp.attr.ah_attr, qp.sgid, qp.attr.dest_qp_num, proto);
     wire::make_path_template(proto, t);
-    t.qos_generation = qos;
+    qp.path_template_qos = qos;
   }
   d.path = &t;
   d.l3 = t.l3;

@@ -163,6 +163,7 @@ struct QpImpl : Qp {
   uint16_t udp_sport = 0; // RC/UC: set at RTR from both QPNs
   net::GidEntry sgid;     // RC/UC: the GID table entry the path sends from (pinned by modify_qp)
   wire::PathTemplate path_template;  // RC/UC: headers below the BTH to the peer (fill_qp_path); len 0 after modify_qp
+  uint32_t path_template_qos = 0;    // the device's QoS generation path_template was made under
   QpCc cc;               // congestion control, pacer, CNP notification point, RTT sampler
 
   Ring<SendWqe> sq;

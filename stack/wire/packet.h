@@ -144,7 +144,6 @@ struct PathTemplate {
   bool has_vlan = false;  // as in the descriptor it was made from
   L3Kind l3 = L3Kind::kIpv4;
   uint32_t ipv4_sum = 0;  // IPv4: RFC 1071 sum of the header with total length and checksum zero
-  uint32_t qos_generation = 0;  // the user's record of what it was made for (transport::fill_qp_path)
 };
 
 /// Makes t from the path fields of d (those write_headers writes below the BTH).
