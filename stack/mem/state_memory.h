@@ -10,7 +10,9 @@
 // 12,000 pages against a second-level TLB of about 2,000 entries. On 2 MiB
 // pages the same state takes about 25 entries (docs/PERFORMANCE.md, "Many
 // QPs": engine/qps/16000/32 went from 311 to 257 ns per WRITE). Packet
-// buffers are not here: they are DPDK's (hugepages unless --no-huge).
+// buffers are not here: they are DPDK's (hugepages unless --no-huge). A huge
+// page is resident as a whole once touched: a process that would rather
+// spend TLB misses than memory sets prctl(PR_SET_THP_DISABLE).
 //
 // Control path only (create and destroy); the pool is thread-safe. Under
 // AddressSanitizer everything goes to operator new instead, so that ASan
