@@ -385,8 +385,8 @@ class Perf {
   void drain(uint32_t ms) { ep_.drain(ms); }
 
   // The runs (perftest's run_iter_*). Each returns false with err set.
-  bool run_bw(uint32_t size, BwReport& rep, std::string& err);
-  bool warm_up(uint32_t size, std::string& err);          // requesters; -b write/read/atomic too
+  bool run_bw(uint32_t size, BwReport& rep, std::string& err);          // requesters; -b write/read/atomic too
+  bool warm_up(uint32_t size, std::string& err);                         // perform_warm_up, before run_bw
   bool post_recvs_all(uint32_t size, std::string& err);                  // ctx_set_recv_wqes
   bool run_bw_send_server(uint32_t size, BwReport& rep, std::string& err);
   bool run_bi_send(uint32_t size, BwReport& rep, std::string& err);

@@ -6,10 +6,11 @@
 //
 // Why: with thousands of QPs the data path's first touch of a QP's state, its
 // next WQE and its counters is a cache miss, and with 4 KiB pages it is a TLB
-// miss too: 16,000 QPs with 32 WRs in flight hold about 50 MB of state, some
-// 12,000 pages against a second-level TLB of about 2,000 entries. On 2 MiB
-// pages the same state takes about 25 entries (docs/PERFORMANCE.md, "Many
-// QPs": engine/qps/16000/32 went from 311 to 257 ns per WRITE). Packet
+// miss too: engine_bench's 16,000 QPs a side with 32 WRs in flight each hold
+// hundreds of MB of state (QP objects, WQE rings, a CQ of half a million
+// entries), tens of thousands of 4 KiB pages against a second-level TLB of
+// about 2,000 entries; on 2 MiB pages, a few hundred (docs/PERFORMANCE.md,
+// "Many QPs": engine/qps/16000/32 went from 311 to 247-250 ns per WRITE). Packet
 // buffers are not here: they are DPDK's (hugepages unless --no-huge). A huge
 // page is resident as a whole once touched: a process that would rather
 // spend TLB misses than memory sets prctl(PR_SET_THP_DISABLE).
@@ -34,7 +35,7 @@ std::pmr::memory_resource* state_memory();
 /// reuse when objects go).
 size_t state_memory_bytes();
 
-/// An array of n value-initialised T from state_memory().
+/// Returns an array to state_memory(); it knows the array's length.
 template <typename T>
 class StateArrayDelete {
  public:
@@ -51,6 +52,7 @@ class StateArrayDelete {
 template <typename T>
 using StateArray = std::unique_ptr<T[], StateArrayDelete<T>>;
 
+/// An array of n value-initialised T from state_memory().
 template <typename T>
 StateArray<T> make_state_array(size_t n) {
   std::pmr::polymorphic_allocator<T> a(state_memory());
