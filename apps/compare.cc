@@ -64,6 +64,7 @@ constexpr OptSpec kOptions[] = {
     {.name = "lat-iters", .kind = OptKind::kUint, .def = "10000", .help = "round trips per latency run", .min = 10, .max = 10'000'000},
     {.name = "bw-msgs", .kind = OptKind::kUint, .def = "200000", .help = "most messages per bandwidth run", .min = 100, .max = 100'000'000},
     {.name = "bw-bytes", .kind = OptKind::kUint, .def = "268435456", .help = "most bytes per bandwidth run (messages = min(bw-msgs, this / size), at least 100)", .min = 1},
+    {.name = "tx-depth", .short_name = 't', .kind = OptKind::kUint, .def = "128", .help = "WRITEs in flight in the stack's and perftest's bandwidth runs (perftest's default: 128)", .min = 1, .max = 15000},
     {.name = "floor-seconds", .kind = OptKind::kDouble, .def = "1", .help = "seconds per floor blast", .min = 0, .max = 60},
     {.name = "mtu", .short_name = 'm', .kind = OptKind::kUint, .def = "4096", .help = "path MTU of the stack's runs (the memif ports are opened with Ethernet MTU 4200)", .min = 256, .max = 4096},
     {.name = "cpus", .kind = OptKind::kString, .def = "0,1", .help = "CPUs of the server and the client side", .meta = "A,B"},
@@ -107,6 +108,7 @@ struct Config {
   std::vector<std::string> kinds;
   uint32_t lat_iters = 0, bw_msgs = 0;
   uint64_t bw_bytes = 0;
+  uint32_t tx_depth = 128;
   double floor_seconds = 1;
   uint32_t mtu = 4096;
   int cpu[2] = {0, 1};
@@ -279,7 +281,7 @@ class Runner {
       }
     }
     if (bw) {  // time the run, not every post, as the TCP path and the floor do (perftest's -N)
-      for (auto& v : av) v.push_back("-N");
+      for (auto& v : av) v.insert(v.end(), {"-N", "-t", std::to_string(cfg_.tx_depth)});
     }
     av[1].push_back("127.0.0.1");
     return pair(strf("stack-%s-%u", test.c_str(), size), av[0], av[1], sock(), 1);
@@ -321,7 +323,7 @@ class Runner {
     std::vector<std::string> av[2];
     for (int i = 0; i < 2; ++i) {
       av[i] = {"-d", device, "-s", std::to_string(size), "-n", std::to_string(iters), "-p", std::to_string(port)};
-      if (tool.ends_with("_bw")) av[i].push_back("-N");  // as the stack's bw runs
+      if (tool.ends_with("_bw")) av[i].insert(av[i].end(), {"-N", "-t", std::to_string(cfg_.tx_depth)});  // as the stack's
     }
     av[1].push_back("127.0.0.1");
     return pair(strf("verbs-%s-%u", tool.c_str(), size), av[0], av[1], "", 1, tool);
@@ -401,7 +403,8 @@ void print_json(const Config& cfg, const Samples& s, const Verbs& verbs, const s
                 std::FILE* out) {
   struct sysinfo si {};
   sysinfo(&si);
-  std::fprintf(out, "{\"command\":\"compare\",\"rounds\":%u,\"mtu\":%u,\"sizes\":[", cfg.rounds, cfg.mtu);
+  std::fprintf(out, "{\"command\":\"compare\",\"rounds\":%u,\"mtu\":%u,\"tx_depth\":%u,\"sizes\":[", cfg.rounds, cfg.mtu,
+               cfg.tx_depth);
   for (size_t i = 0; i < cfg.sizes.size(); ++i) std::fprintf(out, "%s%u", i ? "," : "", cfg.sizes[i]);
   std::fprintf(out, "],\"machine\":{\"cpus_online\":%ld,\"load1\":%.2f},", sysconf(_SC_NPROCESSORS_ONLN),
                double(si.loads[0]) / double(1 << SI_LOAD_SHIFT));
@@ -474,6 +477,7 @@ int cmd_compare(int argc, char** argv) {
   cfg.lat_iters = quick && !args.given("lat-iters") ? 200 : uint32_t(args.get_uint("lat-iters"));
   cfg.bw_msgs = quick && !args.given("bw-msgs") ? 2000 : uint32_t(args.get_uint("bw-msgs"));
   cfg.bw_bytes = args.get_uint("bw-bytes");
+  cfg.tx_depth = uint32_t(args.get_uint("tx-depth"));
   cfg.floor_seconds = quick && !args.given("floor-seconds") ? 0.1 : args.get_double("floor-seconds");
   cfg.mtu = uint32_t(args.get_uint("mtu"));
   if (cfg.mtu & (cfg.mtu - 1)) return usage("--mtu must be 256, 512, 1024, 2048 or 4096");
@@ -555,8 +559,8 @@ int cmd_compare(int argc, char** argv) {
     }
   }
 
-  std::fprintf(info, "\n# medians of %u interleaved round%s; stack path MTU %u; verbs %s\n", cfg.rounds,
-               cfg.rounds == 1 ? "" : "s", cfg.mtu, verbs.status.c_str());
+  std::fprintf(info, "\n# medians of %u interleaved round%s; stack path MTU %u, %u WRITEs in flight; verbs %s\n",
+               cfg.rounds, cfg.rounds == 1 ? "" : "s", cfg.mtu, cfg.tx_depth, verbs.status.c_str());
   print_table(info, "# latency, half round trip, t_typical [usec]",
               {{"stack.write_lat", "stack WRITE"}, {"stack.send_lat", "stack SEND"}, {"tcp-block.lat", "tcp block"},
                {"tcp-busy.lat", "tcp busy"}, {"floor.lat", "memif floor"}, {"verbs.write_lat", "verbs WRITE"},
