@@ -125,7 +125,7 @@ constexpr OptSpec kPerfOptions[] = {
     {.name = "inline_size", .short_name = 'I', .kind = OptKind::kUint, .def = "0", .help = "perftest: max inline data; accepted (inline does not change the wire)", .max = 912},
     {.name = "connection", .short_name = 'c', .kind = OptKind::kChoice, .def = "RC", .help = "transport (perftest also has UC/UD/XRC/DC; uroce perf does RC)", .choices = "RC"},
     {.name = "events", .short_name = 'e', .help = "perftest: sleep on CQ events; accepted, uroce always polls"},
-    {.name = "noPeak", .short_name = 'N', .help = "write/read/atomic bw: no peak bandwidth, so no clock read per post (always so with -D)"},
+    {.name = "noPeak", .short_name = 'N', .help = "bw tests, not with -b: no peak bandwidth, so no clock read per post (always so with -D)"},
     {.name = "perform_warm_up", .help = "write/read/atomic bw: before each size, tx-depth untimed WRs on each QP, all reaped (perftest's warm-up)"},
     {.name = "report_gbits", .help = "report bandwidth in Gb/sec instead of MB/sec"},
     UROCE_ENDPOINT_OPTIONS,
