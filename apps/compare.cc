@@ -280,8 +280,10 @@ class Runner {
         av[i].push_back(a);
       }
     }
-    if (bw) {  // time the run, not every post, as the TCP path and the floor do (perftest's -N)
-      for (auto& v : av) v.insert(v.end(), {"-N", "-t", std::to_string(cfg_.tx_depth)});
+    if (bw) {
+      for (auto& v : av) {
+        for (auto& f : bw_flags()) v.push_back(f);
+      }
     }
     av[1].push_back("127.0.0.1");
     return pair(strf("stack-%s-%u", test.c_str(), size), av[0], av[1], sock(), 1);
@@ -323,7 +325,9 @@ class Runner {
     std::vector<std::string> av[2];
     for (int i = 0; i < 2; ++i) {
       av[i] = {"-d", device, "-s", std::to_string(size), "-n", std::to_string(iters), "-p", std::to_string(port)};
-      if (tool.ends_with("_bw")) av[i].insert(av[i].end(), {"-N", "-t", std::to_string(cfg_.tx_depth)});  // as the stack's
+      if (tool.ends_with("_bw")) {
+        for (auto& f : bw_flags()) av[i].push_back(f);
+      }
     }
     av[1].push_back("127.0.0.1");
     return pair(strf("verbs-%s-%u", tool.c_str(), size), av[0], av[1], "", 1, tool);
@@ -332,6 +336,11 @@ class Runner {
   const std::vector<std::string>& failures() const { return failures_; }
 
  private:
+  /// The flags of every bandwidth run, the stack's and perftest's alike: the
+  /// window, and the run timed as a whole, not every post (perftest's -N), as
+  /// the TCP path and the floor time theirs.
+  std::vector<std::string> bw_flags() const { return {"-N", "-t", std::to_string(cfg_.tx_depth)}; }
+
   const Config& cfg_;
   std::string dir_;
   std::FILE* info_;
