@@ -555,8 +555,11 @@ bool Perf::setup(std::string& err, const CmPeer* cm) {
     }
     if (!init_qp(*q, access, 0, err)) return false;
   }
-  tposted_.assign(size_t(cfg_.iters) * cfg_.num_qp + 1, 0);
-  tcompleted_.assign(size_t(cfg_.iters) * cfg_.num_qp + 1, 0);
+  // A time per post and per completion, except for runs timed as a whole
+  // (-N, -D: bw only), which keep the first post's and the last completion's.
+  const size_t times = cfg_.no_peak || cfg_.duration_s ? 1 : size_t(cfg_.iters) * cfg_.num_qp + 1;
+  tposted_.assign(times, 0);
+  tcompleted_.assign(times, 0);
   return true;
 }
 
