@@ -63,7 +63,6 @@ struct Context {
   Mtu max_mtu = Mtu::k1024;  // largest path MTU the port's Ethernet MTU carries; the UD MTU
   Counters counters;
   uint64_t now_ns = 0;    // time of the poll in progress (injected)
-  uint16_t ip_id = 0;
   bool tx_zero_copy = false;  // cfg.tx_zero_copy and the port takes chained extbuf mbufs
 
   mem::MrTable mrs;
