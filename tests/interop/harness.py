@@ -856,16 +856,37 @@ def matrix_args(p: argparse.ArgumentParser, name: str, cells: list[str], default
                    help="our roles; one guest boot each")
     p.add_argument("--cells", nargs="+", default=default, choices=cells, help=cells_help)
     p.add_argument("--timeout", type=float, default=timeout, help="per boot")
+    p.add_argument("--keep", action="store_true",
+                   help="keep the captures of a passing run too (a failing run always keeps them)")
 
 
-def matrix_main(a, name: str, run, table) -> int:
-    """A matrix's CLI (a: --uroce, --out, --roles, --cells, --timeout): preflight, then
+def prune_captures(out: str) -> tuple[int, int]:
+    """Remove the .pcap files under out; (how many, bytes)."""
+    n = size = 0
+    for root, _dirs, files in os.walk(out):
+        for f in files:
+            if f.endswith(".pcap"):
+                path = os.path.join(root, f)
+                size += os.path.getsize(path)
+                os.remove(path)
+                n += 1
+    return n, size
+
+
+def matrix_main(a, name: str, run, table, capture_gb: float = 0.5) -> int:
+    """A matrix's CLI (a: --uroce, --out, --roles, --cells, --timeout, --keep): preflight and
+    capture_gb GB free in --out (what the matrix's captures take at most), then
     res = run(out, uroce, roles, cells, timeout), <out>/<name>.json, table(res) and the boots
-    printed; exit 0 only if the matrix passed."""
+    printed; a passing run's captures removed unless --keep; exit 0 only if the matrix passed."""
     if (rc := preflight(a.uroce)) is not None:
         return rc
     t0 = time.monotonic()
     os.makedirs(a.out, exist_ok=True)
+    free_gb = shutil.disk_usage(a.out).free / 1e9
+    if free_gb < capture_gb:
+        print(f"{a.out} has {free_gb:.1f} GB free; the {name} matrix's captures take up to {capture_gb} GB: "
+              "free some space or point --out / $UROCE_INTEROP_OUT elsewhere", file=sys.stderr)
+        return 1
     res = run(a.out, os.path.abspath(a.uroce), a.roles, a.cells, a.timeout)
     res["total_s"] = round(time.monotonic() - t0, 2)
     with open(os.path.join(a.out, f"{name}.json"), "w") as f:
@@ -877,6 +898,9 @@ def matrix_main(a, name: str, run, table) -> int:
             f"logs {b['guest_log']} {b['host_log']}")
     log(f"results: {os.path.join(a.out, name + '.json')}; total {res['total_s']} s; "
         f"{'all cells passed' if res['ok'] else 'FAILED'}")
+    if res["ok"] and not a.keep:
+        n, size = prune_captures(a.out)
+        log(f"removed the {n} captures of this passing run ({size / 1e6:.0f} MB); --keep keeps them")
     return 0 if res["ok"] else 1
 
 
@@ -1264,7 +1288,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.cmd == "pingpong":
         return matrix_main(a, "pingpong", run_pingpong_matrix, pp_table)
     if a.cmd == "perf":
-        return matrix_main(a, "perf", run_perf_matrix, perf_table)
+        return matrix_main(a, "perf", run_perf_matrix, perf_table, capture_gb=3)
     if os.geteuid() != 0:
         print("interop harness needs root", file=sys.stderr)
         return 2
