@@ -105,6 +105,7 @@ class Cmatose {
   bool open(std::string& err);
   bool run(std::string& err) { return cfg_.server ? run_server(err) : run_client(err); }
   void print_counters() const { ep_.print_cm_counters(stdout); }
+  bool close_capture(std::string& err) { return ep_.close_capture(err); }
 
  private:
   void pump() { ep_.pump(); }
@@ -484,6 +485,7 @@ int run_cmatose(bool ud, int argc, char** argv) {
   Cmatose t(cfg);
   bool ok = t.open(err);
   if (ok) ok = t.run(err);
+  if (!t.close_capture(err)) ok = false;
   if (cfg.counters && ok) t.print_counters();
   if (!ok) {
     std::fprintf(stderr, "uroce %s (%s): %s\n", name, cfg.server ? "server" : "client", err.c_str());

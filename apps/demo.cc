@@ -1247,6 +1247,11 @@ int run_endpoint(const Config& cfg, const Args& args, const dpdk::SplitArgs& spl
     }
   }
   interrupted = g_stop != 0;
+  // A capture the disk could not hold fails the run (the rows may still be verified).
+  if (const Status s = ep.port_->stop_capture(); !s.ok()) {
+    std::fprintf(stderr, "uroce demo (%s): %s\n", role, s.message());
+    rc = kExitFailure;
+  }
   const bool all = rc == kExitOk;
   if (!cfg.server && cfg.json) {
     std::string out = strf("{\"command\":\"demo\",\"workload\":\"%s\",\"path_mtu\":%u,\"rows\":[", cfg.matrix ? "matrix" : "perf",

@@ -191,6 +191,13 @@ void Endpoint::drain(uint32_t ms) {
   while (!end.passed()) pump();
 }
 
+bool Endpoint::close_capture(std::string& err) {
+  if (!port_) return true;
+  const Status s = port_->stop_capture();
+  if (!s.ok()) err += (err.empty() ? "" : "; ") + std::string(s.message());
+  return s.ok();
+}
+
 bool Endpoint::resolve(const Gid& ip, uint8_t sgid_index, MacAddr& mac, const Deadline& end, std::string& err) {
   while (!end.expired("an ARP/ND answer from " + gid_str(ip), err)) {
     const net::Resolution r = ctx_->net->resolve(ip, sgid_index, clock_->now_ns());

@@ -69,7 +69,7 @@ bool start_endpoint_process(std::string_view who, const dpdk::SplitArgs& split);
   {.name = "ip6", .kind = OptKind::kString, .def = "", .help = "our IPv6 address: GID index 1", .meta = "ADDR"}, \
   {.name = "mac", .kind = OptKind::kString, .def = "", .help = "our MAC (the port's if empty); the port itself keeps its own", .meta = "MAC"}, \
   {.name = "port-mtu", .kind = OptKind::kUint, .def = "1500", .help = "Ethernet MTU to set on the port (af_packet: the kernel interface's)", .min = 576, .max = 9600}, \
-  {.name = "pcap", .kind = OptKind::kString, .def = "", .help = "capture every frame of the port to FILE", .meta = "FILE"}
+  {.name = "pcap", .kind = OptKind::kString, .def = "", .help = "capture every frame of the port to FILE (the command fails if the file cannot all be written)", .meta = "FILE"}
 
 struct EndpointConfig;
 /// Reads UROCE_ENDPOINT_OPTIONS into ec: --dev, --port-mtu, --pcap, and the
@@ -174,6 +174,11 @@ class Endpoint {
   void pump() { uroce::poll(ctx_.get(), clock_->now_ns()); }
   /// Pumps for ms milliseconds (lets the last ACKs and responses leave).
   void drain(uint32_t ms);
+  /// Ends --pcap's capture: false if it could not all be written (a full
+  /// disk), with the reason added to err (after "; " if err already holds
+  /// one), so that the command fails rather than leave a short capture
+  /// behind unsaid. True without a capture.
+  bool close_capture(std::string& err);
 
   /// The peer's MAC for ip through the engine's ARP / neighbour discovery,
   /// sent from our GID sgid_index.

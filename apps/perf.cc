@@ -1498,6 +1498,7 @@ int cmd_perf(int argc, char** argv) {
     // Let the last ACKs and READ/atomic responses leave before the port closes.
     perf.drain(200);
   }
+  if (!perf.endpoint().close_capture(err)) ok = false;
   if (ok && !cfg.save_buffer.empty()) ok = perf.save_buffer(cfg.save_buffer, err);
   if (cfg.json) print_json(cfg, out, ok, err, perf.counters_json());
   if (cfg.counters) perf.print_counters(out.info);

@@ -242,6 +242,7 @@ class Pingpong {
   RunResult run();
   void print_counters(std::FILE* out) const { ep_.print_counters(out, cfg_.cm); }
   const Endpoint& endpoint() const { return ep_; }
+  bool close_capture(std::string& err) { return ep_.close_capture(err); }
   const Gid& gid() const { return gid_; }
 
  private:
@@ -761,6 +762,7 @@ int cmd_pingpong(int argc, char** argv) {
   } else {
     r.error = err;
   }
+  if (!pp.close_capture(r.error)) r.ok = false;
   const bool ran = r.ok || r.iters_done > 0;
   const double usec = r.usec > 0 ? r.usec : 1;
   const uint32_t iters = r.ok ? cfg.iters : r.iters_done;

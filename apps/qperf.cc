@@ -763,6 +763,7 @@ int cmd_qperf(int argc, char** argv) {
       if (!ok) break;
     }
   }
+  if (!st.close_capture(err)) ok = false;
   if (cfg.counters && st.ctx()) st.print_counters(info, true);
   if (cfg.json) {
     std::string tests;

@@ -98,6 +98,7 @@ class Rping {
   bool run_server(std::string& err);
   bool run_client(std::string& err);
   void print_counters(std::FILE* out) const { ep_.print_counters(out, true); }
+  bool close_capture(std::string& err) { return ep_.close_capture(err); }
   uint32_t pings() const { return pings_; }
 
  private:
@@ -401,6 +402,7 @@ int cmd_rping(int argc, char** argv) {
   const auto t0 = std::chrono::steady_clock::now();
   bool ok = rp.open(err);
   if (ok) ok = cfg.server ? rp.run_server(err) : rp.run_client(err);
+  if (!rp.close_capture(err)) ok = false;
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (cfg.counters) rp.print_counters(info);
   if (cfg.json) {

@@ -1273,6 +1273,7 @@ SeedStats SeedRun::run() {
   for (auto& d : devs_) st_.retransmits += query_counters(d->ctx.get()).get(Counter::retransmits);
   st_.fabric = fabric_->totals();
   st_.frames = fabric_->frames_seen();
+  if (Status s = fabric_->close_capture(); !s.ok()) violation("capture", "%s", s.message());
   // Devices before the fabric: they may hold its mbufs.
   for (auto& e : eps_) {
     if (e->qp != nullptr) (void)destroy_qp(e->qp);

@@ -5,13 +5,10 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <thread>
-#include <unordered_set>
 
 #include <net/if.h>
 #include <sys/ioctl.h>
@@ -32,21 +29,6 @@
 
 namespace uroce::dpdk {
 namespace {
-
-// Status messages are static strings (status.h). Messages with run-time detail
-// (device names, rte_strerror text) are interned here: each distinct text is
-// stored once for the life of the process, so retries do not grow memory.
-[[gnu::format(printf, 1, 2)]] const char* msgf(const char* fmt, ...) {
-  static std::mutex mu;
-  static std::unordered_set<std::string> texts;
-  char buf[512];
-  va_list ap;
-  va_start(ap, fmt);
-  std::vsnprintf(buf, sizeof(buf), fmt, ap);
-  va_end(ap);
-  std::lock_guard<std::mutex> lock(mu);
-  return texts.emplace(buf).first->c_str();
-}
 
 // rte_strerror of a negative or positive errno.
 const char* err_text(int ret) { return rte_strerror(ret < 0 ? -ret : ret); }
@@ -202,8 +184,8 @@ Status DpdkPort::setup(const DpdkPortConfig& cfg) {
   if (all_digits(cfg.device)) {
     const unsigned long id = std::stoul(cfg.device);
     if (id >= RTE_MAX_ETHPORTS || !rte_eth_dev_is_valid_port(uint16_t(id))) {
-      return Status(StatusCode::kNotFound, msgf("no ethdev port %lu (%u ports available)", id,
-                                                unsigned(rte_eth_dev_count_avail())));
+      return Status(StatusCode::kNotFound,
+                    status_message("no ethdev port %lu (%u ports available)", id, unsigned(rte_eth_dev_count_avail())));
     }
     port = uint16_t(id);
   } else {
@@ -211,9 +193,9 @@ Status DpdkPort::setup(const DpdkPortConfig& cfg) {
     int ret = rte_devargs_parse(&da, cfg.device.c_str());
     if (ret != 0) {
       return Status(StatusCode::kInvalidArgument,
-                    msgf("device spec '%s' names no known bus or driver (is its PMD installed? "
-                         "Debian loads PMDs from its plugin dir)",
-                         cfg.device.c_str()));
+                    status_message("device spec '%s' names no known bus or driver (is its PMD installed? "
+                                   "Debian loads PMDs from its plugin dir)",
+                                   cfg.device.c_str()));
     }
     const std::string dev_name = da.name;  // canonical, e.g. PCI 0000:03:00.0
     std::free(da.data);  // what rte_devargs_reset (experimental in 22.11) does
@@ -226,9 +208,9 @@ Status DpdkPort::setup(const DpdkPortConfig& cfg) {
       ret = rte_dev_probe(cfg.device.c_str());
       if (ret != 0) {
         return Status(StatusCode::kNotFound,
-                      msgf("probing '%s' failed: %s (is the PMD installed, the devargs right, the "
-                           "device bound to a DPDK-capable driver?)",
-                           cfg.device.c_str(), err_text(ret)));
+                      status_message("probing '%s' failed: %s (is the PMD installed, the devargs right, the "
+                                     "device bound to a DPDK-capable driver?)",
+                                     cfg.device.c_str(), err_text(ret)));
       }
       info_.probed_here = true;
       found = port_of_device(dev_name);
@@ -238,7 +220,7 @@ Status DpdkPort::setup(const DpdkPortConfig& cfg) {
       }
       if (!found) {
         return Status(StatusCode::kNotFound,
-                      msgf("device '%s' was probed but created no ethdev port", dev_name.c_str()));
+                      status_message("device '%s' was probed but created no ethdev port", dev_name.c_str()));
       }
     }
     port = *found;
@@ -247,7 +229,7 @@ Status DpdkPort::setup(const DpdkPortConfig& cfg) {
 
   rte_eth_dev_info di{};
   if (int ret = rte_eth_dev_info_get(port, &di); ret != 0) {
-    return Status(StatusCode::kUnavailable, msgf("rte_eth_dev_info_get(port %u): %s", port, err_text(ret)));
+    return Status(StatusCode::kUnavailable, status_message("rte_eth_dev_info_get(port %u): %s", port, err_text(ret)));
   }
   device_ = di.device;
   char name[RTE_ETH_NAME_MAX_LEN] = {};
@@ -258,9 +240,9 @@ Status DpdkPort::setup(const DpdkPortConfig& cfg) {
   // 2. Queues, RSS and MTU.
   if (cfg.n_queues > di.max_rx_queues || cfg.n_queues > di.max_tx_queues) {
     return Status(StatusCode::kInvalidArgument,
-                  msgf("%s (%s) offers %u RX / %u TX queues, %u asked%s", info_.name.c_str(),
-                       info_.driver.c_str(), di.max_rx_queues, di.max_tx_queues, cfg.n_queues,
-                       info_.driver == "net_af_packet" ? " (add qpairs=N to the device spec)" : ""));
+                  status_message("%s (%s) offers %u RX / %u TX queues, %u asked%s", info_.name.c_str(),
+                                 info_.driver.c_str(), di.max_rx_queues, di.max_tx_queues, cfg.n_queues,
+                                 info_.driver == "net_af_packet" ? " (add qpairs=N to the device spec)" : ""));
   }
   const uint32_t room = frame_room_of(info_.driver, di);
   const uint16_t ethdev_max_mtu = max_mtu_of(di, room);
@@ -296,9 +278,8 @@ Status DpdkPort::setup(const DpdkPortConfig& cfg) {
     if (!info_.rss) conf.rxmode.mq_mode = RTE_ETH_MQ_RX_NONE;
   }
   if (int ret = rte_eth_dev_configure(port, cfg.n_queues, cfg.n_queues, &conf); ret != 0) {
-    return Status(StatusCode::kUnavailable,
-                  msgf("rte_eth_dev_configure(%s, %u queues, mtu %u): %s", info_.name.c_str(),
-                       cfg.n_queues, mtu, err_text(ret)));
+    return Status(StatusCode::kUnavailable, status_message("rte_eth_dev_configure(%s, %u queues, mtu %u): %s",
+                                                           info_.name.c_str(), cfg.n_queues, mtu, err_text(ret)));
   }
   configured_ = true;
   // configure() only records the MTU; PMDs backed by a kernel interface
@@ -308,13 +289,13 @@ Status DpdkPort::setup(const DpdkPortConfig& cfg) {
   } else if (mtu > ethdev_mtu) {
     info_.mtu = std::min(kernel_mtu_at_least(di.if_index, mtu), mtu);
     if (info_.mtu < mtu) {
-      return Status(StatusCode::kUnavailable, msgf("%s: cannot set MTU %u on its kernel interface (index %u)",
-                                                   info_.name.c_str(), mtu, di.if_index));
+      return Status(StatusCode::kUnavailable, status_message("%s: cannot set MTU %u on its kernel interface (index %u)",
+                                                             info_.name.c_str(), mtu, di.if_index));
     }
   } else {
     if (int ret = rte_eth_dev_set_mtu(port, mtu); ret != 0 && ret != -ENOTSUP) {
       return Status(StatusCode::kUnavailable,
-                    msgf("rte_eth_dev_set_mtu(%s, %u): %s", info_.name.c_str(), mtu, err_text(ret)));
+                    status_message("rte_eth_dev_set_mtu(%s, %u): %s", info_.name.c_str(), mtu, err_text(ret)));
     }
     uint16_t mtu_now = mtu;
     if (rte_eth_dev_get_mtu(port, &mtu_now) != 0) mtu_now = mtu;
@@ -324,7 +305,7 @@ Status DpdkPort::setup(const DpdkPortConfig& cfg) {
   uint16_t rxd = cfg.rx_desc, txd = cfg.tx_desc;
   if (int ret = rte_eth_dev_adjust_nb_rx_tx_desc(port, &rxd, &txd); ret != 0) {
     return Status(StatusCode::kUnavailable,
-                  msgf("rte_eth_dev_adjust_nb_rx_tx_desc(%s): %s", info_.name.c_str(), err_text(ret)));
+                  status_message("rte_eth_dev_adjust_nb_rx_tx_desc(%s): %s", info_.name.c_str(), err_text(ret)));
   }
 
   // 3. One pool per queue pair, on the port's NUMA node: both rings full, the
@@ -339,18 +320,17 @@ Status DpdkPort::setup(const DpdkPortConfig& cfg) {
                                               RTE_PKTMBUF_HEADROOM + room, sock);
     if (mp == nullptr) {
       return Status(StatusCode::kResourceExhausted,
-                    msgf("mbuf pool %s (%u x %u B): %s (with --no-huge raise EAL -m)",
-                         pool_name.c_str(), n_mbufs, unsigned(RTE_PKTMBUF_HEADROOM + room),
-                         err_text(rte_errno)));
+                    status_message("mbuf pool %s (%u x %u B): %s (with --no-huge raise EAL -m)", pool_name.c_str(),
+                                   n_mbufs, unsigned(RTE_PKTMBUF_HEADROOM + room), err_text(rte_errno)));
     }
     pools_.push_back(mp);
     if (int ret = rte_eth_rx_queue_setup(port, q, rxd, unsigned(sock), nullptr, mp); ret != 0) {
-      return Status(StatusCode::kUnavailable, msgf("rte_eth_rx_queue_setup(%s, queue %u, %u desc): %s",
-                                                   info_.name.c_str(), q, rxd, err_text(ret)));
+      return Status(StatusCode::kUnavailable, status_message("rte_eth_rx_queue_setup(%s, queue %u, %u desc): %s",
+                                                             info_.name.c_str(), q, rxd, err_text(ret)));
     }
     if (int ret = rte_eth_tx_queue_setup(port, q, txd, unsigned(sock), nullptr); ret != 0) {
-      return Status(StatusCode::kUnavailable, msgf("rte_eth_tx_queue_setup(%s, queue %u, %u desc): %s",
-                                                   info_.name.c_str(), q, txd, err_text(ret)));
+      return Status(StatusCode::kUnavailable, status_message("rte_eth_tx_queue_setup(%s, queue %u, %u desc): %s",
+                                                             info_.name.c_str(), q, txd, err_text(ret)));
     }
   }
 
@@ -365,7 +345,7 @@ Status DpdkPort::setup(const DpdkPortConfig& cfg) {
   // 5. Start, then promiscuous mode and the MAC as the port now reports them.
   if (int ret = rte_eth_dev_start(port); ret != 0) {
     return Status(StatusCode::kUnavailable,
-                  msgf("rte_eth_dev_start(%s): %s", info_.name.c_str(), err_text(ret)));
+                  status_message("rte_eth_dev_start(%s): %s", info_.name.c_str(), err_text(ret)));
   }
   started_ = true;
   // -ENOTSUP: the PMD has no switch (memif and ring always deliver everything).
@@ -378,7 +358,7 @@ Status DpdkPort::setup(const DpdkPortConfig& cfg) {
   rte_ether_addr a{};
   if (int ret = rte_eth_macaddr_get(port, &a); ret != 0) {
     return Status(StatusCode::kUnavailable,
-                  msgf("rte_eth_macaddr_get(%s): %s", info_.name.c_str(), err_text(ret)));
+                  status_message("rte_eth_macaddr_get(%s): %s", info_.name.c_str(), err_text(ret)));
   }
   info_.mac = to_mac(a);
   info_.n_queues = cfg.n_queues;
@@ -412,15 +392,16 @@ Status DpdkPort::wait_link(uint32_t timeout_ms) const {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return Status(StatusCode::kUnavailable,
-                msgf("%s: link still down after %u ms (memif: is the peer running on the same "
-                     "socket? af_packet/tap: is the interface up?)",
-                     info_.name.c_str(), timeout_ms));
+                status_message("%s: link still down after %u ms (memif: is the peer running on the same "
+                               "socket? af_packet/tap: is the interface up?)",
+                               info_.name.c_str(), timeout_ms));
 }
 
 Result<PortStats> DpdkPort::stats() const {
   rte_eth_stats s{};
   if (int ret = rte_eth_stats_get(info_.port_id, &s); ret != 0) {
-    return Status(StatusCode::kUnavailable, msgf("rte_eth_stats_get(%s): %s", info_.name.c_str(), err_text(ret)));
+    return Status(StatusCode::kUnavailable,
+                  status_message("rte_eth_stats_get(%s): %s", info_.name.c_str(), err_text(ret)));
   }
   return PortStats{.rx_packets = s.ipackets, .tx_packets = s.opackets, .rx_bytes = s.ibytes,
                    .tx_bytes = s.obytes, .rx_missed = s.imissed, .rx_errors = s.ierrors,
@@ -430,13 +411,15 @@ Result<PortStats> DpdkPort::stats() const {
 Result<std::vector<XStat>> DpdkPort::xstats() const {
   const int n = rte_eth_xstats_get_names(info_.port_id, nullptr, 0);
   if (n < 0) {
-    return Status(StatusCode::kUnavailable, msgf("rte_eth_xstats_get_names(%s): %s", info_.name.c_str(), err_text(n)));
+    return Status(StatusCode::kUnavailable,
+                  status_message("rte_eth_xstats_get_names(%s): %s", info_.name.c_str(), err_text(n)));
   }
   std::vector<rte_eth_xstat_name> names(static_cast<size_t>(n));
   std::vector<rte_eth_xstat> vals(static_cast<size_t>(n));
   if (rte_eth_xstats_get_names(info_.port_id, names.data(), unsigned(n)) != n ||
       rte_eth_xstats_get(info_.port_id, vals.data(), unsigned(n)) != n) {
-    return Status(StatusCode::kUnavailable, msgf("%s: xstats changed while reading them", info_.name.c_str()));
+    return Status(StatusCode::kUnavailable,
+                  status_message("%s: xstats changed while reading them", info_.name.c_str()));
   }
   std::vector<XStat> out;
   out.reserve(size_t(n));
@@ -448,7 +431,8 @@ Result<std::vector<XStat>> DpdkPort::xstats() const {
 
 Status DpdkPort::reset_stats() {
   if (int ret = rte_eth_stats_reset(info_.port_id); ret != 0) {
-    return Status(StatusCode::kUnavailable, msgf("rte_eth_stats_reset(%s): %s", info_.name.c_str(), err_text(ret)));
+    return Status(StatusCode::kUnavailable,
+                  status_message("rte_eth_stats_reset(%s): %s", info_.name.c_str(), err_text(ret)));
   }
   (void)rte_eth_xstats_reset(info_.port_id);
   return {};
@@ -457,19 +441,23 @@ Status DpdkPort::reset_stats() {
 Status DpdkPort::start_capture(const std::string& path) {
   for (auto& q : queues_) {
     if (Status s = q->start_capture(capture_path_for_queue(path, q->queue_id())); !s.ok()) {
-      stop_capture();
+      (void)stop_capture();
       return s;
     }
   }
   return {};
 }
 
-void DpdkPort::stop_capture() {
-  for (auto& q : queues_) q->stop_capture();
+Status DpdkPort::stop_capture() {
+  Status first;
+  for (auto& q : queues_) {
+    if (Status s = q->stop_capture(); !s.ok() && first.ok()) first = s;
+  }
+  return first;
 }
 
 void DpdkPort::close() {
-  stop_capture();
+  (void)stop_capture();  // an application that wants the capture's fate stops it first
   queues_.clear();
   // DPDK 22.11's memif unmaps its shared regions from the control thread when
   // the peer disconnects, unsynchronised with rx_burst on the data path: a

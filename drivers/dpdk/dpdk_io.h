@@ -134,7 +134,8 @@ class DpdkQueue final : public PacketIo {
   /// thread polls the queue.
   Status start_capture(const std::string& path);
   /// Stops and closes the capture; waits for a burst in progress to finish.
-  void stop_capture();
+  /// kDataLoss if the capture could not all be written (a full disk).
+  Status stop_capture();
   bool capturing() const { return capture_.load(std::memory_order_relaxed) != nullptr; }
 
  private:
@@ -183,7 +184,9 @@ class DpdkPort {
 
   /// Captures all queues: queue 0 to path, queue q > 0 to "<stem>-q<q><ext>".
   Status start_capture(const std::string& path);
-  void stop_capture();
+  /// Stops every queue's capture; the first queue's error if one could not
+  /// all be written.
+  Status stop_capture();
 
   /// Stops and closes the port (and removes the device if open() probed it).
   /// Idempotent.

@@ -40,7 +40,7 @@ struct Capture {
   }
 };
 
-DpdkQueue::~DpdkQueue() { stop_capture(); }
+DpdkQueue::~DpdkQueue() { (void)stop_capture(); }
 
 uint16_t DpdkQueue::rx_burst(rte_mbuf** out, uint16_t n) {
   Capture* cap = capture_.load(std::memory_order_acquire);
@@ -102,7 +102,7 @@ uint16_t DpdkQueue::tx_burst_captured(rte_mbuf** in, uint16_t n) {
 // Control path from here on.
 
 Status DpdkQueue::start_capture(const std::string& path) {
-  stop_capture();
+  if (Status s = stop_capture(); !s.ok()) return s;  // the capture it replaces was incomplete
   auto cap = std::make_unique<Capture>();
   if (Status s = cap->writer.open(path); !s.ok()) return s;
   cap->scratch.resize(65535);
@@ -116,12 +116,13 @@ Status DpdkQueue::start_capture(const std::string& path) {
   return {};
 }
 
-void DpdkQueue::stop_capture() {
+Status DpdkQueue::stop_capture() {
   Capture* cap = capture_.exchange(nullptr, std::memory_order_seq_cst);
-  if (cap == nullptr) return;
+  if (cap == nullptr) return {};
   while (in_capture_.load(std::memory_order_seq_cst)) rte_pause();
-  cap->writer.close();
+  Status s = cap->writer.close();
   delete cap;
+  return s;
 }
 
 }  // namespace uroce::dpdk

@@ -80,7 +80,7 @@ Fabric::~Fabric() {
       rte_pktmbuf_free(p->rx_ring_[p->rx_head_++ & (p->rx_ring_.size() - 1)]);
     }
   }
-  pcap_.close();
+  (void)pcap_.close();  // whoever wants the capture's fate calls close_capture() first
   for (auto& p : ports_) rte_mempool_free(p->pool_);
   rte_mempool_free(copy_pool_);
 }

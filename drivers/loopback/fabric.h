@@ -244,6 +244,9 @@ class Fabric {
   Fabric& operator=(const Fabric&) = delete;
   ~Fabric();
 
+  /// Closes the capture (if any): kDataLoss if it could not all be written.
+  Status close_capture() { return pcap_.close(); }
+
   /// Adds a port with the given MAC (unique, unicast). The port lives as long as
   /// the fabric. Fails with kInvalidArgument on a duplicate or multicast MAC,
   /// kResourceExhausted if its mempool cannot be created.

@@ -43,6 +43,12 @@ class [[nodiscard]] Status {
   const char* msg_ = "";
 };
 
+/// A Status message with run-time detail (a file name, an errno text),
+/// printf-style. The text is interned: each distinct one is stored once for
+/// the life of the process, so a Status may point at it and retries do not
+/// grow memory. Control path (it takes a lock and may allocate).
+[[gnu::format(printf, 1, 2)]] const char* status_message(const char* fmt, ...);
+
 /// Either a value or a non-OK Status.
 template <typename T>
 class [[nodiscard]] Result {

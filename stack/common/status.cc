@@ -1,6 +1,24 @@
 #include <uroce/status.h>
 
+#include <cstdarg>
+#include <cstdio>
+#include <mutex>
+#include <string>
+#include <unordered_set>
+
 namespace uroce {
+
+const char* status_message(const char* fmt, ...) {
+  static std::mutex mu;
+  static std::unordered_set<std::string> texts;
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof(buf), fmt, ap);
+  va_end(ap);
+  std::lock_guard<std::mutex> lock(mu);
+  return texts.emplace(buf).first->c_str();
+}
 
 std::string_view status_code_name(StatusCode c) {
   switch (c) {

@@ -1,5 +1,7 @@
 #include "stack/wire/pcap.h"
 
+#include <cerrno>
+#include <cstring>
 #include <memory>
 
 namespace uroce::wire {
@@ -33,33 +35,59 @@ uint32_t swap32(uint32_t v) { return __builtin_bswap32(v); }
 
 }  // namespace
 
-PcapWriter::~PcapWriter() { close(); }
+PcapWriter::~PcapWriter() { (void)close(); }
 
 Status PcapWriter::open(const std::string& path, uint32_t snaplen) {
-  close();
+  (void)close();
   f_ = std::fopen(path.c_str(), "wb");
-  if (!f_) return Status(StatusCode::kUnavailable, "cannot create pcap file");
+  if (!f_)
+    return Status(StatusCode::kUnavailable, status_message("cannot create %s: %s", path.c_str(), std::strerror(errno)));
+  path_ = path;
   snaplen_ = snaplen;
+  errno_ = 0;
+  unwritten_ = 0;
   const FileHeader h{kMagicNs, 2, 4, 0, 0, snaplen, kLinkTypeEthernet};
   if (std::fwrite(&h, sizeof(h), 1, f_) != 1) {
-    close();
-    return Status(StatusCode::kUnavailable, "cannot write pcap header");
+    const int e = errno;
+    std::fclose(f_);
+    f_ = nullptr;
+    return Status(StatusCode::kUnavailable,
+                  status_message("cannot write the pcap header of %s: %s", path.c_str(), std::strerror(e)));
   }
   return {};
 }
 
 void PcapWriter::write(std::span<const uint8_t> frame, uint64_t time_ns) {
   if (!f_) return;
+  if (errno_) {
+    ++unwritten_;
+    return;
+  }
   const uint32_t incl = frame.size() < snaplen_ ? uint32_t(frame.size()) : snaplen_;
   const RecordHeader r{uint32_t(time_ns / 1'000'000'000), uint32_t(time_ns % 1'000'000'000), incl,
                        uint32_t(frame.size())};
-  std::fwrite(&r, sizeof(r), 1, f_);
-  if (incl != 0) std::fwrite(frame.data(), 1, incl, f_);  // an empty span's data() may be null
+  // (an empty span's data() may be null)
+  if (std::fwrite(&r, sizeof(r), 1, f_) != 1 || (incl != 0 && std::fwrite(frame.data(), 1, incl, f_) != incl)) {
+    errno_ = errno ? errno : EIO;
+    ++unwritten_;
+  }
 }
 
-void PcapWriter::close() {
-  if (f_) std::fclose(f_);
+Status PcapWriter::close() {
+  if (!f_) return {};
+  if (std::fclose(f_) != 0 && !errno_) errno_ = errno ? errno : EIO;
   f_ = nullptr;
+  if (!errno_) return {};
+  // Frames stdio still held when a write failed were lost too: the count
+  // is of those offered after the failure.
+  if (unwritten_ == 0) {
+    return Status(StatusCode::kDataLoss,
+                  status_message("capture %s is incomplete (%s): its last frames were not written", path_.c_str(),
+                                 std::strerror(errno_)));
+  }
+  return Status(StatusCode::kDataLoss,
+                status_message("capture %s is incomplete (%s): %llu frames and more not written", path_.c_str(),
+                               std::strerror(errno_), (unsigned long long)unwritten_));
 }
 
 Result<std::vector<PcapRecord>> read_pcap(const std::string& path) {

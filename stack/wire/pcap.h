@@ -26,12 +26,20 @@ class PcapWriter {
   Status open(const std::string& path, uint32_t snaplen = 65535);
   bool is_open() const { return f_ != nullptr; }
   /// Writes one frame stamped with time_ns (nanoseconds since any epoch).
+  /// After a failed write (a full disk) it writes nothing more and counts
+  /// the frames it did not write; close() reports them.
   void write(std::span<const uint8_t> frame, uint64_t time_ns);
-  void close();
+  /// Flushes and closes the file. kDataLoss if a write or the flush failed:
+  /// the capture is incomplete, and the message says why and how many
+  /// frames were not written (at least). Ok if nothing was open.
+  Status close();
 
  private:
   std::FILE* f_ = nullptr;
+  std::string path_;
   uint32_t snaplen_ = 0;
+  int errno_ = 0;         // the first failed write's errno
+  uint64_t unwritten_ = 0;  // frames not written since then
 };
 
 struct PcapRecord {

@@ -548,7 +548,10 @@ int run_smoke(DpdkPort& port, const Options& o) {
   }
   // Capture read back: every frame sent and received on queue 0, in order.
   if (o.flag("pcap")) {
-    port.stop_capture();
+    if (uroce::Status s = port.stop_capture(); !s.ok()) {
+      std::printf("FAIL: stop_capture: %s\n", s.message());
+      return 1;
+    }
     auto recs = uroce::wire::read_pcap(o.get("pcap"));
     if (!recs.ok()) {
       std::printf("FAIL: read_pcap: %s\n", recs.status().message());

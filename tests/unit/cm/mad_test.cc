@@ -842,7 +842,7 @@ TEST(CmTshark, SyntheticMadsOfEveryKindWiresharkDecodesAgreeWithIt) {
     w.write(frame, ++number * 1000);
     mads.emplace_back(number, m);
   }
-  w.close();
+  ASSERT_TRUE(w.close().ok());
   EXPECT_GT(compare_with_tshark(path, mads), 150u);
   std::filesystem::remove_all(dir);
 }

@@ -82,6 +82,31 @@ TEST_F(PcapTest, WriterTruncatesToSnaplenAndKeepsOrigLen) {
   EXPECT_EQ((*recs)[0].orig_len, 100u);
 }
 
+TEST_F(PcapTest, AFullDiskMakesCloseReportTheCaptureIncomplete) {
+  // Receive: 100 frames of 1000 bytes written to /dev/full (every write
+  //   fails with ENOSPC once stdio flushes its buffer), then close; and one
+  //   60-byte frame, which stdio holds until close's flush fails.
+  // Expect: close() is kDataLoss naming the file and the error, with the
+  //   frames offered after the first failure counted; not ok, never silent.
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  PcapWriter w;
+  ASSERT_TRUE(w.open("/dev/full").ok());
+  for (int i = 0; i < 100; ++i) w.write(std::vector<uint8_t>(1000, 0x5a), uint64_t(i));
+  const Status s = w.close();
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss);
+  const std::string m = s.message();
+  EXPECT_NE(m.find("capture /dev/full is incomplete (No space left on device)"), std::string::npos) << m;
+  EXPECT_NE(m.find("frames and more not written"), std::string::npos) << m;
+  EXPECT_GE(std::stoul(m.substr(m.find("): ") + 3)), 90u) << m;  // BUFSIZ (8 KB) holds 8 frames
+
+  ASSERT_TRUE(w.open("/dev/full").ok());
+  w.write(std::vector<uint8_t>(60, 0x5a), 1);
+  const Status t = w.close();
+  EXPECT_EQ(t.code(), StatusCode::kDataLoss);
+  EXPECT_NE(std::string(t.message()).find("its last frames were not written"), std::string::npos) << t.message();
+  EXPECT_TRUE(w.close().ok());  // closed: nothing more to report
+}
+
 TEST_F(PcapTest, ReadsCapturedMicrosecondFileAndItsBigEndianTwin) {
   // Receive: a bundled capture (little-endian, microsecond magic 0xa1b2c3d4,
   //   as QEMU's filter-dump writes) and the same file with every header field
