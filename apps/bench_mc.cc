@@ -188,6 +188,7 @@ bool write_file(const std::string& path, const void* p, size_t n) {
   {
     std::ofstream f(tmp, std::ios::binary);
     f.write(static_cast<const char*>(p), std::streamsize(n));
+    f.close();  // a full disk may show only when the buffer is flushed
     if (!f) return false;
   }
   std::error_code ec;

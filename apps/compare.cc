@@ -604,13 +604,9 @@ int cmd_compare(int argc, char** argv) {
     std::error_code ec;
     std::filesystem::create_directories(cfg.charts, ec);
     const std::string path = cfg.charts + "/compare.json";
-    std::FILE* f = std::fopen(path.c_str(), "w");
-    if (f == nullptr) {
-      std::fprintf(stderr, "uroce compare: %s: %s\n", path.c_str(), std::strerror(errno));
+    if (!write_text_file("compare", path, [&](std::FILE* f) { print_json(cfg, s, verbs, run.failures(), f); })) {
       rc = kExitFailure;
     } else {
-      print_json(cfg, s, verbs, run.failures(), f);
-      std::fclose(f);
       const std::string cmd = "/usr/bin/python3 '" + cfg.plot_script + "' '" + path + "' '" + cfg.charts + "'";
       std::fflush(nullptr);
       if (std::system(cmd.c_str()) != 0) {

@@ -727,7 +727,6 @@ int cmd_dump(int argc, char** argv) {
                  static_cast<unsigned long long>(total.malformed),
                  static_cast<unsigned long long>(total.icrc_bad), static_cast<unsigned long long>(total.cm_malformed));
   }
-  if (std::fflush(stdout) != 0) return kExitFailure;
   return read_failed || (verify && total.verify_failed()) ? kExitFailure : kExitOk;
 }
 

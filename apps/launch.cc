@@ -91,6 +91,17 @@ uint16_t free_tcp_port(const std::string& host) {
   return port;
 }
 
+bool write_text_file(std::string_view tool, const std::string& path, const std::function<void(std::FILE*)>& write) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (f) {
+    write(f);
+    const bool bad = std::ferror(f) != 0;
+    if (std::fclose(f) == 0 && !bad) return true;
+  }
+  std::fprintf(stderr, "uroce %.*s: %s: %s\n", int(tool.size()), tool.data(), path.c_str(), std::strerror(errno));
+  return false;
+}
+
 std::string make_temp_dir(std::string_view tool) {
   std::string tmpl = "/tmp/uroce-" + std::string(tool) + "-XXXXXX";
   if (!mkdtemp(tmpl.data())) {

@@ -6,6 +6,8 @@
 #pragma once
 
 #include <csignal>
+#include <cstdio>
+#include <functional>
 #include <initializer_list>
 #include <span>
 #include <string>
@@ -37,6 +39,11 @@ std::vector<std::string> split_list(std::string_view s);
 
 /// A TCP port free on host (IPv4 text) at the time of the call (18515 if none could be had).
 uint16_t free_tcp_port(const std::string& host);
+
+/// Creates (truncates) path and writes it with write(f); false after printing
+/// "uroce <tool>: PATH: <errno text>" if it could not be created or wholly
+/// written (a full disk shows only when the buffers are flushed at close).
+bool write_text_file(std::string_view tool, const std::string& path, const std::function<void(std::FILE*)>& write);
 
 /// A new private directory /tmp/uroce-<tool>-XXXXXX for a launcher's sockets
 /// and outputs; "" after printing "uroce <tool>: mkdtemp: ..." if none could be made.

@@ -48,6 +48,7 @@
 #include <uroce/eal.h>
 #include <uroce/verbs.h>
 
+#include "apps/launch.h"
 #include "drivers/loopback/fabric.h"
 #include "drivers/loopback/rng.h"
 
@@ -509,7 +510,11 @@ int CcRun::run() {
       next_sample += sample;
     }
   }
-  const int rc = report();
+  int rc = report();
+  if (const Status s = fabric_->close_capture(); !s.ok()) {
+    std::fprintf(stderr, "uroce sim: %s\n", s.message());
+    rc = kExitFailure;
+  }
   // Devices before the fabric: they may hold its mbufs.
   for (Flow& f : flows_) {
     (void)destroy_qp(f.sqp);
@@ -631,11 +636,12 @@ int CcRun::report() {
                 jain_m, conv, p99_kb, max_kb, buffer_kb, (unsigned long long)drops, (unsigned long long)retrans,
                 (unsigned long long)cnp_handled, fct_p(0.99));
   }
+  bool csv_ok = true;
   if (a_.given("csv-dir")) {
     const std::string dir(a_.get_str("csv-dir"));
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
-    if (std::FILE* f = std::fopen((dir + "/" + label + ".series.csv").c_str(), "w")) {
+    const bool series_ok = write_text_file("sim", dir + "/" + label + ".series.csv", [&](std::FILE* f) {
       std::fprintf(f, "t_us,queue_kb,queue_max_kb,util,drops,retransmits");
       for (size_t i = 0; i < flows_.size(); ++i) std::fprintf(f, ",goodput_gbps_%zu", i);
       for (size_t i = 0; i < flows_.size(); ++i) std::fprintf(f, ",send_gbps_%zu", i);
@@ -651,9 +657,8 @@ int CcRun::report() {
         for (size_t i = 0; i < flows_.size(); ++i) std::fprintf(f, ",%.4f", double(s.sent_bytes[i] - p.sent_bytes[i]) * 8 / dt);
         std::fprintf(f, "\n");
       }
-      std::fclose(f);
-    }
-    if (std::FILE* f = std::fopen((dir + "/" + label + ".fct.csv").c_str(), "w")) {
+    });
+    const bool fct_ok = write_text_file("sim", dir + "/" + label + ".fct.csv", [&](std::FILE* f) {
       std::fprintf(f, "flow,bytes,arrival_us,fct_us\n");
       for (size_t i = 0; i < flows_.size(); ++i) {
         for (const ShortMsg& m : flows_[i].shorts) {
@@ -661,12 +666,12 @@ int CcRun::report() {
                        m.done_ns ? double(m.done_ns - m.arrival_ns) / 1000 : -1.0);
         }
       }
-      std::fclose(f);
-    }
+    });
+    csv_ok = series_ok && fct_ok;
   }
 
   // Targets (for tests): each miss is printed with the figure reached.
-  int rc = failed ? kExitFailure : kExitOk;
+  int rc = failed || !csv_ok ? kExitFailure : kExitOk;
   if (failed) std::fprintf(stderr, "uroce sim: %llu flow(s) failed (a WR completed in error)\n", (unsigned long long)failed);
   auto miss = [&](const char* what, double got, const char* op, double want) {
     std::fprintf(stderr, "uroce sim: %s: target %s %s %g, got %g\n", label.c_str(), what, op, want, got);

@@ -358,7 +358,7 @@ int cmd_stat(int argc, char** argv) {
   const std::vector<std::string> ccols = {"dev", "qpn", "algorithm", "rate_mbps", "target_rate_mbps", "alpha_1024",
                                           "stage", "rtt_samples", "last_rtt_ns"};
   print_table(ccols, rows_of(cc_qps, ccols, {}, false));
-  return std::fflush(stdout) == 0 ? kExitOk : kExitFailure;
+  return kExitOk;  // main checks that stdout was written
 }
 
 }  // namespace uroce::apps

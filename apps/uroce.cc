@@ -1,8 +1,10 @@
 // The `uroce` command-line front end: dispatches to a subcommand.
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <string_view>
 
+#include "apps/args.h"
 #include "apps/commands.h"
 
 namespace {
@@ -37,6 +39,16 @@ void usage(std::FILE* out) {
   }
 }
 
+// What a command printed to stdout is its result: output that a full disk cut
+// short fails the command, as coreutils' close_stdout does.
+int checked_stdout(const char* what, int rc) {
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::fprintf(stderr, "uroce %s: writing the output failed: %s\n", what, std::strerror(errno));
+    if (rc == 0) rc = uroce::apps::kExitFailure;
+  }
+  return rc;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -47,10 +59,10 @@ int main(int argc, char** argv) {
   const std::string_view cmd = argv[1];
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {
     usage(stdout);
-    return 0;
+    return checked_stdout("--help", 0);
   }
   for (const auto& c : kCommands) {
-    if (c.name == cmd) return c.run(argc - 1, argv + 1);
+    if (c.name == cmd) return checked_stdout(argv[1], c.run(argc - 1, argv + 1));
   }
   std::fprintf(stderr, "uroce: unknown command '%s'\n\n", argv[1]);
   usage(stderr);

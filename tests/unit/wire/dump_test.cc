@@ -34,7 +34,8 @@ struct DumpRun {
   std::string out;     // stdout and stderr together
 };
 
-DumpRun run_dump(const std::vector<std::string>& args, const fs::path& dir) {
+// stdout and stderr go to r.out; with stdout_to, stdout goes there instead.
+DumpRun run_dump(const std::vector<std::string>& args, const fs::path& dir, const char* stdout_to = nullptr) {
   DumpRun r;
   const fs::path out_path = dir / "dump.out";
   std::vector<std::string> argv_s = {UROCE_DUMP_EXE, "dump"};
@@ -44,8 +45,12 @@ DumpRun run_dump(const std::vector<std::string>& args, const fs::path& dir) {
   argv.push_back(nullptr);
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  posix_spawn_file_actions_addopen(&fa, 2, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (stdout_to) {
+    posix_spawn_file_actions_addopen(&fa, 1, stdout_to, O_WRONLY, 0);
+  } else {
+    posix_spawn_file_actions_adddup2(&fa, 2, 1);
+  }
   pid_t pid = 0;
   const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
@@ -69,7 +74,9 @@ class DumpTest : public ::testing::Test {
  protected:
   void SetUp() override { dir_ = test::temp_dir("dump"); }
   void TearDown() override { fs::remove_all(dir_); }
-  DumpRun dump(const std::vector<std::string>& args) { return run_dump(args, dir_); }
+  DumpRun dump(const std::vector<std::string>& args, const char* stdout_to = nullptr) {
+    return run_dump(args, dir_, stdout_to);
+  }
   fs::path dir_;
 };
 
@@ -77,6 +84,17 @@ std::vector<std::string> bundled() {
   std::vector<std::string> v;
   for (const auto& p : test::test_pcaps()) v.push_back(p.string());
   return v;
+}
+
+TEST_F(DumpTest, OutputCutShortByAFullDiskFailsTheCommand) {
+  // Receive: uroce dump of a bundled capture with stdout on /dev/full
+  //   (every write fails with ENOSPC).
+  // Expect: exit 1 and the reason on stderr, not exit 0 with the output lost.
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  const DumpRun r = dump({bundled().front()}, "/dev/full");
+  EXPECT_EQ(r.signal, 0);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("uroce dump: writing the output failed: No space left on device"), std::string::npos) << r.out;
 }
 
 TEST_F(DumpTest, VerifySucceedsOnAllBundledCaptures) {
