@@ -49,15 +49,6 @@ uint16_t fold_checksum(uint32_t sum) {
 
 uint16_t ipv4_checksum(const Ipv4Hdr& h) { return fold_checksum(ipv4_sum(h)); }
 
-size_t l3_hdr_len(L3Kind k) {
-  switch (k) {
-    case L3Kind::kIpv4: return sizeof(Ipv4Hdr) + sizeof(UdpHdr);
-    case L3Kind::kIpv6: return sizeof(Ipv6Hdr) + sizeof(UdpHdr);
-    case L3Kind::kGrh: return sizeof(GrhHdr);
-  }
-  return 0;
-}
-
 template <typename T>
 const T* at(std::span<const uint8_t> f, size_t off) {
   return off + sizeof(T) <= f.size() ? reinterpret_cast<const T*>(f.data() + off) : nullptr;
@@ -151,8 +142,6 @@ void write_transport(const PacketDesc& d, uint8_t* bth_p) {
   if (info.has(Hdr::kIeth)) reinterpret_cast<Ieth*>(hdr(Hdr::kIeth))->rkey.set(d.ieth_rkey);
   if (info.has(Hdr::kCnp)) std::memset(hdr(Hdr::kCnp), 0, sizeof(CnpBody));  // A17.9.2: reserved
 }
-
-size_t eth_len(const PacketDesc& d) { return sizeof(EthHdr) + (d.has_vlan ? sizeof(VlanTag) : 0); }
 
 }  // namespace
 
@@ -254,13 +243,6 @@ ParseError parse(std::span<const uint8_t> f, PacketDesc& d, ParseOptions opt) {
     return ParseError::kBadIcrc;
   }
   return ParseError::kOk;
-}
-
-size_t header_len(const PacketDesc& d) { return eth_len(d) + l3_hdr_len(d.l3) + d.op().hdr_len; }
-
-size_t frame_len(const PacketDesc& d) {
-  const size_t n = header_len(d) + d.payload_len + d.pad + kIcrcBytes;
-  return n < kMinEthFrameBytes ? kMinEthFrameBytes : n;
 }
 
 namespace {

@@ -129,10 +129,25 @@ struct ParseOptions {
 /// `frame`. Trailing bytes after the IP datagram (Ethernet padding) are ignored.
 ParseError parse(std::span<const uint8_t> frame, PacketDesc& out, ParseOptions opt = {});
 
+/// Ethernet header bytes (with the 802.1Q tag if any).
+inline size_t eth_len(const PacketDesc& d) { return sizeof(EthHdr) + (d.has_vlan ? sizeof(VlanTag) : 0); }
+/// IP header and UDP header bytes (RoCEv2), or the GRH's (RoCEv1).
+inline size_t l3_hdr_len(L3Kind k) {
+  switch (k) {
+    case L3Kind::kIpv4: return sizeof(Ipv4Hdr) + sizeof(UdpHdr);
+    case L3Kind::kIpv6: return sizeof(Ipv6Hdr) + sizeof(UdpHdr);
+    case L3Kind::kGrh: return sizeof(GrhHdr);
+  }
+  return 0;
+}
+// Inline: the transmit path asks for these three or four times a frame.
 /// Bytes from the start of the frame to the first payload byte.
-size_t header_len(const PacketDesc& d);
+inline size_t header_len(const PacketDesc& d) { return eth_len(d) + l3_hdr_len(d.l3) + d.op().hdr_len; }
 /// Total frame length for d (headers, payload, pad, ICRC, Ethernet padding to 60).
-size_t frame_len(const PacketDesc& d);
+inline size_t frame_len(const PacketDesc& d) {
+  const size_t n = header_len(d) + d.payload_len + d.pad + kIcrcBytes;
+  return n < kMinEthFrameBytes ? kMinEthFrameBytes : n;
+}
 
 /// The headers below the BTH that every packet a sender sends on one path
 /// shares (Ethernet, 802.1Q tag, IPv4/IPv6/GRH, UDP), as they go on the
