@@ -40,8 +40,9 @@ PcapWriter::~PcapWriter() { (void)close(); }
 Status PcapWriter::open(const std::string& path, uint32_t snaplen) {
   (void)close();
   f_ = std::fopen(path.c_str(), "wb");
-  if (!f_)
+  if (!f_) {
     return Status(StatusCode::kUnavailable, status_message("cannot create %s: %s", path.c_str(), std::strerror(errno)));
+  }
   path_ = path;
   snaplen_ = snaplen;
   errno_ = 0;
@@ -66,7 +67,7 @@ void PcapWriter::write(std::span<const uint8_t> frame, uint64_t time_ns) {
   const uint32_t incl = frame.size() < snaplen_ ? uint32_t(frame.size()) : snaplen_;
   const RecordHeader r{uint32_t(time_ns / 1'000'000'000), uint32_t(time_ns % 1'000'000'000), incl,
                        uint32_t(frame.size())};
-  // (an empty span's data() may be null)
+  // incl is tested first: an empty span's data() may be null.
   if (std::fwrite(&r, sizeof(r), 1, f_) != 1 || (incl != 0 && std::fwrite(frame.data(), 1, incl, f_) != incl)) {
     errno_ = errno ? errno : EIO;
     ++unwritten_;
