@@ -224,7 +224,7 @@ struct Config {
   uint32_t duration_s = 0;
   bool duplex = false;
   bool perform_warm_up = false;
-  bool no_peak = false;
+  bool no_peak = false;  // -N, or -D: the run timed as a whole
   bool cas = false;
   uint32_t outs = 0;
   uint32_t tx_depth = 0;
@@ -557,7 +557,7 @@ bool Perf::setup(std::string& err, const CmPeer* cm) {
   }
   // A time per post and per completion, except for runs timed as a whole
   // (-N, -D: bw only), which keep the first post's and the last completion's.
-  const size_t times = cfg_.no_peak || cfg_.duration_s ? 1 : size_t(cfg_.iters) * cfg_.num_qp + 1;
+  const size_t times = cfg_.no_peak ? 1 : size_t(cfg_.iters) * cfg_.num_qp + 1;
   tposted_.assign(times, 0);
   tcompleted_.assign(times, 0);
   return true;
@@ -750,7 +750,7 @@ bool Perf::run_bw(uint32_t size, BwReport& rep, std::string& err) {  // run_iter
   // Without the peak (-N, and always with -D), only the run's first post and
   // last completion are timed, as perftest's noPeak: a TSC read and a store
   // per post cost this loop about a sixth of its 64 B message rate.
-  const bool no_peak = dur || cfg_.no_peak;
+  const bool no_peak = cfg_.no_peak;
   if (no_peak) tposted_[0] = start;
   auto end_no_peak = [&] {
     if (no_peak) tcompleted_[0] = rte_rdtsc();
@@ -1422,6 +1422,7 @@ int cmd_perf(int argc, char** argv) {
   }
   cfg.no_peak = args.flag("noPeak");
   if (cfg.no_peak && (!bw || cfg.duplex)) return usage("-N is for the bw tests without -b");
+  if (cfg.duration_s) cfg.no_peak = true;  // -D runs are timed as a whole (checked above: bw, not -b)
   cfg.outs = uint32_t(args.get_uint("outs"));
   cfg.tx_depth = uint32_t(args.get_uint("tx-depth"));
   if (cfg.tx_depth == 0) cfg.tx_depth = bw ? 128 : 1;

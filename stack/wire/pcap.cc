@@ -50,8 +50,7 @@ Status PcapWriter::open(const std::string& path, uint32_t snaplen) {
   const FileHeader h{kMagicNs, 2, 4, 0, 0, snaplen, kLinkTypeEthernet};
   if (std::fwrite(&h, sizeof(h), 1, f_) != 1) {
     const int e = errno;
-    std::fclose(f_);
-    f_ = nullptr;
+    (void)close();
     return Status(StatusCode::kUnavailable,
                   status_message("cannot write the pcap header of %s: %s", path.c_str(), std::strerror(e)));
   }
@@ -81,14 +80,10 @@ Status PcapWriter::close() {
   if (!errno_) return {};
   // Frames stdio still held when a write failed were lost too: the count
   // is of those offered after the failure.
-  if (unwritten_ == 0) {
-    return Status(StatusCode::kDataLoss,
-                  status_message("capture %s is incomplete (%s): its last frames were not written", path_.c_str(),
-                                 std::strerror(errno_)));
-  }
-  return Status(StatusCode::kDataLoss,
-                status_message("capture %s is incomplete (%s): %llu frames and more not written", path_.c_str(),
-                               std::strerror(errno_), (unsigned long long)unwritten_));
+  const std::string lost = unwritten_ ? std::to_string(unwritten_) + " frames and more not written"
+                                      : std::string("its last frames were not written");
+  return Status(StatusCode::kDataLoss, status_message("capture %s is incomplete (%s): %s", path_.c_str(),
+                                                      std::strerror(errno_), lost.c_str()));
 }
 
 Result<std::vector<PcapRecord>> read_pcap(const std::string& path) {
