@@ -170,14 +170,29 @@ CompState atomic(Resp& c) {
   return CompState::kCompWqe;
 }
 
+// Completes the WQE, and with it every later SEND or WRITE that the packet
+// acknowledges whole, in one pass: the PSN advances, the congestion control
+// takes its one RTT sample and the queue retires once per packet, not once
+// per WQE. A packet acknowledges a WQE whose last PSN lies before its own
+// (IBA 9.7.5.1.5: a coalesced ACK, or a response that implies one), and an
+// ACK also the WQE that ends at its PSN. The run stops at a READ or atomic
+// (a response past it is an implied NAK, chk_psn) and at a WQE not sent yet.
 CompState comp_wqe(Resp& c) {
-  SendWqe& w = *c.wqe;
-  complete_wqe(w, WcStatus::kSuccess);
-  advance_comp(c, wire::psn_add(w.last_psn, 1));
+  const bool ack = !(c.flags & (wire::kRead | wire::kAtomic)) && wire::aeth_type(c.pkt.aeth_syndrome) == AethType::kAck;
+  SendWqe* w = c.wqe;
+  complete_wqe(*w, WcStatus::kSuccess);
+  for (uint32_t i = c.wqe_idx + 1; i != c.qp.sq.head(); ++i) {
+    SendWqe& next = c.qp.sq.at(i);
+    const int past = psn_cmp(c.pkt.psn, next.last_psn);
+    if (next.state != WqeState::kStarted || is_rd_atomic(next) || past < 0 || (past == 0 && !ack)) break;
+    complete_wqe(next, WcStatus::kSuccess);
+    w = &next;
+  }
+  advance_comp(c, wire::psn_add(w->last_psn, 1));
   c.progress = true;
   retire_done(c.ctx, c.qp);
   // The same packet may acknowledge later WQEs too.
-  return psn_cmp(c.pkt.psn, w.last_psn) > 0 ? CompState::kGetWqe : CompState::kUpdateComp;
+  return psn_cmp(c.pkt.psn, w->last_psn) > 0 ? CompState::kGetWqe : CompState::kUpdateComp;
 }
 
 void restart_timer(Context& ctx, QpImpl& qp) {

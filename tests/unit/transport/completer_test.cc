@@ -452,6 +452,44 @@ TEST_F(Requester, UnsignaledCompletionsAreSilent) {
   EXPECT_EQ(drain(b->rcq).size(), 3u);
 }
 
+// Send: WRITE 1 (signaled), WRITE 2, SEND 3 (signaled), WRITE 4, READ 5
+// (signaled), WRITE 6, WRITE 7 (signaled), sq_sig_all off, in one transmit
+// turn. The responder answers with the READ response, which acknowledges 1 to
+// 4 as well (IBA 9.7.5.1.5), and one coalesced ACK for 6 and 7.
+// Expect: completions for 1, 3, 5 and 7 only, in order, no retransmission;
+// each run of SENDs and WRITEs that one packet acknowledges completes in one
+// step, with one RTT sample (pacer.h), not one per WQE: three samples (1 to
+// 4, the READ, 6 and 7), not seven. Samples of every WQE would show TIMELY
+// RTTs falling by the gaps between the sends.
+TEST_F(Completer, OnePacketCompletesARunOfWqesWithOneRttSample) {
+  PairOptions o;
+  o.sq_sig_all = false;
+  open(o);
+  fill(b->buf, 4096, 256, 7);
+  ASSERT_TRUE(b->post_recv(30, 8192, 64).ok());
+  ASSERT_TRUE(post(WrOpcode::kRdmaWrite, 1, 0, 64, 0, kSendSignaled).ok());
+  ASSERT_TRUE(post(WrOpcode::kRdmaWrite, 2, 64, 64, 64, 0).ok());
+  ASSERT_TRUE(post(WrOpcode::kSend, 3, 128, 64, 0, kSendSignaled).ok());
+  ASSERT_TRUE(post(WrOpcode::kRdmaWrite, 4, 192, 64, 192, 0).ok());
+  ASSERT_TRUE(post(WrOpcode::kRdmaRead, 5, 1024, 256, 4096, kSendSignaled).ok());
+  ASSERT_TRUE(post(WrOpcode::kRdmaWrite, 6, 256, 64, 256, 0).ok());
+  ASSERT_TRUE(post(WrOpcode::kRdmaWrite, 7, 320, 64, 320, kSendSignaled).ok());
+  const auto wcs = drain(a->scq);
+  ASSERT_EQ(wcs.size(), 4u);
+  const uint64_t ids[] = {1, 3, 5, 7};
+  const WcOpcode ops[] = {WcOpcode::kRdmaWrite, WcOpcode::kSend, WcOpcode::kRdmaRead, WcOpcode::kRdmaWrite};
+  for (size_t i = 0; i < wcs.size(); ++i) {
+    EXPECT_EQ(wcs[i].wr_id, ids[i]);
+    EXPECT_EQ(wcs[i].opcode, ops[i]);
+    EXPECT_EQ(wcs[i].status, WcStatus::kSuccess);
+  }
+  EXPECT_EQ(std::memcmp(a->buf.data() + 1024, b->buf.data() + 4096, 256), 0);
+  EXPECT_EQ(count_sent(b->port.sent, wire::kRcReadResponseOnly), 1u);
+  EXPECT_EQ(count_sent(b->port.sent, wire::kRcAcknowledge), 1u);
+  EXPECT_EQ(a->count(Counter::cc_rtt_samples), 3u);
+  EXPECT_EQ(a->count(Counter::retransmits), 0u);
+}
+
 // Send: SEND with kSendInline; the source buffer changes right after posting.
 // Expect: the bytes as they were at post time arrive (IBA 10.8.3.? inline data).
 TEST_F(Requester, InlineDataIsCopiedAtPost) {
