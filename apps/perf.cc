@@ -370,7 +370,7 @@ double bits_double(uint64_t u) {
 /// reported up to kIdleLoopsPerRead empty loops (microseconds) late.
 class Watchdog {
  public:
-  explicit Watchdog(uint32_t timeout_s) : limit_(uint64_t(timeout_s) * rte_get_tsc_hz()) {}
+  explicit Watchdog(uint32_t timeout_s) : timeout_s_(timeout_s), limit_(uint64_t(timeout_s) * rte_get_tsc_hz()) {}
 
   void progress() { idle_loops_ = 0; }
 
@@ -388,7 +388,7 @@ class Watchdog {
       return true;
     }
     if (now - quiet_since_ > limit_) {
-      err = "no progress for " + std::to_string(limit_ / rte_get_tsc_hz()) + " s";
+      err = "no progress for " + std::to_string(timeout_s_) + " s";
       return true;
     }
     return false;
@@ -396,7 +396,8 @@ class Watchdog {
 
  private:
   static constexpr uint64_t kIdleLoopsPerRead = 256;
-  uint64_t limit_;
+  uint32_t timeout_s_;
+  uint64_t limit_;  // timeout_s_ in TSC cycles
   uint64_t idle_loops_ = 0;
   uint64_t quiet_since_ = 0;
 };
