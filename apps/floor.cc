@@ -34,6 +34,7 @@
 #include "apps/endpoint.h"
 #include "apps/launch.h"
 #include "apps/perf_report.h"
+#include "apps/watchdog.h"
 #include "drivers/dpdk/dpdk_io.h"
 #include "drivers/dpdk/eal_args.h"
 
@@ -90,24 +91,13 @@ struct Run {
   dpdk::DpdkQueue& q;
   bool server;
   uint16_t size;
-  uint64_t timeout_tsc;
+  uint32_t timeout_s;
   alignas(64) uint8_t tmpl[9000 + 64] = {};
 
-  bool stalled(uint64_t since, std::string& err) const {
-    if (g_stop) {
-      err = "interrupted";
-      return true;
-    }
-    if (rte_rdtsc() - since > timeout_tsc) {
-      err = "no progress within --timeout";
-      return true;
-    }
-    return false;
-  }
   bool send(rte_mbuf* m, std::string& err) {
-    const uint64_t t0 = rte_rdtsc();
+    Watchdog dog(timeout_s);
     while (q.tx_burst(&m, 1) == 0) {
-      if (stalled(t0, err)) {
+      if (dog.stalled(false, err)) {
         rte_pktmbuf_free(m);
         return false;
       }
@@ -118,15 +108,12 @@ struct Run {
 
 bool pingpong(Run& r, uint32_t iters, LatReport& rep, std::string& err) {
   rte_mbuf* rx[dpdk::kBurstSize];
-  uint64_t last = rte_rdtsc();
+  Watchdog dog(r.timeout_s);
   if (r.server) {
     for (;;) {
       const uint16_t n = r.q.rx_burst(rx, dpdk::kBurstSize);
-      if (n == 0) {
-        if (r.stalled(last, err)) return false;
-        continue;
-      }
-      last = rte_rdtsc();
+      if (dog.stalled(n > 0, err)) return false;
+      if (n == 0) continue;
       uint16_t keep = 0;
       bool end = false;
       for (uint16_t i = 0; i < n; ++i) {
@@ -158,7 +145,7 @@ bool pingpong(Run& r, uint32_t iters, LatReport& rep, std::string& err) {
         got = got || (h != nullptr && h->seq == i);
       }
       if (n) rte_pktmbuf_free_bulk(rx, n);
-      if (!got && r.stalled(tposted[i], err)) return false;
+      if (dog.stalled(got, err)) return false;
     }
   }
   rep = lat_report(r.size, tposted, 2.0 * double(rte_get_tsc_hz()) / 1e6);
@@ -175,21 +162,20 @@ bool blast(Run& r, double seconds, BlastResult& res, std::string& err) {
   rte_mbuf* b[dpdk::kBurstSize];
   const double hz = double(rte_get_tsc_hz());
   if (r.server) {
-    uint64_t t_first = 0, t_last = 0, last = rte_rdtsc();
+    uint64_t t_first = 0, t_last = 0;
+    Watchdog dog(r.timeout_s);
     for (bool end = false; !end;) {
       const uint16_t n = r.q.rx_burst(b, dpdk::kBurstSize);
-      if (n == 0) {
-        if (r.stalled(last, err)) return false;
-        continue;
-      }
-      last = rte_rdtsc();
+      if (dog.stalled(n > 0, err)) return false;
+      if (n == 0) continue;
+      const uint64_t now = rte_rdtsc();  // the rate is timed from the first burst to the last
       for (uint16_t i = 0; i < n; ++i) {
         const FloorHdr* h = hdr_of(b[i]);
         if (h != nullptr && h->kind == uint8_t(Kind::kEnd)) {
           end = true;
         } else {
-          if (res.frames++ == 0) t_first = last;
-          t_last = last;
+          if (res.frames++ == 0) t_first = now;
+          t_last = now;
         }
       }
       rte_pktmbuf_free_bulk(b, n);
@@ -256,7 +242,7 @@ int cmd_floor(int argc, char** argv) {
       return kExitUsage;
     }
     Run r{.q = (*port)->queue(0), .server = server, .size = size,
-          .timeout_tsc = args.get_uint("timeout") * rte_get_tsc_hz()};
+          .timeout_s = uint32_t(args.get_uint("timeout"))};
     static constexpr uint8_t kBroadcast[6] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
     std::memcpy(r.tmpl, kBroadcast, 6);
     std::memcpy(r.tmpl + 6, r.q.mac().b, 6);

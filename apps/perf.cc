@@ -93,6 +93,7 @@
 #include "apps/launch.h"
 #include "apps/oob.h"
 #include "apps/perf_report.h"
+#include "apps/watchdog.h"
 #include "apps/perf_tcp.h"
 #include "drivers/dpdk/eal_args.h"
 
@@ -362,45 +363,6 @@ double bits_double(uint64_t u) {
   std::memcpy(&d, &u, sizeof(d));
   return d;
 }
-
-/// The run loops' "no progress for --timeout seconds" and Ctrl-C check. It
-/// reads the TSC once every kIdleLoopsPerRead loops without progress and
-/// never in a loop with progress: a read costs about 8 ns here, and the
-/// engine's clock already reads the TSC once a loop (pump). A stall is
-/// reported up to kIdleLoopsPerRead empty loops (microseconds) late.
-class Watchdog {
- public:
-  explicit Watchdog(uint32_t timeout_s) : timeout_s_(timeout_s), limit_(uint64_t(timeout_s) * rte_get_tsc_hz()) {}
-
-  void progress() { idle_loops_ = 0; }
-
-  /// Call once a loop; progress: the loop posted, sent or completed something.
-  bool stalled(bool progress, std::string& err) {
-    if (progress) {
-      idle_loops_ = 0;
-      return false;
-    }
-    if (++idle_loops_ % kIdleLoopsPerRead != 0) return false;
-    const uint64_t now = rte_rdtsc();
-    if (idle_loops_ == kIdleLoopsPerRead) quiet_since_ = now;
-    if (g_stop) {
-      err = "interrupted";
-      return true;
-    }
-    if (now - quiet_since_ > limit_) {
-      err = "no progress for " + std::to_string(timeout_s_) + " s";
-      return true;
-    }
-    return false;
-  }
-
- private:
-  static constexpr uint64_t kIdleLoopsPerRead = 256;
-  uint32_t timeout_s_;
-  uint64_t limit_;  // timeout_s_ in TSC cycles
-  uint64_t idle_loops_ = 0;
-  uint64_t quiet_since_ = 0;
-};
 
 // ---------------------------------------------------------------- the endpoint
 
