@@ -8,7 +8,7 @@
 #include <uroce/counters.h>
 
 #include "apps/launch.h"
-#include "stack/engine/context.h"  // the GID table (--ip6 as index 1) and the engine's neighbour resolution
+#include "stack/device/context.h"  // the GID table (--ip6 as index 1) and the engine's neighbour resolution
 
 namespace uroce::apps {
 

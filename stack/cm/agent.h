@@ -16,13 +16,11 @@
 #include <uroce/cm.h>
 
 #include "stack/cm/mad.h"
-#include "stack/engine/object_table.h"
-#include "stack/engine/timer_wheel.h"
+#include "stack/device/context.h"
+#include "stack/common/object_table.h"
+#include "stack/common/timer_wheel.h"
 #include "stack/wire/packet.h"
 
-namespace uroce {
-struct Context;
-}
 
 namespace uroce::cm {
 
@@ -109,13 +107,13 @@ struct CmIdImpl : CmId {
   uint8_t rnr_retry = 7;
 };
 
-class Agent {
+class Agent final : public Qp1Handler {
  public:
   explicit Agent(Context& ctx);
 
   Context& ctx;
-  engine::ObjectTable<CmIdImpl> ids;
-  engine::TimerWheel timers;  // one per id slot: CM response timeout, time wait, address query
+  ObjectTable<CmIdImpl> ids;
+  TimerWheel timers;  // one per id slot: CM response timeout, time wait, address query
   std::deque<CmEvent> events;
   struct OutMad {
     AhAttr av;
@@ -137,20 +135,22 @@ class Agent {
   void send_to(CmIdImpl& id, const CmMad& m, bool keep);
   uint32_t new_comm_id(const CmIdImpl& id) const;
   uint64_t now_ns() const;
+
+  /// A frame whose BTH DestQP is 1 (the GSI, IBA 13.5): checks the framing
+  /// (UD SEND Only, P_Key, Q_Key 0x80010000, 256 bytes), decodes the MAD and
+  /// runs the CM state machine. Drops are counted.
+  void rx(const wire::PacketDesc& d, const uint8_t* frame) override;
+  /// The CM's share of an engine poll: timers due at now_ns and the outbox
+  /// onto the transmit stage. Cheap when there is nothing to do.
+  void poll(uint64_t now_ns) override;
 };
 
-/// The context's agent, created on first use. Control path.
+/// The context's agent, created and registered as its QP1 handler on first
+/// use. Control path.
 Agent& agent(Context& ctx);
-
-// ---------------------------------------------------------------- engine hooks
-
-/// A frame the engine parsed whose BTH DestQP is 1 (the GSI, IBA 13.5):
-/// checks the framing (UD SEND Only, P_Key, Q_Key 0x80010000, 256 bytes),
-/// decodes the MAD and runs the CM state machine. Drops are counted.
-void gsi_rx(Context& ctx, const wire::PacketDesc& d, const uint8_t* frame);
-/// The CM's share of an engine poll: address queries, timers due at now_ns,
-/// and the outbox into the transmit burst. Cheap when there is nothing to do.
-void gsi_poll(Context& ctx, uint64_t now_ns);
+/// The context's agent, or nullptr if no CM id was ever made on it. The
+/// device's QP1 handler is always an Agent: only agent() registers one.
+inline Agent* find_agent(const Context& ctx) { return static_cast<Agent*>(ctx.qp1.get()); }
 
 // ---------------------------------------------------------------- protocol (protocol.cc)
 

@@ -15,13 +15,11 @@
 #include "stack/cm/agent.h"
 #include "stack/cm/describe.h"
 #include "stack/cm/ip_cm.h"
-#include "stack/engine/context.h"
+#include "stack/device/context.h"
 #include "stack/transport/frame.h"
 #include "stack/wire/psn.h"
 
 namespace uroce::cm {
-
-void AgentDeleter::operator()(Agent* a) const { delete a; }
 
 std::string_view cm_state_name(CmState s) {
   static constexpr std::string_view kNames[] = {
@@ -48,8 +46,8 @@ Agent::Agent(Context& c) : ctx(c) {
 }
 
 Agent& agent(Context& ctx) {
-  if (!ctx.cm) ctx.cm.reset(new Agent(ctx));
-  return *ctx.cm;
+  if (!ctx.qp1) ctx.qp1 = std::make_unique<Agent>(ctx);
+  return *find_agent(ctx);
 }
 
 uint64_t Agent::now_ns() const { return ctx.now_ns; }
@@ -105,24 +103,25 @@ namespace {
 // waits for the next poll.
 void flush(Agent& a) {
   Context& ctx = a.ctx;
-  while (!a.outbox.empty() && ctx.tx_n < kTxBurst) {
+  while (!a.outbox.empty() && !ctx.tx.full()) {
     const Agent::OutMad& o = a.outbox.front();
-    auto src = transport::path_source(ctx, o.av);
+    auto src = transport::path_source(*ctx.net, o.av);
     if (!src.ok()) {  // the GID went away since the id resolved its route
       a.counters.inc(CmCounter::mad_drop_tx_full);
       a.outbox.pop_front();
       continue;
     }
     wire::PacketDesc d;
-    transport::fill_path(ctx, o.av, *src, kGsiQpn, transport::roce_udp_sport(kGsiQpn, kGsiQpn), d);
+    transport::fill_path(*ctx.net, o.av, *src, kGsiQpn, transport::roce_udp_sport(kGsiQpn, kGsiQpn), d);
     set_gsi_framing(d);
     d.ack_req = true;  // as rxe's QP1 sends them
     d.psn = a.gsi_psn;
     rte_mbuf* m = nullptr;
-    uint8_t* p = transport::begin_frame(ctx, d, &m);
+    transport::Env env = ctx.env();
+    uint8_t* p = transport::begin_frame(env, d, &m);
     if (!p) return;  // pool empty: counted there, retried at the next poll
     std::memcpy(p, o.mad.data(), kMadBytes);
-    transport::end_frame(ctx, d, m);
+    transport::end_frame(env, d, m);
     a.gsi_psn = wire::psn_add(a.gsi_psn, 1);
     a.counters.inc(CmCounter::mad_sent);
     a.outbox.pop_front();
@@ -131,9 +130,8 @@ void flush(Agent& a) {
 
 }  // namespace
 
-void gsi_rx(Context& ctx, const wire::PacketDesc& d, const uint8_t* frame) {
-  if (!ctx.cm) return ctx.inc(Counter::rx_drop_unknown_qp);  // no CM: QP1 does not exist yet
-  Agent& a = *ctx.cm;
+void Agent::rx(const wire::PacketDesc& d, const uint8_t* frame) {
+  Agent& a = *this;
   a.counters.inc(CmCounter::mad_rcvd);
   // IBA 13.5.1 / 13.5.3: QP1 takes UD SENDs whose P_Key matches ours (any
   // membership) and whose Q_Key is the well-known GSI Q_Key; a MAD is 256 bytes.
@@ -160,9 +158,9 @@ void gsi_rx(Context& ctx, const wire::PacketDesc& d, const uint8_t* frame) {
   flush(a);
 }
 
-void gsi_poll(Context& ctx, uint64_t now_ns) {
-  Agent& a = *ctx.cm;
-  a.timers.advance(now_ns, [&a](uint32_t index) {
+void Agent::poll(uint64_t now) {
+  Agent& a = *this;
+  a.timers.advance(now, [&a](uint32_t index) {
     if (CmIdImpl* id = a.ids.at(index)) on_timer(a, *id);
   });
   flush(a);

@@ -24,6 +24,7 @@
 #include <uroce/addr.h>
 
 #include "stack/wire/byte_order.h"
+#include "stack/wire/headers.h"
 
 namespace uroce::cm {
 
@@ -49,7 +50,7 @@ inline constexpr uint8_t kMadMethodGetResp = 0x81;
 inline constexpr uint8_t kMadMethodRespBit = 0x80;
 
 // QP1 (the GSI) framing facts (IBA 13.5.1, 13.5.3; Linux ib_mad.h).
-inline constexpr uint32_t kGsiQpn = 1;
+using wire::kGsiQpn;
 inline constexpr uint32_t kGsiQkey = 0x80010000;      // IB_QP1_QKEY
 inline constexpr uint16_t kDefaultPkeyFull = 0xffff;  // IB_DEFAULT_PKEY_FULL
 

@@ -26,7 +26,7 @@
 
 #include "stack/cm/agent.h"
 #include "stack/cm/ip_cm.h"
-#include "stack/engine/context.h"
+#include "stack/device/context.h"
 #include "stack/transport/qp.h"
 #include "stack/wire/psn.h"
 

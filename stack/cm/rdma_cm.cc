@@ -8,7 +8,7 @@
 
 #include "stack/cm/agent.h"
 #include "stack/cm/ip_cm.h"
-#include "stack/engine/context.h"
+#include "stack/device/context.h"
 
 namespace uroce {
 
@@ -31,7 +31,7 @@ const char* cm_event_str(CmEventType e) {
 namespace {
 
 CmIdImpl& impl(CmId* id) { return *static_cast<CmIdImpl*>(id); }
-Agent& agent_of(CmId* id) { return *id->context->cm; }
+Agent& agent_of(CmId* id) { return *cm::find_agent(*id->context); }
 
 constexpr uint64_t kAddrRetryNs = 1'000'000;  // ask the neighbour table again every 1 ms
 
@@ -60,7 +60,7 @@ Result<CmId*> cm_create_id(Context* ctx, void* user_context, CmPortSpace ps) {
 }
 
 Status cm_destroy_id(CmId* id) {
-  if (!id || !id->context->cm) return Status(StatusCode::kInvalidArgument, "null cm id");
+  if (!id || !cm::find_agent(*id->context)) return Status(StatusCode::kInvalidArgument, "null cm id");
   Agent& a = agent_of(id);
   CmIdImpl& d = impl(id);
   if (a.ids.at(d.index) != &d) return Status(StatusCode::kNotFound, "unknown cm id");
@@ -226,18 +226,23 @@ Status cm_disconnect(CmId* id) {
 }
 
 int cm_get_event(Context* ctx, CmEvent* ev) {
-  if (!ctx || !ctx->cm || ctx->cm->events.empty()) return 0;
-  *ev = ctx->cm->events.front();
-  ctx->cm->events.pop_front();
+  Agent* a = ctx ? cm::find_agent(*ctx) : nullptr;
+  if (!a || a->events.empty()) return 0;
+  *ev = a->events.front();
+  a->events.pop_front();
   return 1;
 }
 
-CmCounters query_cm_counters(const Context* ctx) { return ctx->cm ? ctx->cm->counters : CmCounters{}; }
+CmCounters query_cm_counters(const Context* ctx) {
+  const Agent* a = cm::find_agent(*ctx);
+  return a ? a->counters : CmCounters{};
+}
 
 uint32_t cm_id_count(const Context* ctx) {
-  if (!ctx->cm) return 0;
+  const Agent* a = cm::find_agent(*ctx);
+  if (!a) return 0;
   uint32_t n = 0;
-  for (uint32_t i = 0; i < ctx->cm->ids.capacity(); ++i) n += ctx->cm->ids.at(i) != nullptr;
+  for (uint32_t i = 0; i < a->ids.capacity(); ++i) n += a->ids.at(i) != nullptr;
   return n;
 }
 

@@ -3,17 +3,15 @@
 // (requests) or completer (responses), then the timers due at now_ns, then
 // the transmit turns of ready QPs (round-robin, bounded per poll), then one
 // tx_burst. Frames the port refuses stay staged for the next poll.
-// Congestion control (stack/transport/pacer.h) meets the engine here: CE-marked
-// requests make CNPs (DCQCN notification point), received CNPs reach their
-// QP's algorithm (reaction point), and the pacing timers put QPs the pacer
-// held back on the transmit schedule.
+// Congestion control meets the engine here: CE-marked packets and CNPs go to
+// their QP's notification and reaction points (stack/transport/cnp.h), and
+// the pacing timers put QPs the pacer held back on the transmit schedule.
 #include <rte_mbuf.h>
 
 #include <span>
 
-#include "stack/cm/agent.h"
-#include "stack/engine/context.h"
-#include "stack/transport/frame.h"
+#include "stack/device/context.h"
+#include "stack/transport/cnp.h"
 #include "stack/wire/packet.h"
 
 namespace uroce {
@@ -21,6 +19,14 @@ namespace uroce {
 namespace {
 
 using transport::QpImpl;
+
+// One poll receives as many frames as it may send: with a smaller receive
+// burst a responder that answers every frame it reads falls behind a peer
+// that sends a full transmit stage a poll, its receive ring fills, and every
+// frame it reads has gone cold in the cache (engine_bench engine/qps/1000/32:
+// 392 ns a WRITE with 32, 267 ns with 64; docs/PERFORMANCE.md "Many QPs").
+constexpr uint16_t kRxBurst = net::TxStage::kMaxFrames;
+constexpr uint32_t kPktsPerQpTurn = 16;  // requester packets per QP per scheduling turn
 
 // The one map from parse errors to drop counters.
 Counter drop_counter(wire::ParseError e) {
@@ -57,66 +63,39 @@ bool receives(QpState s) {  // IBA 10.3.1: the receive side works from RTR on, a
   return s == QpState::kRtr || s == QpState::kRts || s == QpState::kSqd || s == QpState::kSqe;
 }
 
-// DCQCN notification point (Zhu et al. 2015, 3.1; RoCEv2 CNP, IBA Annex
-// A17.9.2): a CE-marked packet makes a CNP to the QP that sent it, at most
-// one per QP per min_time_between_cnps. The CNP is BTH opcode 0x81 to the
-// peer QP, PSN 0, then 16 reserved bytes and the ICRC; it goes out with the
-// CNP DSCP and 802.1p priority, not ECN-capable (it must not be marked itself).
-void notify_congestion(Context& ctx, QpImpl& qp) {
-  ctx.inc(Counter::np_ecn_marked_roce_packets);
-  if (!qp.cc.on_ce_marked(ctx.now_ns)) return ctx.inc(Counter::np_cnp_suppressed);
-  wire::PacketDesc d;
-  transport::fill_path(ctx, qp, qp.attr.ah_attr, qp.sgid, qp.attr.dest_qp_num, d);
-  const CnpParams& p = ctx.cfg.cc.cnp;
-  d.opcode = wire::kOpcodeCnp;
-  d.traffic_class = uint8_t(p.cnp_dscp << 2);  // ECN 00: Not-ECT
-  if (d.has_vlan) d.vlan_tci = uint16_t(p.cnp_802p_prio << 13 | (d.vlan_tci & 0x0fff));
-  rte_mbuf* m = nullptr;
-  if (!transport::begin_frame(ctx, d, &m)) return ctx.inc(Counter::np_cnp_no_room);
-  transport::end_frame(ctx, d, m);
-  ctx.inc(Counter::np_cnp_sent);
-}
-
 // DCQCN reaction point: a CNP cuts its QP's rate (QPs without DCQCN only count it).
 void rx_cnp(Context& ctx, const wire::PacketDesc& d) {
-  ctx.inc(Counter::rcvd_cnp);
+  ctx.counters.inc(Counter::rcvd_cnp);
   QpImpl* qp = qp_of_qpn(ctx, d.dest_qp);
-  if (!qp) return ctx.inc(Counter::rp_cnp_ignored);
-  // As in rx_qp (IBA 9.6): only a connected QP's peer, whose NP saw the
-  // marks, may slow it down; a CNP from anyone else is dropped.
-  if (qp->qp_type != QpType::kUd && d.sgid != qp->attr.ah_attr.dgid) return ctx.inc(Counter::rx_drop_wrong_src);
-  QpCounters& qc = qp_counters_of(ctx, *qp);
-  qc.inc(Counter::rcvd_cnp);
-  qc.inc(Counter::rcvd_pkts);
-  ctx.cur_qp_counters = &qc;
-  ctx.inc(qp->cc.on_cnp(ctx.now_ns) ? Counter::rp_cnp_handled : Counter::rp_cnp_ignored);
-  ctx.cur_qp_counters = nullptr;
+  if (!qp) return ctx.counters.inc(Counter::rp_cnp_ignored);
+  transport::Env env = ctx.env(&qp_counters_of(ctx, *qp));
+  transport::cnp_rx(env, *qp, d);
 }
 
 // The part of receive that concerns one QP; counted in its block too.
-void rx_qp(Context& ctx, QpImpl& qp, const wire::PacketDesc& d, const uint8_t* frame) {
+void rx_qp(Context& ctx, transport::Env& env, QpImpl& qp, const wire::PacketDesc& d, const uint8_t* frame) {
   const uint32_t flags = d.op().flags;
   // IBA 9.2.4: the P_Key must match ours, ignoring the membership bit.
-  if ((d.pkey & 0x7fff) != (transport::kDefaultPkey & 0x7fff)) return ctx.inc(Counter::rx_drop_bad_pkey);
-  if (!(flags & service_flag(qp.qp_type))) return ctx.inc(Counter::rx_drop_opcode_mismatch);
+  if ((d.pkey & 0x7fff) != (transport::kDefaultPkey & 0x7fff)) return env.inc(Counter::rx_drop_bad_pkey);
+  if (!(flags & service_flag(qp.qp_type))) return env.inc(Counter::rx_drop_opcode_mismatch);
   // IBA 9.6 (packet header validation; rxe's check_addr): a connected QP
   // takes packets only from its peer, the GID its address vector names.
   // Anyone else who learns the QPN and PSN could otherwise write into the
   // connection (RC BTH carries no source QPN, so the address is the check).
-  if (qp.qp_type != QpType::kUd && d.sgid != qp.attr.ah_attr.dgid) return ctx.inc(Counter::rx_drop_wrong_src);
+  if (qp.qp_type != QpType::kUd && d.sgid != qp.attr.ah_attr.dgid) return env.inc(Counter::rx_drop_wrong_src);
   // The NP sits at the receiver of the congested data, whichever role sent
   // it: CE on a request (SEND/WRITE data, or a READ request) goes to the
   // requester's RP, CE on a response (READ response data) to the responder's,
   // which paces its READ responses (responder.cc responder_tx).
   const bool ce = d.ecn() == 3 && ctx.cfg.cc.np_enabled && qp.qp_type != QpType::kUd;
   if (flags & wire::kReq) {
-    if (!receives(qp.state)) return ctx.inc(Counter::rx_drop_qp_state);
-    if (ce) notify_congestion(ctx, qp);
-    transport::responder_rx(ctx, qp, d, frame);
+    if (!receives(qp.state)) return env.inc(Counter::rx_drop_qp_state);
+    if (ce) transport::notify_congestion(env, qp, ctx.cfg.cc.cnp);
+    transport::responder_rx(env, qp, d, frame);
   } else {
-    if (qp.state != QpState::kRts && qp.state != QpState::kSqd) return ctx.inc(Counter::rx_drop_qp_state);
-    if (ce) notify_congestion(ctx, qp);
-    transport::completer_rx(ctx, qp, d, frame);
+    if (qp.state != QpState::kRts && qp.state != QpState::kSqd) return env.inc(Counter::rx_drop_qp_state);
+    if (ce) transport::notify_congestion(env, qp, ctx.cfg.cc.cnp);
+    transport::completer_rx(env, qp, d, frame);
   }
 }
 
@@ -124,35 +103,37 @@ void rx_qp(Context& ctx, QpImpl& qp, const wire::PacketDesc& d, const uint8_t* f
 void rx_roce(Context& ctx, const wire::PacketDesc& d, const uint8_t* frame) {
   // Ours: the device MAC or the source MAC of any GID table entry (a GID may
   // sit on a VLAN interface with a MAC of its own).
-  if (d.dst_mac != ctx.mac && !ctx.net->gids().owns_mac(d.dst_mac)) return ctx.inc(Counter::rx_drop_wrong_mac);
+  if (d.dst_mac != ctx.mac && !ctx.net->gids().owns_mac(d.dst_mac)) return ctx.counters.inc(Counter::rx_drop_wrong_mac);
   const auto gid_type = d.l3 == wire::L3Kind::kGrh ? net::GidType::kRoceV1 : net::GidType::kRoceV2;
   const uint16_t vlan = d.has_vlan ? uint16_t(d.vlan_tci & 0x0fff) : net::kNoVlan;
-  if (!ctx.net->gids().find(d.dgid, vlan, gid_type)) return ctx.inc(Counter::rx_drop_wrong_gid);
+  if (!ctx.net->gids().find(d.dgid, vlan, gid_type)) return ctx.counters.inc(Counter::rx_drop_wrong_gid);
   const uint32_t flags = d.op().flags;
   if (flags & wire::kCnpOp) return rx_cnp(ctx, d);
-  if (d.dest_qp == cm::kGsiQpn) return cm::gsi_rx(ctx, d, frame);  // QP1: the connection manager
+  if (d.dest_qp == wire::kGsiQpn) {  // QP1: the connection manager's, if it has started
+    if (!ctx.qp1) return ctx.counters.inc(Counter::rx_drop_unknown_qp);
+    return ctx.qp1->rx(d, frame);
+  }
   QpImpl* qp = qp_of_qpn(ctx, d.dest_qp);
-  if (!qp) return ctx.inc(Counter::rx_drop_unknown_qp);
+  if (!qp) return ctx.counters.inc(Counter::rx_drop_unknown_qp);
   QpCounters& qc = qp_counters_of(ctx, *qp);
   qc.inc(Counter::rcvd_pkts);
-  ctx.cur_qp_counters = &qc;
-  rx_qp(ctx, *qp, d, frame);
-  ctx.cur_qp_counters = nullptr;
+  transport::Env env = ctx.env(&qc);
+  rx_qp(ctx, env, *qp, d, frame);
 }
 
 // Keeps a non-RoCE frame for rx_non_roce (DeviceConfig::app_rx_ring).
 // Returns true if the ring took it (the caller must not free it).
 bool keep_for_app(Context& ctx, rte_mbuf* m) {
   if (ctx.app_rx.empty()) {
-    ctx.inc(Counter::rx_drop_not_roce);
+    ctx.counters.inc(Counter::rx_drop_not_roce);
     return false;
   }
   if (ctx.app_rx_n == ctx.app_rx.size()) {
-    ctx.inc(Counter::rx_drop_app_ring_full);
+    ctx.counters.inc(Counter::rx_drop_app_ring_full);
     return false;
   }
   ctx.app_rx[(ctx.app_rx_head + ctx.app_rx_n++) % ctx.app_rx.size()] = m;
-  ctx.inc(Counter::rx_to_app);
+  ctx.counters.inc(Counter::rx_to_app);
   return true;
 }
 
@@ -183,7 +164,7 @@ void rx_parse(Context& ctx, rte_mbuf* m, const wire::ParseOptions& opt, RxFrame&
 // caller frees it.
 bool rx_one(Context& ctx, rte_mbuf* m, const RxFrame& f) {
   if (f.multiseg) {
-    ctx.inc(Counter::rx_drop_multiseg);
+    ctx.counters.inc(Counter::rx_drop_multiseg);
     return false;
   }
   const auto* frame = rte_pktmbuf_mtod(m, const uint8_t*);
@@ -192,9 +173,8 @@ bool rx_one(Context& ctx, rte_mbuf* m, const RxFrame& f) {
   if (e != wire::ParseError::kOk) {
     // ARP, IPv6 ND and ICMP echo go to the addressing layer; replies join this poll's burst.
     // Anything else that is not RoCE belongs to the application if it asked for it.
-    net::TxBurst tx(ctx.tx_pool, ctx.tx.data(), kTxBurst, ctx.tx_n);
-    if (wire::is_not_roce(e)) return !ctx.net->handle(m, ctx.now_ns, tx) && keep_for_app(ctx, m);
-    ctx.inc(drop_counter(e));
+    if (wire::is_not_roce(e)) return !ctx.net->handle(m, ctx.now_ns, ctx.tx) && keep_for_app(ctx, m);
+    ctx.counters.inc(drop_counter(e));
     return false;
   }
   rx_roce(ctx, d, frame);
@@ -203,9 +183,9 @@ bool rx_one(Context& ctx, rte_mbuf* m, const RxFrame& f) {
 
 // One QP's transmit turn: responses first (they are ordered before later
 // requests' ACKs), then requests. Returns true if it has more to send now.
-bool tx_turn(Context& ctx, QpImpl& qp) {
-  if (transport::responder_tx(ctx, qp)) return true;
-  return transport::requester_tx(ctx, qp, kPktsPerQpTurn);
+bool tx_turn(transport::Env& env, QpImpl& qp) {
+  if (transport::responder_tx(env, qp)) return true;
+  return transport::requester_tx(env, qp, kPktsPerQpTurn);
 }
 
 }  // namespace
@@ -231,58 +211,47 @@ uint32_t poll(Context* ctx, uint64_t now_ns) {
   if (n_rx) rx_parse(c, rx[0], opt, f[0]);
   for (uint16_t i = 0; i < n_rx; ++i) {
     if (i + 1 < n_rx) rx_parse(c, rx[i + 1], opt, f[(i + 1) & 1]);
-    c.inc(Counter::rcvd_pkts);
+    c.counters.inc(Counter::rcvd_pkts);
     if (!rx_one(c, rx[i], f[i & 1])) rte_pktmbuf_free(rx[i]);
   }
 
   c.timers.advance(now_ns, [&c](uint32_t index) {
     if (QpImpl* qp = c.qps.at(index)) {
-      c.cur_qp_counters = &qp_counters_of(c, *qp);
-      transport::completer_timer(c, *qp);
-      c.cur_qp_counters = nullptr;
+      transport::Env env = c.env(&qp_counters_of(c, *qp));
+      transport::completer_timer(env, *qp);
     }
   });
   c.pace_timers.advance(now_ns, [&c](uint32_t index) {
-    if (QpImpl* qp = c.qps.at(index)) mark_ready(c, *qp);  // the pacer lets it send again
+    if (c.qps.at(index)) c.ready.mark(index);  // the pacer lets it send again
   });
-  {
-    net::TxBurst tx(c.tx_pool, c.tx.data(), kTxBurst, c.tx_n);
-    c.net->poll(now_ns, tx);  // ARP / neighbour solicitations due now
-  }
-  if (c.cm) cm::gsi_poll(c, now_ns);  // CM timers and MADs to send
+  c.net->poll(now_ns, c.tx);  // ARP / neighbour solicitations due now
+  if (c.qp1) c.qp1->poll(now_ns);  // CM timers and MADs to send
 
   // Each QP ready at the start of this poll gets one turn; those with more to
   // send go to the back of the ring. While one QP takes its turn, the next
   // QP's WQE and the one after's state are on their way into the cache.
-  for (uint32_t n = c.ready.size(); n && c.tx_n < kTxBurst; --n) {
-    const uint32_t index = c.ready.front();
-    c.ready.pop();
-    c.ready_flag[index] = 0;
+  for (uint32_t n = c.ready.size(); n && !c.tx.full(); --n) {
+    const uint32_t index = c.ready.pop();
     QpImpl* qp = c.qps.at(index);
     if (!qp) continue;
     if (n > 1) {
-      if (QpImpl* next = c.qps.at(c.ready.at(c.ready.tail()))) transport::prefetch_next_wqe(*next);
+      if (QpImpl* next = c.qps.at(c.ready.peek(0))) transport::prefetch_next_wqe(*next);
     }
     if (n > 2) {
-      if (const QpImpl* after = c.qps.at(c.ready.at(c.ready.tail() + 1))) transport::prefetch_qp(*after);
+      if (const QpImpl* after = c.qps.at(c.ready.peek(1))) transport::prefetch_qp(*after);
     }
     QpCounters& qc = qp_counters_of(c, *qp);
-    const uint16_t before = c.tx_n;
-    c.cur_qp_counters = &qc;
-    const bool more = tx_turn(c, *qp);
-    c.cur_qp_counters = nullptr;
-    qc.inc(Counter::sent_pkts, uint16_t(c.tx_n - before));  // frames this QP built
-    if (more) mark_ready(c, *qp);
+    const uint16_t before = c.tx.size();
+    transport::Env env = c.env(&qc);
+    const bool more = tx_turn(env, *qp);
+    qc.inc(Counter::sent_pkts, uint16_t(c.tx.size() - before));  // frames this QP built
+    if (more) c.ready.mark(index);
   }
 
-  uint16_t sent = 0;
-  if (c.tx_n) {
-    sent = c.io.tx_burst(c.tx.data(), c.tx_n);
-    c.counters.inc(Counter::sent_pkts, sent);
-    if (sent < c.tx_n) c.inc(Counter::tx_ring_full);
-    for (uint16_t i = sent; i < c.tx_n; ++i) c.tx[i - sent] = c.tx[i];
-    c.tx_n = uint16_t(c.tx_n - sent);
-  }
+  const uint16_t staged = c.tx.size();
+  const uint16_t sent = c.tx.flush(c.io);
+  c.counters.inc(Counter::sent_pkts, sent);
+  if (sent < staged) c.counters.inc(Counter::tx_ring_full);
   return n_rx + sent;
 }
 

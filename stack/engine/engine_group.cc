@@ -8,7 +8,7 @@
 #include <rte_cycles.h>
 #include <rte_mbuf.h>
 
-#include "stack/engine/context.h"
+#include "stack/device/context.h"
 #include "stack/engine/dispatch.h"
 
 namespace uroce {

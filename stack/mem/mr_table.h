@@ -13,7 +13,7 @@
 
 #include <uroce/verbs.h>
 
-#include "stack/mem/state_memory.h"
+#include "stack/common/state_memory.h"
 
 namespace uroce::mem {
 

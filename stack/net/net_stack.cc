@@ -40,7 +40,7 @@ Status NetStack::set_qos(const TrafficClassConfig& qos) {
 
 bool NetStack::l2_ours(const MacAddr& dst) const { return dst == kBroadcastMac || gids_.owns_mac(dst); }
 
-uint8_t* NetStack::tx_frame(TxBurst& tx, size_t len) {
+uint8_t* NetStack::tx_frame(TxStage& tx, size_t len) {
   if (len > 0xffff) {
     counters_.inc(NetCounter::tx_too_big);
     return nullptr;
@@ -48,21 +48,21 @@ uint8_t* NetStack::tx_frame(TxBurst& tx, size_t len) {
   uint8_t* p = tx.append(uint16_t(len));
   if (p) return p;
   switch (tx.error()) {
-    case TxBurst::Error::kFull: counters_.inc(NetCounter::tx_burst_full); break;
-    case TxBurst::Error::kPoolEmpty: counters_.inc(NetCounter::tx_pool_empty); break;
-    case TxBurst::Error::kTooBig: counters_.inc(NetCounter::tx_too_big); break;
-    case TxBurst::Error::kNone: break;
+    case TxStage::Error::kFull: counters_.inc(NetCounter::tx_burst_full); break;
+    case TxStage::Error::kPoolEmpty: counters_.inc(NetCounter::tx_pool_empty); break;
+    case TxStage::Error::kTooBig: counters_.inc(NetCounter::tx_too_big); break;
+    case TxStage::Error::kNone: break;
   }
   return nullptr;
 }
 
-bool NetStack::handle(const rte_mbuf* m, uint64_t now_ns, TxBurst& tx) {
+bool NetStack::handle(const rte_mbuf* m, uint64_t now_ns, TxStage& tx) {
   if (m->nb_segs != 1) return false;
   const uint16_t tci = (m->ol_flags & RTE_MBUF_F_RX_VLAN_STRIPPED) ? m->vlan_tci : kNoVlan;
   return handle({rte_pktmbuf_mtod(m, const uint8_t*), rte_pktmbuf_data_len(m)}, tci, now_ns, tx);
 }
 
-bool NetStack::handle(std::span<const uint8_t> frame, uint16_t vlan_tci, uint64_t now_ns, TxBurst& tx) {
+bool NetStack::handle(std::span<const uint8_t> frame, uint16_t vlan_tci, uint64_t now_ns, TxStage& tx) {
   if (frame.size() < sizeof(EthHdr)) return false;
   const auto& eth = *reinterpret_cast<const EthHdr*>(frame.data());
   Rx rx{frame, sizeof(EthHdr), vlan_tci == kNoVlan ? kNoVlan : uint16_t(vlan_tci & kVlanIdMask), eth.dst, eth.src,
@@ -86,7 +86,7 @@ bool NetStack::handle(std::span<const uint8_t> frame, uint16_t vlan_tci, uint64_
 
 // ---------------------------------------------------------------- ARP
 
-bool NetStack::rx_arp(const Rx& rx, TxBurst& tx) {
+bool NetStack::rx_arp(const Rx& rx, TxStage& tx) {
   if (rx.f.size() < rx.l3 + sizeof(ArpHdr)) {
     counters_.inc(NetCounter::arp_bad);
     return true;
@@ -140,7 +140,7 @@ bool NetStack::rx_arp(const Rx& rx, TxBurst& tx) {
 
 // ---------------------------------------------------------------- IPv4 / ICMP
 
-bool NetStack::rx_ipv4(const Rx& rx, TxBurst& tx) {
+bool NetStack::rx_ipv4(const Rx& rx, TxStage& tx) {
   if (rx.f.size() < rx.l3 + sizeof(Ipv4Hdr)) return false;
   const uint8_t* iph = rx.f.data() + rx.l3;
   const auto& ip = *reinterpret_cast<const Ipv4Hdr*>(iph);
@@ -194,7 +194,7 @@ bool NetStack::rx_ipv4(const Rx& rx, TxBurst& tx) {
 
 // ---------------------------------------------------------------- IPv6 / ICMPv6 / ND
 
-bool NetStack::rx_ipv6(const Rx& rx, TxBurst& tx) {
+bool NetStack::rx_ipv6(const Rx& rx, TxStage& tx) {
   if (rx.f.size() < rx.l3 + sizeof(Ipv6Hdr)) return false;
   const uint8_t* ip6 = rx.f.data() + rx.l3;
   const auto& ip = *reinterpret_cast<const Ipv6Hdr*>(ip6);
@@ -269,7 +269,7 @@ const NdLinkAddrOpt* find_lla(std::span<const uint8_t> opts, uint8_t want, bool*
 
 }  // namespace
 
-void NetStack::rx_ns(const Rx& rx, const uint8_t* ip6, std::span<const uint8_t> msg, TxBurst& tx) {
+void NetStack::rx_ns(const Rx& rx, const uint8_t* ip6, std::span<const uint8_t> msg, TxStage& tx) {
   const auto& ip = *reinterpret_cast<const Ipv6Hdr*>(ip6);
   // RFC 4861 7.1.1: hop limit 255, code 0, at least 24 bytes, target not multicast.
   if (ip.hop_limit != kNdHopLimit || msg[1] != 0 || msg.size() < sizeof(NdNeighborMsg)) {
@@ -360,11 +360,11 @@ Resolution NetStack::resolve(const Gid& ip, uint8_t sgid_index, uint64_t now_ns)
   return neigh_.resolve(ip, g->vlan_id, sgid_index, now_ns);
 }
 
-void NetStack::poll(uint64_t now_ns, TxBurst& tx) {
+void NetStack::poll(uint64_t now_ns, TxStage& tx) {
   neigh_.poll_due(now_ns, [this, &tx](const NeighEntry& e) { return solicit(e, tx); });
 }
 
-bool NetStack::solicit(const NeighEntry& e, TxBurst& tx) {
+bool NetStack::solicit(const NeighEntry& e, TxStage& tx) {
   const GidEntry* g = gids_.at(e.sgid_index);
   if (!g || g->vlan_id != e.vlan_id || g->gid.is_ipv4_mapped() != e.ip.is_ipv4_mapped()) {
     counters_.inc(NetCounter::neigh_no_source);  // the source GID went away: let the entry time out
@@ -387,7 +387,7 @@ bool NetStack::solicit(const NeighEntry& e, TxBurst& tx) {
   return true;
 }
 
-bool NetStack::announce(uint8_t sgid_index, TxBurst& tx) {
+bool NetStack::announce(uint8_t sgid_index, TxStage& tx) {
   const GidEntry* g = gids_.at(sgid_index);
   if (!g) return false;
   if (g->gid.is_ipv4_mapped()) {

@@ -7,7 +7,7 @@
 //
 // Data path contract: handle() and poll() take the time as now_ns (no clock
 // reads), make no syscalls and allocate nothing but the mbufs of the frames
-// they send, which they append to the caller's TxBurst. One thread owns a
+// they send, which they append to the caller's TxStage. One thread owns a
 // NetStack (the engine's), as it owns the engine.
 //
 // Engine hook: for each received frame that wire::parse reports as another
@@ -29,7 +29,7 @@
 #include "stack/net/net_counters.h"
 #include "stack/net/neighbour.h"
 #include "stack/net/qos.h"
-#include "stack/net/tx_burst.h"
+#include "stack/net/tx_stage.h"
 
 struct rte_mbuf;
 
@@ -56,14 +56,14 @@ class NetStack {
   /// Returns true if the frame was ARP / ICMP / ICMPv6 and was consumed here;
   /// replies (ARP reply, NA, echo reply) are appended to tx. The frame is not
   /// kept or modified.
-  bool handle(std::span<const uint8_t> frame, uint16_t vlan_tci, uint64_t now_ns, TxBurst& tx);
+  bool handle(std::span<const uint8_t> frame, uint16_t vlan_tci, uint64_t now_ns, TxStage& tx);
   /// The same for a single-segment mbuf (multi-segment: false), reading a
   /// stripped VLAN tag from its offload flags.
-  bool handle(const rte_mbuf* m, uint64_t now_ns, TxBurst& tx);
+  bool handle(const rte_mbuf* m, uint64_t now_ns, TxStage& tx);
 
   /// Sends the ARP requests / NSes that are due (first tries and backoff
   /// retries) and fails entries that ran out of tries. Call once per engine poll.
-  void poll(uint64_t now_ns, TxBurst& tx);
+  void poll(uint64_t now_ns, TxStage& tx);
 
   /// The MAC of ip (an IPv4-mapped or IPv6 GID) on the VLAN of GID sgid_index,
   /// or kPending after queueing a solicitation from that GID (sent by the next
@@ -74,7 +74,7 @@ class NetStack {
   /// Gratuitous ARP (IPv4 GID: a broadcast request with sender = target,
   /// RFC 5227 2.3) or an unsolicited NA to ff02::1 with O set (IPv6 GID,
   /// RFC 4861 7.2.6) from GID sgid_index. False if nothing was sent.
-  bool announce(uint8_t sgid_index, TxBurst& tx);
+  bool announce(uint8_t sgid_index, TxStage& tx);
 
   /// IPv4 TOS / IPv6 traffic class for RoCE packets of an AH (qos.h).
   uint8_t roce_traffic_class(uint8_t ah_traffic_class) const {
@@ -93,13 +93,13 @@ class NetStack {
   explicit NetStack(const NetConfig& cfg) : cfg_(cfg), neigh_(cfg.neigh, counters_) {}
 
   struct Rx;  // the decoded Ethernet layer of the frame in hand
-  bool rx_arp(const Rx& rx, TxBurst& tx);
-  bool rx_ipv4(const Rx& rx, TxBurst& tx);
-  bool rx_ipv6(const Rx& rx, TxBurst& tx);
-  void rx_ns(const Rx& rx, const uint8_t* ip6, std::span<const uint8_t> msg, TxBurst& tx);
+  bool rx_arp(const Rx& rx, TxStage& tx);
+  bool rx_ipv4(const Rx& rx, TxStage& tx);
+  bool rx_ipv6(const Rx& rx, TxStage& tx);
+  void rx_ns(const Rx& rx, const uint8_t* ip6, std::span<const uint8_t> msg, TxStage& tx);
   void rx_na(const Rx& rx, const uint8_t* ip6, std::span<const uint8_t> msg);
-  bool solicit(const NeighEntry& e, TxBurst& tx);
-  uint8_t* tx_frame(TxBurst& tx, size_t len);
+  bool solicit(const NeighEntry& e, TxStage& tx);
+  uint8_t* tx_frame(TxStage& tx, size_t len);
   bool l2_ours(const MacAddr& dst) const;
 
   NetConfig cfg_;

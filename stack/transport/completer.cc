@@ -6,7 +6,6 @@
 // retry_cnt and rnr_retry bound them (rnr_retry 7 is infinite, retry_cnt 7 is not).
 #include <cstring>
 
-#include "stack/engine/context.h"
 #include "stack/transport/cq.h"
 #include "stack/transport/frame.h"
 #include "stack/transport/qp.h"
@@ -38,7 +37,7 @@ enum class CompState : uint8_t {
 };
 
 struct Resp {
-  Context& ctx;
+  Env& env;
   QpImpl& qp;
   const wire::PacketDesc& pkt;
   const uint8_t* payload;
@@ -60,9 +59,9 @@ bool is_rd_atomic(const SendWqe& w) { return wr_op(w.opcode).flags & (wire::kRea
 void advance_comp(Resp& c, uint32_t psn) {
   CompleterState& s = c.qp.comp;
   if (psn_cmp(psn, s.comp_psn) <= 0) return;
-  // Congestion control: the ACK's RTT sample (stack/transport/pacer.h).
+  // Congestion control: the ACK's RTT sample (stack/transport/qp_cc.h).
   const uint64_t acked = uint64_t(wire::psn_diff(psn, s.comp_psn)) * c.qp.mtu();
-  if (c.qp.cc.on_acked(c.ctx.now_ns, psn, acked)) c.ctx.inc(Counter::cc_rtt_samples);
+  if (c.qp.cc.on_acked(c.env.now_ns, psn, acked)) c.env.inc(Counter::cc_rtt_samples);
   s.comp_psn = psn;
   s.retry_left = c.qp.attr.retry_cnt;
   s.rnr_left = c.qp.attr.rnr_retry;
@@ -90,7 +89,7 @@ CompState chk_psn(Resp& c) {
   // PSN at or past the highest ever sent is invalid and silently dropped
   // (it would otherwise complete WQEs the responder never saw).
   if (psn_cmp(c.pkt.psn, c.qp.req.psn_hwm) >= 0) {
-    c.ctx.inc(Counter::unsent_psn_response);
+    c.env.inc(Counter::unsent_psn_response);
     return CompState::kDone;
   }
   if (psn_cmp(c.pkt.psn, c.qp.comp.comp_psn) < 0) return CompState::kDrop;  // stale or duplicate
@@ -98,7 +97,7 @@ CompState chk_psn(Resp& c) {
     // IBA 9.7.5.1.5: a response to a later request acknowledges an
     // earlier SEND/WRITE, but an unanswered READ/atomic before it was lost.
     if (is_rd_atomic(w)) {
-      c.ctx.inc(Counter::implied_nak_seq_err);
+      c.env.inc(Counter::implied_nak_seq_err);
       return CompState::kRetry;
     }
     return CompState::kCompWqe;
@@ -136,15 +135,15 @@ CompState chk_ack(Resp& c) {
   if (value > uint8_t(NakCode::kInvalidRdRequest)) return CompState::kBadResp;
   switch (NakCode(value)) {
     case NakCode::kPsnSequenceError:  // everything before the NAK's PSN is acknowledged
-      c.ctx.inc(Counter::rcvd_seq_err);
+      c.env.inc(Counter::rcvd_seq_err);
       advance_comp(c, c.pkt.psn);
       return CompState::kRetry;
     case NakCode::kInvalidRequest:
-      c.ctx.inc(Counter::req_remote_invalid_request);
+      c.env.inc(Counter::req_remote_invalid_request);
       c.err = WcStatus::kRemInvReqErr;
       return CompState::kErr;
     case NakCode::kRemoteAccessError:
-      c.ctx.inc(Counter::req_remote_access_errors);
+      c.env.inc(Counter::req_remote_access_errors);
       c.err = WcStatus::kRemAccessErr;
       return CompState::kErr;
     case NakCode::kRemoteOperationalError:
@@ -190,14 +189,14 @@ CompState comp_wqe(Resp& c) {
   }
   advance_comp(c, wire::psn_add(w->last_psn, 1));
   c.progress = true;
-  retire_done(c.ctx, c.qp);
+  retire_done(c.env, c.qp);
   // The same packet may acknowledge later WQEs too.
   return psn_cmp(c.pkt.psn, w->last_psn) > 0 ? CompState::kGetWqe : CompState::kUpdateComp;
 }
 
-void restart_timer(Context& ctx, QpImpl& qp) {
-  if (qp.comp.comp_psn == qp.req.sq_psn || !qp.attr.timeout) ctx.timers.cancel(qp.index);
-  else ctx.timers.arm(qp.index, ctx.now_ns + local_ack_timeout_ns(qp.attr.timeout));
+void restart_timer(Env& env, QpImpl& qp) {
+  if (qp.comp.comp_psn == qp.req.sq_psn || !qp.attr.timeout) env.timers.cancel(qp.index);
+  else env.timers.arm(qp.index, env.now_ns + local_ack_timeout_ns(qp.attr.timeout));
 }
 
 // A response that is out of sequence (beyond a gap) or a duplicate (of a PSN
@@ -215,12 +214,12 @@ void restart_timer(Context& ctx, QpImpl& qp) {
 // runs, so a responder that stops working lets the timer expire. rxe's own
 // completer restarts its timer on every response the same way.
 void responder_alive(Resp& c) {
-  if (!c.qp.req.rnr_wait) restart_timer(c.ctx, c.qp);
+  if (!c.qp.req.rnr_wait) restart_timer(c.env, c.qp);
 }
 
 CompState update_comp(Resp& c) {
-  if (!c.qp.req.rnr_wait) restart_timer(c.ctx, c.qp);
-  mark_ready(c.ctx, c.qp);  // the window, a fence or max_rd_atomic may have opened
+  if (!c.qp.req.rnr_wait) restart_timer(c.env, c.qp);
+  mark_ready(c.env, c.qp);  // the window, a fence or max_rd_atomic may have opened
   return CompState::kDone;
 }
 
@@ -232,7 +231,7 @@ CompState retry(Resp& c) {
     return CompState::kDone;
   }
   if (s.retry_left == 0) {
-    c.ctx.inc(Counter::retry_exceeded_err);
+    c.env.inc(Counter::retry_exceeded_err);
     c.err = WcStatus::kRetryExcErr;
     return CompState::kErr;
   }
@@ -246,21 +245,21 @@ CompState retry(Resp& c) {
 CompState rnr(Resp& c) {
   CompleterState& s = c.qp.comp;
   advance_comp(c, c.pkt.psn);
-  c.ctx.inc(Counter::rcvd_rnr_err);
+  c.env.inc(Counter::rcvd_rnr_err);
   if (s.rnr_left == 0) {
-    c.ctx.inc(Counter::retry_rnr_exceeded_err);
+    c.env.inc(Counter::retry_rnr_exceeded_err);
     c.err = WcStatus::kRnrRetryExcErr;
     return CompState::kErr;
   }
   if (c.qp.attr.rnr_retry != 7) --s.rnr_left;  // 7 means retry forever (IBA 9.7.5.2.8)
   requester_rewind(c.qp, c.pkt.psn);
   c.qp.req.rnr_wait = true;
-  c.ctx.timers.arm(c.qp.index, c.ctx.now_ns + wire::rnr_timer_ns(wire::aeth_value(c.pkt.aeth_syndrome)));
+  c.env.timers.arm(c.qp.index, c.env.now_ns + wire::rnr_timer_ns(wire::aeth_value(c.pkt.aeth_syndrome)));
   return CompState::kDone;
 }
 
 CompState bad_resp(Resp& c) {
-  c.ctx.inc(Counter::completer_bad_resp);
+  c.env.inc(Counter::completer_bad_resp);
   c.err = WcStatus::kBadRespErr;
   return CompState::kErr;
 }
@@ -268,12 +267,12 @@ CompState bad_resp(Resp& c) {
 // A fatal error ends the oldest outstanding WQE with c.err; the QP goes to ERR.
 CompState err(Resp& c) {
   complete_wqe(*c.wqe, c.err);
-  qp_to_error(c.ctx, c.qp);
+  qp_to_error(c.env, c.qp);
   return CompState::kDone;
 }
 
 CompState drop(Resp& c) {
-  c.ctx.inc(Counter::duplicate_response);
+  c.env.inc(Counter::duplicate_response);
   responder_alive(c);
   return CompState::kDone;
 }
@@ -288,8 +287,8 @@ SendWqe* oldest_started(QpImpl& qp) {
 
 }  // namespace
 
-void completer_rx(Context& ctx, QpImpl& qp, const wire::PacketDesc& pkt, const uint8_t* frame) {
-  Resp c{ctx, qp, pkt, frame + pkt.payload_off, pkt.op().flags};
+void completer_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const uint8_t* frame) {
+  Resp c{env, qp, pkt, frame + pkt.payload_off, pkt.op().flags};
   CompState s = CompState::kGetWqe;
   for (;;) {
     switch (s) {
@@ -310,29 +309,29 @@ void completer_rx(Context& ctx, QpImpl& qp, const wire::PacketDesc& pkt, const u
   }
 }
 
-void completer_timer(Context& ctx, QpImpl& qp) {
+void completer_timer(Env& env, QpImpl& qp) {
   if (qp.req.rnr_wait) {  // the RNR wait is over: resend from the NAKed PSN
     qp.req.rnr_wait = false;
-    mark_ready(ctx, qp);
+    mark_ready(env, qp);
     return;
   }
   if (qp.state != QpState::kRts && qp.state != QpState::kSqd) return;
   SendWqe* w = oldest_started(qp);
   if (!w) return;
-  ctx.inc(Counter::local_ack_timeout_err);  // IBA 9.7.6.1.3
+  env.inc(Counter::local_ack_timeout_err);  // IBA 9.7.6.1.3
   if (qp.comp.retry_left == 0) {
-    ctx.inc(Counter::retry_exceeded_err);
+    env.inc(Counter::retry_exceeded_err);
     complete_wqe(*w, WcStatus::kRetryExcErr);
-    qp_to_error(ctx, qp);
+    qp_to_error(env, qp);
     return;
   }
   --qp.comp.retry_left;
   qp.comp.started_retry = true;
   requester_rewind(qp, qp.comp.comp_psn);
-  mark_ready(ctx, qp);
+  mark_ready(env, qp);
 }
 
-void retire_done(Context& ctx, QpImpl& qp) {
+void retire_done(Env& env, QpImpl& qp) {
   bool overflow = false;
   bool retired = false;
   for (; !qp.sq.empty() && qp.sq.front().state == WqeState::kDone; qp.sq.pop()) {
@@ -346,10 +345,10 @@ void retire_done(Context& ctx, QpImpl& qp) {
     wc.opcode = wr_op(w.opcode).wc;
     wc.byte_len = w.length;
     wc.qp_num = qp.qp_num;
-    overflow |= !cq_push(ctx, qp.send_cq, wc);
+    overflow |= !cq_push(env, qp.send_cq, wc);
   }
-  if (overflow && qp.state != QpState::kErr) qp_to_error(ctx, qp);  // IBA 11.4.2.1: CQ overrun
-  if (retired) mark_ready(ctx, qp);
+  if (overflow && qp.state != QpState::kErr) qp_to_error(env, qp);  // IBA 11.4.2.1: CQ overrun
+  if (retired) mark_ready(env, qp);
 }
 
 }  // namespace uroce::transport

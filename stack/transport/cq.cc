@@ -1,67 +1,16 @@
-// Completion queues (IBA 11.4.2): create, destroy, poll, push.
+// Completion queues (IBA 11.4.2): writing a completion, as the roles do.
 #include "stack/transport/cq.h"
 
-#include <array>
+namespace uroce::transport {
 
-#include "stack/engine/context.h"
-
-namespace uroce {
-
-namespace {
-constexpr uint32_t kMaxCqe = 1u << 20;
-}
-
-const char* wc_status_str(WcStatus s) {
-  // The words of libibverbs' ibv_wc_status_str, in WcStatus order.
-  static constexpr std::array<const char*, 22> kNames = {
-      "success", "local length error", "local QP operation error", "local EE context operation error",
-      "local protection error", "Work Request Flushed Error", "memory management operation error",
-      "bad response error", "local access error", "remote invalid request error", "remote access error",
-      "remote operation error", "transport retry counter exceeded", "RNR retry counter exceeded",
-      "local RDD violation error", "remote invalid RD request", "aborted error", "invalid EE context number",
-      "invalid EE context state", "fatal error", "response timeout error", "general error"};
-  return size_t(s) < kNames.size() ? kNames[size_t(s)] : "unknown";
-}
-
-Result<Cq*> create_cq(Context* ctx, uint32_t cqe, void* cq_context) {
-  if (!ctx || cqe == 0 || cqe > kMaxCqe) return Status(StatusCode::kInvalidArgument, "cqe out of range");
-  auto* cq = ctx->cqs.add();
-  if (!cq) return Status(StatusCode::kResourceExhausted, "max_cq reached");
-  cq->ring.init(cqe);
-  cq->context = ctx;
-  cq->cq_context = cq_context;
-  cq->cqe = cq->ring.capacity();
-  return static_cast<Cq*>(cq);
-}
-
-Status destroy_cq(Cq* cq) {
-  if (!cq) return Status(StatusCode::kInvalidArgument, "null cq");
-  if (transport::impl(cq).refs) return Status(StatusCode::kBusy, "cq still used by a qp");
-  if (!cq->context->cqs.remove(&transport::impl(cq))) return Status(StatusCode::kNotFound, "unknown cq");
-  return {};
-}
-
-int poll_cq(Cq* cq, int num_entries, Wc* wc) {
-  auto& ring = transport::impl(cq).ring;
-  int n = 0;
-  for (; n < num_entries && !ring.empty(); ++n) {
-    wc[n] = ring.front();
-    ring.pop();
-  }
-  return n;
-}
-
-namespace transport {
-
-bool cq_push(Context& ctx, Cq* cq, const Wc& wc) {
+bool cq_push(Env& env, Cq* cq, const Wc& wc) {
   auto& ring = impl(cq).ring;
   if (ring.full()) {
-    ctx.inc(Counter::cq_overflow);
+    env.inc(Counter::cq_overflow);
     return false;
   }
   ring.push() = wc;
   return true;
 }
 
-}  // namespace transport
-}  // namespace uroce
+}  // namespace uroce::transport

@@ -3,7 +3,8 @@
 
 #include <uroce/verbs.h>
 
-#include "stack/transport/ring.h"
+#include "stack/common/ring.h"
+#include "stack/transport/env.h"
 
 namespace uroce::transport {
 
@@ -16,6 +17,6 @@ inline CqImpl& impl(Cq* cq) { return *static_cast<CqImpl*>(cq); }
 
 /// Appends wc. On a full CQ counts cq_overflow and returns false: the caller
 /// moves the QP to the error state (IBA 11.4.2.1: CQ overrun is a QP error).
-bool cq_push(Context& ctx, Cq* cq, const Wc& wc);
+bool cq_push(Env& env, Cq* cq, const Wc& wc);
 
 }  // namespace uroce::transport

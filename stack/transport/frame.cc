@@ -9,7 +9,9 @@
 #include <rte_eal.h>
 #include <rte_mbuf.h>
 
-#include "stack/engine/context.h"
+#include "stack/mem/mr_table.h"
+#include "stack/transport/qp.h"
+
 
 namespace uroce::transport {
 
@@ -23,8 +25,8 @@ uint16_t roce_udp_sport(uint32_t lqpn, uint32_t rqpn) {
   return uint16_t(0xC000 | ((label & 0x3fff) ^ (label >> 14)));
 }
 
-Result<net::GidEntry> path_source(const Context& ctx, const AhAttr& av) {
-  const net::GidEntry* e = ctx.net->gids().at(av.sgid_index);
+Result<net::GidEntry> path_source(const net::NetStack& net, const AhAttr& av) {
+  const net::GidEntry* e = net.gids().at(av.sgid_index);
   if (!e) return Status(StatusCode::kInvalidArgument, "ah_attr.sgid_index names no GID table entry");
   const bool v4_src = e->gid.is_ipv4_mapped();
   if (av.dgid.is_ipv4_mapped() != v4_src) {
@@ -33,27 +35,27 @@ Result<net::GidEntry> path_source(const Context& ctx, const AhAttr& av) {
   return *e;
 }
 
-void fill_path(const Context& ctx, const QpImpl& qp, const AhAttr& av, const net::GidEntry& src, uint32_t dest_qpn,
+void fill_path(const net::NetStack& net, const QpImpl& qp, const AhAttr& av, const net::GidEntry& src, uint32_t dest_qpn,
                wire::PacketDesc& d) {
-  fill_path(ctx, av, src, dest_qpn,
+  fill_path(net, av, src, dest_qpn,
             qp.qp_type == QpType::kUd ? roce_udp_sport(qp.qp_num, dest_qpn) : qp.udp_sport, d);
 }
 
-void fill_path(const Context& ctx, const AhAttr& av, const net::GidEntry& src, uint32_t dest_qpn,
+void fill_path(const net::NetStack& net, const AhAttr& av, const net::GidEntry& src, uint32_t dest_qpn,
                uint16_t udp_sport, wire::PacketDesc& d) {
   d.dst_mac = av.dmac;
   d.src_mac = src.mac;
   if (src.vlan_id != net::kNoVlan) {
     // 802.1Q PCP: the AH's service level where it names one (as mlx5 maps SL
     // to the priority of RoCE frames), else the device's RoCE priority.
-    const uint8_t pcp = av.sl ? uint8_t(av.sl & 7) : ctx.net->qos().vlan_pcp;
+    const uint8_t pcp = av.sl ? uint8_t(av.sl & 7) : net.qos().vlan_pcp;
     d.has_vlan = true;
     d.vlan_tci = uint16_t(pcp << 13 | src.vlan_id);
   }
   d.l3 = src.type == net::GidType::kRoceV1 ? wire::L3Kind::kGrh
          : av.dgid.is_ipv4_mapped()        ? wire::L3Kind::kIpv4
                                            : wire::L3Kind::kIpv6;
-  d.traffic_class = ctx.net->roce_traffic_class(av.traffic_class);
+  d.traffic_class = net.roce_traffic_class(av.traffic_class);
   d.hop_limit = av.hop_limit;
   d.flow_label = av.flow_label;
   d.sgid = src.gid;
@@ -63,12 +65,12 @@ void fill_path(const Context& ctx, const AhAttr& av, const net::GidEntry& src, u
   d.dest_qp = dest_qpn;
 }
 
-void fill_qp_path(const Context& ctx, QpImpl& qp, wire::PacketDesc& d) {
+void fill_qp_path(const net::NetStack& net, QpImpl& qp, wire::PacketDesc& d) {
   wire::PathTemplate& t = qp.path_template;
-  const uint32_t qos = ctx.net->qos_generation();
+  const uint32_t qos = net.qos_generation();
   if (t.len == 0 || qp.path_template_qos != qos) {
     wire::PacketDesc proto;
-    fill_path(ctx, qp, qp.attr.ah_attr, qp.sgid, qp.attr.dest_qp_num, proto);
+    fill_path(net, qp, qp.attr.ah_attr, qp.sgid, qp.attr.dest_qp_num, proto);
     wire::make_path_template(proto, t);
     qp.path_template_qos = qos;
   }
@@ -79,28 +81,21 @@ void fill_qp_path(const Context& ctx, QpImpl& qp, wire::PacketDesc& d) {
   d.dest_qp = qp.attr.dest_qp_num;
 }
 
-uint8_t* begin_frame(Context& ctx, const wire::PacketDesc& d, rte_mbuf** m) {
-  if (ctx.tx_n == kTxBurst) return nullptr;
-  rte_mbuf* mb = rte_pktmbuf_alloc(ctx.tx_pool);
-  if (!mb) {
-    ctx.inc(Counter::tx_pool_empty);
-    return nullptr;
-  }
+uint8_t* begin_frame(Env& env, const wire::PacketDesc& d, rte_mbuf** m) {
   const size_t len = wire::frame_len(d);
-  auto* p = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(mb, uint16_t(len)));
-  if (!p) {  // the pool's frames are too small for this MTU: a configuration error
-    rte_pktmbuf_free(mb);
-    ctx.inc(Counter::tx_pool_empty);
+  uint8_t* p = env.tx.append(uint16_t(len), m);
+  if (!p) {
+    // Full: the frame waits for the next turn. Too big: the pool's frames are
+    // too small for this MTU, a configuration error counted as an empty pool.
+    if (env.tx.error() != net::TxStage::Error::kFull) env.inc(Counter::tx_pool_empty);
     return nullptr;
   }
-  *m = mb;
   return p + wire::write_headers(d, std::span<uint8_t>(p, len));
 }
 
-void end_frame(Context& ctx, const wire::PacketDesc& d, rte_mbuf* m) {
+void end_frame(Env& env, const wire::PacketDesc& d, rte_mbuf* m) {
   wire::finish_frame(d, std::span<uint8_t>(rte_pktmbuf_mtod(m, uint8_t*), rte_pktmbuf_data_len(m)));
-  ctx.tx[ctx.tx_n++] = m;
-  if (d.payload_len) ctx.inc(Counter::tx_copied);
+  if (d.payload_len) env.inc(Counter::tx_copied);
 }
 
 namespace {
@@ -111,10 +106,10 @@ void release_region(void* /*addr*/, void* opaque) {
   static_cast<std::atomic<uint32_t>*>(opaque)->fetch_sub(1, std::memory_order_release);
 }
 
-bool send_zero_copy(Context& ctx, const wire::PacketDesc& d, const uint8_t* src, uint32_t key) {
+bool send_zero_copy(Env& env, const wire::PacketDesc& d, const uint8_t* src, uint32_t key) {
   rte_mbuf* seg[3];
-  if (rte_pktmbuf_alloc_bulk(ctx.tx_pool, seg, 3) != 0) {
-    ctx.inc(Counter::tx_pool_empty);
+  if (rte_pktmbuf_alloc_bulk(env.tx.pool(), seg, 3) != 0) {
+    env.inc(Counter::tx_pool_empty);
     return false;
   }
   rte_mbuf* const hdr = seg[0];
@@ -132,7 +127,7 @@ bool send_zero_copy(Context& ctx, const wire::PacketDesc& d, const uint8_t* src,
   // in its pool, after the callback has run.
   auto* sh = static_cast<rte_mbuf_ext_shared_info*>(pay->buf_addr);
   sh->free_cb = release_region;
-  std::atomic<uint32_t>& refs = ctx.mrs.tx_refs(key);
+  std::atomic<uint32_t>& refs = env.mrs.tx_refs(key);
   sh->fcb_opaque = &refs;
   rte_mbuf_ext_refcnt_set(sh, 1);
   refs.fetch_add(1, std::memory_order_relaxed);
@@ -153,23 +148,23 @@ bool send_zero_copy(Context& ctx, const wire::PacketDesc& d, const uint8_t* src,
   pay->next = tail;
   hdr->nb_segs = 3;
   hdr->pkt_len = uint32_t(hlen + d.payload_len + tail_len);
-  ctx.tx[ctx.tx_n++] = hdr;
-  ctx.inc(Counter::tx_zero_copy);
+  env.tx.push(hdr);
+  env.inc(Counter::tx_zero_copy);
   return true;
 }
 
 }  // namespace
 
-bool send_frame(Context& ctx, const wire::PacketDesc& d, const uint8_t* src, uint32_t key) {
-  if (ctx.tx_n == kTxBurst) return false;
-  if (ctx.tx_zero_copy && d.payload_len && d.payload_len >= ctx.cfg.tx_zero_copy_min_bytes) {
-    return send_zero_copy(ctx, d, src, key);
+bool send_frame(Env& env, const wire::PacketDesc& d, const uint8_t* src, uint32_t key) {
+  if (env.tx.full()) return false;
+  if (env.tx_options.zero_copy && d.payload_len && d.payload_len >= env.tx_options.zero_copy_min_bytes) {
+    return send_zero_copy(env, d, src, key);
   }
   rte_mbuf* m = nullptr;
-  uint8_t* payload = begin_frame(ctx, d, &m);
+  uint8_t* payload = begin_frame(env, d, &m);
   if (!payload) return false;
   if (d.payload_len) std::memcpy(payload, src, d.payload_len);
-  end_frame(ctx, d, m);
+  end_frame(env, d, m);
   return true;
 }
 

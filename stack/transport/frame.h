@@ -10,6 +10,7 @@
 #include <uroce/verbs.h>
 
 #include "stack/net/gid_table.h"
+#include "stack/transport/env.h"
 #include "stack/wire/packet.h"
 
 struct rte_mbuf;
@@ -29,16 +30,16 @@ uint16_t roce_udp_sport(uint32_t lqpn, uint32_t rqpn);
 /// dgids; RoCEv2 IPv6 and RoCEv1 GIDs with dgids that are not IPv4-mapped.
 /// kInvalidArgument otherwise. Control path (create_ah, modify_qp with kQpAv);
 /// the entry is copied into the AH / QP so the data path never looks it up.
-Result<net::GidEntry> path_source(const Context& ctx, const AhAttr& av);
+Result<net::GidEntry> path_source(const net::NetStack& net, const AhAttr& av);
 
 /// Fills the Ethernet (source MAC and 802.1Q tag of the source GID entry), IP
 /// or GRH (RoCEv1 for a RoCEv1 entry; TOS / traffic class from the device's
 /// DSCP/ECN policy, net::roce_traffic_class), UDP and BTH fields a QP's packet
 /// to av/dest_qpn shares.
-void fill_path(const Context& ctx, const QpImpl& qp, const AhAttr& av, const net::GidEntry& src,
+void fill_path(const net::NetStack& net, const QpImpl& qp, const AhAttr& av, const net::GidEntry& src,
                uint32_t dest_qpn, wire::PacketDesc& d);
 /// The same for a sender that is not a QpImpl (QP1, the GSI), with its UDP source port.
-void fill_path(const Context& ctx, const AhAttr& av, const net::GidEntry& src, uint32_t dest_qpn,
+void fill_path(const net::NetStack& net, const AhAttr& av, const net::GidEntry& src, uint32_t dest_qpn,
                uint16_t udp_sport, wire::PacketDesc& d);
 
 /// fill_path for a connected (RC/UC) QP's packets to its peer, by its path
@@ -47,27 +48,28 @@ void fill_path(const Context& ctx, const AhAttr& av, const net::GidEntry& src, u
 /// template first where modify_qp or set_qos has changed what it was made
 /// from. The same bytes as fill_path + write_headers, with a copy and three
 /// stores instead of filling and writing every field of every header.
-void fill_qp_path(const Context& ctx, QpImpl& qp, wire::PacketDesc& d);
+void fill_qp_path(const net::NetStack& net, QpImpl& qp, wire::PacketDesc& d);
 
-/// Starts a frame for d (opcode, payload_len and pad set): returns where its
-/// payload goes, or nullptr if the transmit burst is full or the pool is empty
-/// (counted; nothing is consumed and the caller retries at a later poll).
-uint8_t* begin_frame(Context& ctx, const wire::PacketDesc& d, rte_mbuf** m);
-/// Finishes the frame begun by begin_frame once its payload is in place and
-/// stages it for the next tx_burst (a frame with payload counts as tx_copied).
-void end_frame(Context& ctx, const wire::PacketDesc& d, rte_mbuf* m);
+/// Starts a frame for d (opcode, payload_len and pad set) on the transmit
+/// stage: returns where its payload goes, or nullptr if the stage is full or
+/// the pool is empty (counted; nothing is consumed and the caller retries at
+/// a later poll). Every begin_frame is followed by its end_frame.
+uint8_t* begin_frame(Env& env, const wire::PacketDesc& d, rte_mbuf** m);
+/// Finishes the frame begun by begin_frame once its payload is in place: the
+/// headers' lengths and the ICRC (a frame with payload counts as tx_copied).
+void end_frame(Env& env, const wire::PacketDesc& d, rte_mbuf* m);
 
 /// Builds and stages the frame d (opcode, payload_len and pad set) whose
 /// payload is the payload_len bytes at src, which lie inside the registered
 /// region `key` names (the caller checked them). Zero-copy where the context
-/// allows it (Context::tx_zero_copy) and the payload has at least
+/// allows it (Env::tx_options) and the payload has at least
 /// tx_zero_copy_min_bytes: a chain of three mbufs, the headers, the region's
 /// bytes attached in place as an external buffer, then pad and ICRC (the
 /// ICRC chained over the region's bytes, never copying them); the region's
 /// tx_refs count holds it until the port frees the frame. Otherwise copied
 /// (begin_frame, memcpy, end_frame). Returns false if the transmit burst is
 /// full or the pool is empty (counted; the caller retries at a later poll).
-bool send_frame(Context& ctx, const wire::PacketDesc& d, const uint8_t* src, uint32_t key);
+bool send_frame(Env& env, const wire::PacketDesc& d, const uint8_t* src, uint32_t key);
 
 /// The SGE of sges[0..n) that holds all of [off, off+len) of the list's
 /// bytes, with *at set to the address of byte off; nullptr if the range

@@ -11,11 +11,12 @@
 
 #include <uroce/verbs.h>
 
-#include "stack/mem/state_memory.h"
+#include "stack/common/ring.h"
+#include "stack/common/state_memory.h"
 #include "stack/net/gid_table.h"
-#include "stack/transport/pacer.h"
+#include "stack/transport/env.h"
+#include "stack/transport/qp_cc.h"
 #include "stack/transport/recv_queue.h"
-#include "stack/transport/ring.h"
 #include "stack/wire/opcodes.h"
 #include "stack/wire/packet.h"
 
@@ -167,10 +168,10 @@ struct QpImpl : Qp {
   QpCc cc;               // congestion control, pacer, CNP notification point, RTT sampler
 
   Ring<SendWqe> sq;
-  mem::StateArray<Sge> sq_sges;         // max_send_sge per SQ slot
-  mem::StateArray<uint8_t> sq_inline;   // max_inline_data per SQ slot
+  StateArray<Sge> sq_sges;         // max_send_sge per SQ slot
+  StateArray<uint8_t> sq_inline;   // max_inline_data per SQ slot
   RecvQueue rq;                           // unused with an SRQ
-  mem::StateArray<Sge> rwqe_sges;       // scatter list of ResponderState::rwqe
+  StateArray<Sge> rwqe_sges;       // scatter list of ResponderState::rwqe
 
   RequesterState req;
   CompleterState comp;
@@ -189,22 +190,22 @@ inline constexpr size_t kQpStateBytes = sizeof(QpImpl);
 // ---------------------------------------------------------------- entry points of the roles
 
 /// Responder: one request packet (kReq in kOpcodes) for qp. frame is the whole frame.
-void responder_rx(Context& ctx, QpImpl& qp, const wire::PacketDesc& pkt, const uint8_t* frame);
+void responder_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const uint8_t* frame);
 /// Responder: sends pending READ responses, atomic ACKs and the coalesced ACK/NAK.
 /// Returns true if it stopped for lack of transmit room.
-bool responder_tx(Context& ctx, QpImpl& qp);
+bool responder_tx(Env& env, QpImpl& qp);
 /// Completer: one response packet (kResp) for qp.
-void completer_rx(Context& ctx, QpImpl& qp, const wire::PacketDesc& pkt, const uint8_t* frame);
+void completer_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const uint8_t* frame);
 /// Completer: the QP's timer fired (local ACK timeout or end of an RNR wait).
-void completer_timer(Context& ctx, QpImpl& qp);
+void completer_timer(Env& env, QpImpl& qp);
 /// Completer: retires finished WQEs from the head of the SQ in order, writing
 /// CQEs for signaled or failed ones.
-void retire_done(Context& ctx, QpImpl& qp);
-/// Congestion control (pacer.h): true if the QP's pacer lets its next packet
+void retire_done(Env& env, QpImpl& qp);
+/// Congestion control (qp_cc.h): true if the QP's pacer lets its next packet
 /// (requests and READ responses alike: all of the QP's data toward its peer)
 /// leave now; if not, counts cc_tx_paced and arms the QP's pacing timer, which
 /// puts it back on the transmit schedule when the pacer lets it go.
-bool pacer_allows(Context& ctx, QpImpl& qp);
+bool pacer_allows(Env& env, QpImpl& qp);
 /// The engine's look-ahead (poll): with thousands of QPs a QP's state and its
 /// SQ have left the cache by its next turn or its next packet. prefetch_qp
 /// asks for the lines of qp that a transmit turn or a received packet reads
@@ -214,7 +215,7 @@ bool pacer_allows(Context& ctx, QpImpl& qp);
 void prefetch_qp(const QpImpl& qp);
 void prefetch_next_wqe(QpImpl& qp);
 /// Requester: sends up to budget packets. Returns true if it has more to send now.
-bool requester_tx(Context& ctx, QpImpl& qp, uint32_t budget);
+bool requester_tx(Env& env, QpImpl& qp, uint32_t budget);
 /// Moves the requester's send point to psn: back for go-back-N (IBA
 /// 9.7.5.1.1, resend from psn), or forward when acknowledgements of earlier
 /// transmissions overtake a rewind (nothing acknowledged is sent again).
@@ -224,13 +225,13 @@ void requester_rewind(QpImpl& qp, uint32_t psn);
 void complete_wqe(SendWqe& wqe, WcStatus status);
 /// Moves qp to ERR (IBA 10.3.1.11): stops its timer and flushes every
 /// outstanding and later WQE, send and receive, with kWrFlushErr.
-void qp_to_error(Context& ctx, QpImpl& qp);
+void qp_to_error(Env& env, QpImpl& qp);
 /// UC/UD send-side local error: to SQE, flushing the send queue (IBA 10.3.1.10).
-void qp_to_sqe(Context& ctx, QpImpl& qp);
+void qp_to_sqe(Env& env, QpImpl& qp);
 /// Flushes the send queue (in ERR and SQE) or the receive queue (in ERR) with kWrFlushErr.
-void flush_sq(Context& ctx, QpImpl& qp);
-void flush_rq(Context& ctx, QpImpl& qp);
-/// Returns the QP to its state after create_qp (IBA 10.3.1.1: RESET discards all WQEs).
-void qp_reset(Context& ctx, QpImpl& qp);
+void flush_sq(Env& env, QpImpl& qp);
+void flush_rq(Env& env, QpImpl& qp);
+/// Puts qp on the transmit schedule (no-op if it is already there).
+inline void mark_ready(Env& env, const QpImpl& qp) { env.ready.mark(qp.index); }
 
 }  // namespace uroce::transport

@@ -6,8 +6,8 @@
 
 #include <uroce/verbs.h>
 
-#include "stack/mem/state_memory.h"
-#include "stack/transport/ring.h"
+#include "stack/common/state_memory.h"
+#include "stack/common/ring.h"
 
 namespace uroce::transport {
 
@@ -19,7 +19,7 @@ struct RecvWqe {
 
 struct RecvQueue {
   Ring<RecvWqe> ring;
-  mem::StateArray<Sge> sges;
+  StateArray<Sge> sges;
   uint32_t max_sge = 0;
 
   void init(uint32_t max_wr, uint32_t max_sge_per_wqe);

@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "stack/engine/context.h"
+#include "stack/transport/ah.h"
 #include "stack/transport/frame.h"
 #include "stack/transport/qp.h"
 #include "stack/wire/aeth.h"
@@ -38,7 +38,7 @@ enum class ReqState : uint8_t {
 };
 
 struct ReqRun {
-  Context& ctx;
+  Env& env;
   QpImpl& qp;
   uint32_t budget;
   SendWqe* wqe = nullptr;
@@ -77,7 +77,7 @@ ReqState chk_local(ReqRun& r) {
   const uint32_t access = is_rd_atomic(w) ? uint32_t(kAccessLocalWrite) : 0u;
   const Sge* sges = r.qp.sges_of(r.qp.req.req_idx);
   for (uint32_t i = 0; i < w.num_sge; ++i) {
-    if (!r.ctx.mrs.check(sges[i].lkey, r.qp.pd, sges[i].addr, sges[i].length, access)) {
+    if (!r.env.mrs.check(sges[i].lkey, r.qp.pd, sges[i].addr, sges[i].length, access)) {
       r.err = WcStatus::kLocProtErr;
       return ReqState::kErrLocal;
     }
@@ -87,13 +87,13 @@ ReqState chk_local(ReqRun& r) {
 
 // LOCAL_INV (IBA 10.6.6.1): executes in order and completes like any WQE.
 ReqState exec_local(ReqRun& r) {
-  if (!r.ctx.mrs.invalidate(r.wqe->invalidate_rkey, r.qp.pd, false)) {
+  if (!r.env.mrs.invalidate(r.wqe->invalidate_rkey, r.qp.pd, false)) {
     r.err = WcStatus::kLocProtErr;
     return ReqState::kErrLocal;
   }
   complete_wqe(*r.wqe, WcStatus::kSuccess);
   ++r.qp.req.req_idx;
-  retire_done(r.ctx, r.qp);
+  retire_done(r.env, r.qp);
   return ReqState::kGetWqe;
 }
 
@@ -108,7 +108,7 @@ ReqState start_wqe(ReqRun& r) {
   q.req_psn = w.first_psn;
   w.state = WqeState::kStarted;
   if (flags & (wire::kRead | wire::kAtomic)) ++q.rd_atomic_inflight;
-  r.ctx.inc(Counter::rdma_sends);
+  r.env.inc(Counter::rdma_sends);
   return ReqState::kChkWindow;
 }
 
@@ -119,10 +119,10 @@ ReqState chk_window(ReqRun& r) {
   return ReqState::kChkPacer;
 }
 
-// Congestion control (stack/transport/pacer.h): a packet the pacer holds
+// Congestion control (stack/transport/qp_cc.h): a packet the pacer holds
 // waits, never dropped (pacer_allows arms the pacing timer).
 ReqState chk_pacer(ReqRun& r) {
-  return pacer_allows(r.ctx, r.qp) ? ReqState::kSendPacket : ReqState::kDone;
+  return pacer_allows(r.env, r.qp) ? ReqState::kSendPacket : ReqState::kDone;
 }
 
 // Stages the frame d with its payload from byte off of the WQE's data: in
@@ -135,13 +135,13 @@ bool build_packet(ReqRun& r, const wire::PacketDesc& d, uint32_t off) {
   const Sge* sges = qp.sges_of(qp.req.req_idx);
   uint64_t at = 0;
   const Sge* g = w.num_sge && d.payload_len ? sge_holding(sges, w.num_sge, off, d.payload_len, &at) : nullptr;
-  if (g) return send_frame(r.ctx, d, reinterpret_cast<const uint8_t*>(at), g->lkey);
+  if (g) return send_frame(r.env, d, reinterpret_cast<const uint8_t*>(at), g->lkey);
   rte_mbuf* m = nullptr;
-  uint8_t* payload = begin_frame(r.ctx, d, &m);
+  uint8_t* payload = begin_frame(r.env, d, &m);
   if (!payload) return false;
   if (w.num_sge == 0) std::memcpy(payload, qp.inline_of(qp.req.req_idx) + off, d.payload_len);
   else copy_from_sges(sges, w.num_sge, off, payload, d.payload_len);
-  end_frame(r.ctx, d, m);
+  end_frame(r.env, d, m);
   return true;
 }
 
@@ -157,8 +157,8 @@ ReqState send_packet(ReqRun& r) {
   const bool last = psn == w.last_psn;
 
   wire::PacketDesc d;
-  if (ud) fill_path(r.ctx, qp, w.ah->attr, static_cast<const AhImpl*>(w.ah)->sgid, w.remote_qpn, d);
-  else fill_qp_path(r.ctx, qp, d);
+  if (ud) fill_path(r.env.net, qp, w.ah->attr, static_cast<const AhImpl*>(w.ah)->sgid, w.remote_qpn, d);
+  else fill_qp_path(r.env.net, qp, d);
   d.psn = psn;
   if (op.flags & wire::kRead) {
     // IBA 9.7.5.1.1: a READ retried from a middle PSN asks for the rest only.
@@ -203,11 +203,11 @@ ReqState send_packet(ReqRun& r) {
     return ReqState::kDone;
   }
   const bool retransmit = psn_cmp(psn, qp.req.psn_hwm) < 0;
-  qp.cc.on_sent(r.ctx.now_ns, uint32_t(wire::frame_len(d)) + kWireOverheadBytes, psn, d.ack_req, retransmit);
-  if (retransmit) r.ctx.inc(Counter::retransmits);
+  qp.cc.on_sent(r.env.now_ns, uint32_t(wire::frame_len(d)) + kWireOverheadBytes, psn, d.ack_req, retransmit);
+  if (retransmit) r.env.inc(Counter::retransmits);
   // IBA 9.7.6.1.3: the local ACK timer runs while anything is unacknowledged.
-  if (qp.qp_type == QpType::kRc && qp.attr.timeout && !r.ctx.timers.armed(qp.index)) {
-    r.ctx.timers.arm(qp.index, r.ctx.now_ns + local_ack_timeout_ns(qp.attr.timeout));
+  if (qp.qp_type == QpType::kRc && qp.attr.timeout && !r.env.timers.armed(qp.index)) {
+    r.env.timers.arm(qp.index, r.env.now_ns + local_ack_timeout_ns(qp.attr.timeout));
   }
   return ReqState::kNextPacket;
 }
@@ -222,7 +222,7 @@ ReqState next_packet(ReqRun& r) {
     ++qp.req.req_idx;
     if (qp.qp_type != QpType::kRc) {  // UC and UD complete when sent
       complete_wqe(w, WcStatus::kSuccess);
-      retire_done(r.ctx, qp);
+      retire_done(r.env, qp);
     }
   }
   if (--r.budget == 0) {
@@ -235,17 +235,17 @@ ReqState next_packet(ReqRun& r) {
 // A local error ends the WQE; RC goes to ERR, UC/UD to SQE (IBA 10.3.1.10).
 ReqState err_local(ReqRun& r) {
   complete_wqe(*r.wqe, r.err);
-  if (r.qp.qp_type == QpType::kRc) qp_to_error(r.ctx, r.qp);
-  else qp_to_sqe(r.ctx, r.qp);
+  if (r.qp.qp_type == QpType::kRc) qp_to_error(r.env, r.qp);
+  else qp_to_sqe(r.env, r.qp);
   return ReqState::kDone;
 }
 
 }  // namespace
 
-bool pacer_allows(Context& ctx, QpImpl& qp) {
-  if (qp.cc.may_send(ctx.now_ns, qp.mtu())) return true;
-  ctx.inc(Counter::cc_tx_paced);
-  ctx.pace_timers.arm(qp.index, qp.cc.next_send_ns(qp.mtu()));
+bool pacer_allows(Env& env, QpImpl& qp) {
+  if (qp.cc.may_send(env.now_ns, qp.mtu())) return true;
+  env.inc(Counter::cc_tx_paced);
+  env.pace_timers.arm(qp.index, qp.cc.next_send_ns(qp.mtu()));
   return false;
 }
 
@@ -270,8 +270,8 @@ void prefetch_next_wqe(QpImpl& qp) {
   __builtin_prefetch(qp.sges_of(qp.req.req_idx));
 }
 
-bool requester_tx(Context& ctx, QpImpl& qp, uint32_t budget) {
-  ReqRun r{ctx, qp, budget};
+bool requester_tx(Env& env, QpImpl& qp, uint32_t budget) {
+  ReqRun r{env, qp, budget};
   ReqState s = ReqState::kGetWqe;
   for (;;) {
     switch (s) {

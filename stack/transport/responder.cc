@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "stack/engine/context.h"
 #include "stack/transport/cq.h"
 #include "stack/transport/frame.h"
 #include "stack/transport/qp.h"
@@ -51,7 +50,7 @@ enum class RespState : uint8_t {
 };
 
 struct Req {
-  Context& ctx;
+  Env& env;
   QpImpl& qp;
   ResponderState& s;
   const wire::PacketDesc& pkt;
@@ -69,18 +68,18 @@ uint8_t nak_syndrome(NakCode c) { return wire::aeth_syndrome(AethType::kNak, uin
 void set_ack(Req& r, uint8_t syndrome, uint32_t psn) {
   ResponderState& s = r.s;
   if (s.ack_pending && wire::aeth_type(s.ack_syndrome) != AethType::kAck && psn_cmp(psn, s.ack_psn) <= 0) return;
-  if (s.ack_pending) r.ctx.inc(Counter::ack_deferred);
+  if (s.ack_pending) r.env.inc(Counter::ack_deferred);
   s.ack_pending = true;
   s.ack_syndrome = syndrome;
   s.ack_psn = psn;
   s.ack_msn = s.msn;
-  mark_ready(r.ctx, r.qp);
+  mark_ready(r.env, r.qp);
 }
 
 // UC (IBA 9.8.3, class D1): abandon the message in progress; its receive WQE,
 // if any, is kept for the next message.
 void uc_drop_message(Req& r) {
-  if (!r.s.uc_drop) r.ctx.inc(Counter::uc_msg_dropped);
+  if (!r.s.uc_drop) r.env.inc(Counter::uc_msg_dropped);
   r.s.uc_drop = true;
   r.s.msg_kind = 0;
   r.s.rwqe_off = 0;
@@ -148,7 +147,7 @@ RespState chk_op_seq(Req& r) {
 RespState chk_op_valid(Req& r) {
   if (r.qp.qp_type == QpType::kUd) {
     if (r.pkt.deth_qkey != r.qp.attr.qkey) {
-      r.ctx.inc(Counter::rx_drop_bad_qkey);
+      r.env.inc(Counter::rx_drop_bad_qkey);
       return RespState::kDone;
     }
     return RespState::kChkResource;
@@ -177,7 +176,7 @@ RespState take_rwqe(Req& r) {
   s.rwqe_off = 0;
   for (uint32_t i = 0; i < s.rwqe.num_sge; ++i) {
     const Sge& g = r.qp.rwqe_sges[i];
-    if (!r.ctx.mrs.check(g.lkey, r.qp.pd, g.addr, g.length, kAccessLocalWrite)) return RespState::kErrMalformedWqe;
+    if (!r.env.mrs.check(g.lkey, r.qp.pd, g.addr, g.length, kAccessLocalWrite)) return RespState::kErrMalformedWqe;
   }
   return RespState::kChkLength;
 }
@@ -224,12 +223,12 @@ RespState chk_rkey(Req& r) {
   const wire::PacketDesc& p = r.pkt;
   if (r.flags & wire::kAtomic) {
     if (p.atomic_va & 7) return RespState::kErrMisalignedAtomic;
-    if (!r.ctx.mrs.check(p.atomic_rkey, r.qp.pd, p.atomic_va, 8, kAccessRemoteAtomic)) {
+    if (!r.env.mrs.check(p.atomic_rkey, r.qp.pd, p.atomic_va, 8, kAccessRemoteAtomic)) {
       return RespState::kErrRkeyViolation;
     }
   } else if ((r.flags & wire::kRead) || ((r.flags & wire::kWrite) && (r.flags & wire::kFirst))) {
     const uint32_t access = (r.flags & wire::kRead) ? kAccessRemoteRead : kAccessRemoteWrite;
-    if (!r.ctx.mrs.check(p.reth_rkey, r.qp.pd, p.reth_va, p.reth_len, access)) return RespState::kErrRkeyViolation;
+    if (!r.env.mrs.check(p.reth_rkey, r.qp.pd, p.reth_va, p.reth_len, access)) return RespState::kErrRkeyViolation;
   }
   return RespState::kExecute;
 }
@@ -246,10 +245,10 @@ RespRes& next_res(Req& r) {
 void queue_response(Req& r, RespRes& res) {
   if (r.s.ack_pending && wire::aeth_type(r.s.ack_syndrome) == AethType::kAck) {
     r.s.ack_pending = false;
-    r.ctx.inc(Counter::ack_deferred);
+    r.env.inc(Counter::ack_deferred);
   }
   res.pending = true;
-  mark_ready(r.ctx, r.qp);
+  mark_ready(r.env, r.qp);
 }
 
 RespState execute(Req& r) {
@@ -259,7 +258,7 @@ RespState execute(Req& r) {
   if (r.flags & wire::kSend) {
     // IBA 10.6.6 / 9.7.5.2: a key that names no region of the QP's PD, or a
     // region not open to remote invalidation, is an invalid request.
-    if ((r.flags & wire::kInv) && !r.ctx.mrs.invalidate(p.ieth_rkey, r.qp.pd, true)) {
+    if ((r.flags & wire::kInv) && !r.env.mrs.invalidate(p.ieth_rkey, r.qp.pd, true)) {
       return RespState::kErrInvalidateRkey;
     }
     if (r.qp.qp_type == QpType::kUd) {
@@ -299,7 +298,7 @@ RespState execute(Req& r) {
     } else {
       *target = orig + p.atomic_swap_add;
     }
-    r.ctx.inc(Counter::atomic_executed);
+    r.env.inc(Counter::atomic_executed);
     s.msn = wire::psn_add(s.msn, 1);
     RespRes& res = next_res(r);
     res = RespRes{orig, p.atomic_rkey, 8, p.psn, p.psn, s.msn, uint16_t(wire::kAtomic), false, false};
@@ -310,7 +309,7 @@ RespState execute(Req& r) {
   s.epsn = wire::psn_add(p.psn, 1);
   if (r.flags & wire::kLast) {
     s.msn = wire::psn_add(s.msn, 1);  // IBA 9.7.6.1.1: MSN counts completed messages
-    r.ctx.inc(Counter::rdma_recvs);
+    r.env.inc(Counter::rdma_recvs);
   }
   return RespState::kComplete;
 }
@@ -342,7 +341,7 @@ RespState complete(Req& r) {
   }
   r.s.has_rwqe = false;
   r.s.rwqe_off = 0;
-  if (!cq_push(r.ctx, r.qp.recv_cq, wc)) return RespState::kErrCqOverflow;
+  if (!cq_push(r.env, r.qp.recv_cq, wc)) return RespState::kErrCqOverflow;
   return RespState::kAcknowledge;
 }
 
@@ -356,19 +355,19 @@ RespState acknowledge(Req& r) {
 // responder resource; a duplicate atomic gets the saved original value and is
 // not executed again. Without a resource the duplicate is dropped (class D).
 RespState duplicate(Req& r) {
-  r.ctx.inc(Counter::duplicate_request);
+  r.env.inc(Counter::duplicate_request);
   if (r.flags & (wire::kSend | wire::kWrite)) {
     set_ack(r, ack_syndrome(), wire::psn_add(r.s.epsn, wire::kPsnMask));
     return RespState::kDone;
   }
   RespRes* res = find_res(r, r.flags & (wire::kRead | wire::kAtomic));
   if (!res) {
-    r.ctx.inc(Counter::dup_rd_atomic_dropped);
+    r.env.inc(Counter::dup_rd_atomic_dropped);
     return RespState::kDone;
   }
   res->cur_psn = r.pkt.psn;
   res->replay = true;
-  r.ctx.inc((r.flags & wire::kRead) ? Counter::read_replayed : Counter::atomic_replayed);
+  r.env.inc((r.flags & wire::kRead) ? Counter::read_replayed : Counter::atomic_replayed);
   queue_response(r, *res);
   return RespState::kDone;
 }
@@ -383,9 +382,9 @@ RespState class_c(Req& r, NakCode nak, WcStatus wc) {
   set_ack(r, nak_syndrome(nak), r.pkt.psn);
   if (r.s.has_rwqe) {
     r.s.has_rwqe = false;
-    cq_push(r.ctx, r.qp.recv_cq, recv_wc(r, wc));
+    cq_push(r.env, r.qp.recv_cq, recv_wc(r, wc));
   }
-  qp_to_error(r.ctx, r.qp);
+  qp_to_error(r.env, r.qp);
   return RespState::kDone;
 }
 
@@ -393,25 +392,25 @@ RespState class_c(Req& r, NakCode nak, WcStatus wc) {
 RespState do_error(Req& r, RespState err) {
   switch (err) {
     case RespState::kErrPsnOutOfSeq:  // class B
-      r.ctx.inc(Counter::out_of_sequence);
+      r.env.inc(Counter::out_of_sequence);
       if (!r.s.nak_sent) {  // C9-110/111: one NAK per gap, none again until it is repaired
         r.s.nak_sent = true;
-        r.ctx.inc(Counter::seq_nak_sent);
+        r.env.inc(Counter::seq_nak_sent);
         set_ack(r, nak_syndrome(NakCode::kPsnSequenceError), r.s.epsn);
       }
       return RespState::kDone;
     case RespState::kErrRnr:  // class B for RC; UC/UD drop (class D)
       if (r.qp.qp_type == QpType::kRc) {
         r.s.nak_sent = true;  // later packets of the window are dropped without NAKs
-        r.ctx.inc(Counter::send_rnr_err);
+        r.env.inc(Counter::send_rnr_err);
         set_ack(r, wire::aeth_syndrome(AethType::kRnrNak, r.qp.attr.min_rnr_timer), r.pkt.psn);
       } else {
-        r.ctx.inc(Counter::rx_drop_no_recv_wqe);
+        r.env.inc(Counter::rx_drop_no_recv_wqe);
         if (r.qp.qp_type == QpType::kUc) uc_drop_message(r);
       }
       return RespState::kDone;
     case RespState::kErrLength:
-      r.ctx.inc(Counter::resp_local_length_error);
+      r.env.inc(Counter::resp_local_length_error);
       [[fallthrough]];
     case RespState::kErrMissingOpcodeFirst:
     case RespState::kErrMissingOpcodeLast:
@@ -419,20 +418,20 @@ RespState do_error(Req& r, RespState err) {
     case RespState::kErrMisalignedAtomic:
     case RespState::kErrTooManyRdAtomic:
     case RespState::kErrInvalidateRkey:
-      r.ctx.inc(Counter::resp_remote_invalid_request);
+      r.env.inc(Counter::resp_remote_invalid_request);
       return class_c(r, NakCode::kInvalidRequest, WcStatus::kRemInvReqErr);
     case RespState::kErrRkeyViolation:
-      r.ctx.inc(Counter::resp_remote_access_errors);
+      r.env.inc(Counter::resp_remote_access_errors);
       return class_c(r, NakCode::kRemoteAccessError, WcStatus::kRemAccessErr);
     case RespState::kErrMalformedWqe:  // class A, all QP types: the receive WQE is unusable
-      r.ctx.inc(Counter::resp_remote_operational_error);
+      r.env.inc(Counter::resp_remote_operational_error);
       if (r.qp.qp_type == QpType::kRc) set_ack(r, nak_syndrome(NakCode::kRemoteOperationalError), r.pkt.psn);
       r.s.has_rwqe = false;
-      cq_push(r.ctx, r.qp.recv_cq, recv_wc(r, WcStatus::kLocProtErr));
-      qp_to_error(r.ctx, r.qp);
+      cq_push(r.env, r.qp.recv_cq, recv_wc(r, WcStatus::kLocProtErr));
+      qp_to_error(r.env, r.qp);
       return RespState::kDone;
     case RespState::kErrCqOverflow:  // class G
-      qp_to_error(r.ctx, r.qp);
+      qp_to_error(r.env, r.qp);
       return RespState::kDone;
     case RespState::kChkPsn:
     case RespState::kChkOpSeq:
@@ -452,9 +451,9 @@ RespState do_error(Req& r, RespState err) {
 
 // One READ response or atomic ACK packet from res (IBA 9.7.5.2: READ
 // responses are regenerated from memory, checked again, on each send).
-bool send_response(Context& ctx, QpImpl& qp, RespRes& res) {
+bool send_response(Env& env, QpImpl& qp, RespRes& res) {
   wire::PacketDesc d;
-  fill_qp_path(ctx, qp, d);
+  fill_qp_path(env.net, qp, d);
   d.psn = res.cur_psn;
   d.aeth_syndrome = ack_syndrome();
   d.aeth_msn = res.msn;
@@ -471,36 +470,36 @@ bool send_response(Context& ctx, QpImpl& qp, RespRes& res) {
                      : (last ? wire::kRcReadResponseLast : wire::kRcReadResponseMiddle);
     d.payload_len = std::min(qp.mtu(), res.length - off);
     d.pad = wire::pad_for(d.payload_len);
-    if (!ctx.mrs.check(res.rkey, qp.pd, res.word + off, d.payload_len, kAccessRemoteRead)) {
+    if (!env.mrs.check(res.rkey, qp.pd, res.word + off, d.payload_len, kAccessRemoteRead)) {
       res.pending = false;  // deregistered meanwhile: the requester times out
       return true;
     }
     src = reinterpret_cast<const uint8_t*>(res.word + off);
   }
-  if (!send_frame(ctx, d, src, res.rkey)) return false;
-  qp.cc.on_sent(ctx.now_ns, uint32_t(wire::frame_len(d)) + kWireOverheadBytes, res.cur_psn, false, false);
+  if (!send_frame(env, d, src, res.rkey)) return false;
+  qp.cc.on_sent(env.now_ns, uint32_t(wire::frame_len(d)) + kWireOverheadBytes, res.cur_psn, false, false);
   res.pending = psn_cmp(res.cur_psn, last_psn) < 0;
   res.cur_psn = wire::psn_add(res.cur_psn, 1);
   return true;
 }
 
-bool send_ack(Context& ctx, QpImpl& qp) {
+bool send_ack(Env& env, QpImpl& qp) {
   wire::PacketDesc d;
-  fill_qp_path(ctx, qp, d);
+  fill_qp_path(env.net, qp, d);
   d.opcode = wire::kRcAcknowledge;
   d.psn = qp.resp.ack_psn;
   d.aeth_syndrome = qp.resp.ack_syndrome;
   d.aeth_msn = qp.resp.ack_msn;
   rte_mbuf* m = nullptr;
-  if (!begin_frame(ctx, d, &m)) return false;
-  end_frame(ctx, d, m);
+  if (!begin_frame(env, d, &m)) return false;
+  end_frame(env, d, m);
   return true;
 }
 
 }  // namespace
 
-void responder_rx(Context& ctx, QpImpl& qp, const wire::PacketDesc& pkt, const uint8_t* frame) {
-  Req r{ctx, qp, qp.resp, pkt, frame, frame + pkt.payload_off, pkt.op().flags};
+void responder_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const uint8_t* frame) {
+  Req r{env, qp, qp.resp, pkt, frame, frame + pkt.payload_off, pkt.op().flags};
   RespState s = RespState::kChkPsn;
   for (;;) {
     switch (s) {
@@ -531,7 +530,7 @@ void responder_rx(Context& ctx, QpImpl& qp, const wire::PacketDesc& pkt, const u
   }
 }
 
-bool responder_tx(Context& ctx, QpImpl& qp) {
+bool responder_tx(Env& env, QpImpl& qp) {
   // Responses to requests accepted before a fatal error still go out, ahead of its NAK.
   ResponderState& s = qp.resp;
   const uint32_t n = qp.attr.max_dest_rd_atomic;
@@ -543,14 +542,14 @@ bool responder_tx(Context& ctx, QpImpl& qp) {
       // rx_qp), and this QP's rate paces them as it paces requests. A held
       // response holds the ACKs behind it too (PSN order); the pacing timer
       // brings the QP back.
-      if (!pacer_allows(ctx, qp)) return false;
-      if (!send_response(ctx, qp, res)) return true;
+      if (!pacer_allows(env, qp)) return false;
+      if (!send_response(env, qp, res)) return true;
     }
   }
   if (s.ack_pending) {
-    if (!send_ack(ctx, qp)) return true;
+    if (!send_ack(env, qp)) return true;
     s.ack_pending = false;
-    ctx.inc(Counter::ack_sent);
+    env.inc(Counter::ack_sent);
   }
   return false;
 }

@@ -92,6 +92,7 @@ inline constexpr uint8_t kBthTverMask = 0x0f;
 inline constexpr uint32_t kBthFecnBit = 0x80000000;
 inline constexpr uint32_t kBthBecnBit = 0x40000000;
 inline constexpr uint32_t kBthQpnMask = 0x00ffffff;
+inline constexpr uint32_t kGsiQpn = 1;  // QP1, the General Services Interface (IBA 13.5)
 inline constexpr uint32_t kBthAckReqBit = 0x80000000;
 inline constexpr uint32_t kBthPsnMask = 0x00ffffff;
 

@@ -74,7 +74,7 @@
 #include "stack/cm/describe.h"
 #include "stack/cm/ip_cm.h"
 #include "stack/cm/mad.h"
-#include "stack/engine/context.h"
+#include "stack/device/context.h"
 #include "stack/wire/packet.h"
 #include "tests/fuzz/fuzz_support.h"
 
@@ -334,7 +334,7 @@ struct Injector {
     }
     // Before the first cm_create_id the context has no QP1: the engine counts
     // the frame as rx_drop_unknown_qp and the CM sees nothing.
-    const bool qp1 = c.ctx->cm != nullptr;
+    const bool qp1 = uroce::cm::find_agent(*c.ctx) != nullptr;
     const CmCounters before = query_cm_counters(c.ctx);
     const uint64_t unknown_qp = query_counters(c.ctx).get(Counter::rx_drop_unknown_qp);
     g_port->inject(frame);

@@ -152,15 +152,13 @@ int main(int argc, char** argv) {
 
   const uint64_t end = now_ns() + uint64_t(seconds * 1e9);
   rte_mbuf* rx[dpdk::kBurstSize];
-  rte_mbuf* tx[2 * dpdk::kBurstSize];
-  uint16_t tx_n = 0;
+  net::TxStage tx(q.tx_pool(), uint16_t(2 * dpdk::kBurstSize));
   uint64_t not_handled = 0;
   while (!g_stop && now_ns() < end) {
     const uint64_t now = now_ns();
-    net::TxBurst burst(q.tx_pool(), tx, uint16_t(2 * dpdk::kBurstSize), tx_n);
     const uint16_t n = q.rx_burst(rx, dpdk::kBurstSize);
     for (uint16_t i = 0; i < n; ++i) {
-      if (!ns.handle(rx[i], now, burst)) ++not_handled;  // the engine would parse it as RoCE
+      if (!ns.handle(rx[i], now, tx)) ++not_handled;  // the engine would parse it as RoCE
       rte_pktmbuf_free(rx[i]);
     }
     for (size_t t = 0; t < targets.size(); ++t) {
@@ -177,14 +175,9 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
       done[t] = true;
     }
-    ns.poll(now, burst);
-    if (tx_n) {
-      const uint16_t sent = q.tx_burst(tx, tx_n);
-      for (uint16_t i = sent; i < tx_n; ++i) tx[i - sent] = tx[i];
-      tx_n = uint16_t(tx_n - sent);
-    }
+    ns.poll(now, tx);
+    tx.flush(q);
   }
-  for (uint16_t i = 0; i < tx_n; ++i) rte_pktmbuf_free(tx[i]);
   std::printf("counters not_handled=%lu", not_handled);
   for (size_t i = 0; i < size_t(net::NetCounter::kCount); ++i) {
     if (ns.counters().v[i]) std::printf(" %s=%lu", std::string(net::kNetCounterNames[i]).c_str(), ns.counters().v[i]);

@@ -1,4 +1,4 @@
-// Congestion control as the engine runs it (stack/transport/pacer.h,
+// Congestion control as the engine runs it (stack/transport/qp_cc.h,
 // stack/engine/engine.cc): the DCQCN notification point (CE-marked request ->
 // CNP, IBA Annex A17.9.2), the reaction point (received CNP -> the QP's DCQCN
 // cut), the pacer holding packets without dropping them, and RTT samples from
@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "stack/engine/context.h"
+#include "stack/device/context.h"
 #include "stack/transport/qp.h"
 #include "stack/wire/opcodes.h"
 #include "tests/unit/transport/fixture.h"

@@ -17,7 +17,7 @@
 #include "stack/cm/agent.h"
 #include "stack/cm/describe.h"
 #include "stack/cm/mad.h"
-#include "stack/engine/context.h"
+#include "stack/device/context.h"
 #include "tests/unit/transport/fixture.h"
 
 namespace uroce::test {

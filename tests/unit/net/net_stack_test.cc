@@ -71,35 +71,28 @@ class NetStackTest : public ::testing::Test {
     ASSERT_TRUE(net_->gids().add({gid("10.80.0.1"), GidType::kRoceV2, kNoVlan, kMacA}).ok());  // index 0
     ASSERT_TRUE(net_->gids().add({gid("fd00:80::1"), GidType::kRoceV2, kNoVlan, kMacA}).ok());  // index 1
   }
-  bool rx(const Bytes& f, uint16_t tci = kNoVlan) {
-    TxBurst tx(pool_, burst_, kCap, n_);
-    return net_->handle(std::span<const uint8_t>(f), tci, now_, tx);
-  }
-  void poll() {
-    TxBurst tx(pool_, burst_, kCap, n_);
-    net_->poll(now_, tx);
-  }
-  // The frames sent so far, as bytes; clears the burst.
+  bool rx(const Bytes& f, uint16_t tci = kNoVlan) { return net_->handle(std::span<const uint8_t>(f), tci, now_, tx_); }
+  void poll() { net_->poll(now_, tx_); }
+  // The frames sent so far, as bytes; clears the stage.
   std::vector<Bytes> sent() {
     std::vector<Bytes> out;
-    for (uint16_t i = 0; i < n_; ++i) {
-      const auto* p = rte_pktmbuf_mtod(burst_[i], const uint8_t*);
-      out.emplace_back(p, p + rte_pktmbuf_data_len(burst_[i]));
+    for (uint16_t i = 0; i < tx_.size(); ++i) {
+      const auto* p = rte_pktmbuf_mtod(tx_.at(i), const uint8_t*);
+      out.emplace_back(p, p + rte_pktmbuf_data_len(tx_.at(i)));
     }
     clear();
     return out;
   }
   void clear() {
-    for (uint16_t i = 0; i < n_; ++i) rte_pktmbuf_free(burst_[i]);
-    n_ = 0;
+    for (uint16_t i = 0; i < tx_.size(); ++i) rte_pktmbuf_free(tx_.at(i));
+    tx_.release_all();
   }
   uint64_t count(NetCounter c) const { return net_->counters().get(c); }
 
   static constexpr uint16_t kCap = 8;
   static inline rte_mempool* pool_ = nullptr;
   std::unique_ptr<NetStack> net_;
-  rte_mbuf* burst_[kCap]{};
-  uint16_t n_ = 0;
+  TxStage tx_{pool_, kCap};  // pool_ is made once per suite, before any fixture
   uint64_t now_ = 1000 * kMs;
 };
 
@@ -175,8 +168,7 @@ TEST_F(NetStackTest, Rfc826_ResolveNeedsASourceOfTheSameFamily) {
 
 TEST_F(NetStackTest, Rfc5227_GratuitousArp) {
   be_b();
-  TxBurst tx(pool_, burst_, kCap, n_);
-  ASSERT_TRUE(net_->announce(0, tx));
+  ASSERT_TRUE(net_->announce(0, tx_));
   auto out = sent();
   ASSERT_EQ(out.size(), 1u);
   // Broadcast request, sender = target = 10.80.0.2, target MAC zero.
@@ -351,8 +343,7 @@ TEST_F(NetStackTest, Rfc4443_EchoRequestGetsTheKernelsReply) {
 
 TEST_F(NetStackTest, Rfc4861_UnsolicitedAdvertisement) {
   be_b();
-  TxBurst tx(pool_, burst_, kCap, n_);
-  ASSERT_TRUE(net_->announce(1, tx));
+  ASSERT_TRUE(net_->announce(1, tx_));
   auto out = sent();
   ASSERT_EQ(out.size(), 1u);
   ASSERT_EQ(out[0].size(), 86u);
@@ -441,8 +432,7 @@ TEST_F(NetStackTest, MbufEntryPoint) {
   ASSERT_NE(m, nullptr);
   auto* p = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, uint16_t(testdata::kEchoRequest4.size())));
   std::memcpy(p, testdata::kEchoRequest4.data(), testdata::kEchoRequest4.size());
-  TxBurst tx(pool_, burst_, kCap, n_);
-  EXPECT_TRUE(net_->handle(m, now_, tx));
+  EXPECT_TRUE(net_->handle(m, now_, tx_));
   rte_pktmbuf_free(m);
   EXPECT_EQ(sent().size(), 1u);
 }

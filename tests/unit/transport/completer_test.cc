@@ -458,7 +458,7 @@ TEST_F(Requester, UnsignaledCompletionsAreSilent) {
 // 4 as well (IBA 9.7.5.1.5), and one coalesced ACK for 6 and 7.
 // Expect: completions for 1, 3, 5 and 7 only, in order, no retransmission;
 // each run of SENDs and WRITEs that one packet acknowledges completes in one
-// step, with one RTT sample (pacer.h), not one per WQE: three samples (1 to
+// step, with one RTT sample (qp_cc.h), not one per WQE: three samples (1 to
 // 4, the READ, 6 and 7), not seven. Samples of every WQE would show TIMELY
 // RTTs falling by the gaps between the sends.
 TEST_F(Completer, OnePacketCompletesARunOfWqesWithOneRttSample) {

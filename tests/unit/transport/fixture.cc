@@ -1,7 +1,7 @@
 // Test fixture: two connected devices on a virtual clock.
 #include "tests/unit/transport/fixture.h"
 
-#include "stack/engine/context.h"
+#include "stack/device/context.h"
 
 namespace uroce::test {
 

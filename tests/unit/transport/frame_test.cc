@@ -9,7 +9,7 @@
 #include <span>
 #include <string>
 
-#include "stack/engine/context.h"
+#include "stack/device/context.h"
 #include "tests/unit/transport/fixture.h"
 
 namespace uroce::test {

@@ -1,6 +1,6 @@
 // modify_qp against IBA 10.3.1 (the QP state machine) and 11.2.5.2 Table 91
 // (required and optional attributes per transition, attribute ranges).
-#include "stack/engine/context.h"
+#include "stack/device/context.h"
 #include "tests/unit/transport/fixture.h"
 
 namespace uroce::test {

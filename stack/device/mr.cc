@@ -1,5 +1,5 @@
 // reg_mr / dereg_mr (IBA 11.2.8.1, 11.2.8.5) over the device's key table.
-#include "stack/engine/context.h"
+#include "stack/device/context.h"
 
 namespace uroce {
 

@@ -16,9 +16,9 @@
 #include <memory_resource>
 #include <vector>
 
-#include "stack/mem/state_memory.h"
+#include "stack/common/state_memory.h"
 
-namespace uroce::engine {
+namespace uroce {
 
 class TimerWheel {
  public:
@@ -80,7 +80,7 @@ class TimerWheel {
     }
   }
 
-  std::pmr::vector<Node> nodes_{mem::state_memory()};
+  std::pmr::vector<Node> nodes_{state_memory()};
   // List heads, valid only where the slot's occupied_ bit is set: left
   // uninitialised, so init() costs the ids, not the slots.
   std::unique_ptr<uint32_t[]> heads_;
@@ -90,4 +90,4 @@ class TimerWheel {
   uint64_t open_tick_ = 0;  // the earliest tick that may still hold due timers
 };
 
-}  // namespace uroce::engine
+}  // namespace uroce

@@ -1,14 +1,14 @@
 // The state memory pool (state_memory.h): a synchronized pool over chunks
 // that are huge-page aligned and marked MADV_HUGEPAGE once they are big
 // enough to fill huge pages.
-#include "stack/mem/state_memory.h"
+#include "stack/common/state_memory.h"
 
 #include <sys/mman.h>
 
 #include <atomic>
 #include <new>
 
-namespace uroce::mem {
+namespace uroce {
 
 namespace {
 
@@ -104,4 +104,4 @@ std::pmr::memory_resource* state_memory() { return &counted(); }
 
 size_t state_memory_bytes() { return counted().bytes(); }
 
-}  // namespace uroce::mem
+}  // namespace uroce

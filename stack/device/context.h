@@ -1,10 +1,10 @@
-// The device context: the packet port, the transmit pool, the object tables,
-// the timer wheel and the transmit scheduling state of one engine (one polling
+// The device context: the packet port, the transmit stage, the object tables,
+// the timer wheels and the transmit schedule of one engine (one polling
 // thread, shared-nothing). Created by open_device on the control path; the
-// data path (poll, post_*, poll_cq) only indexes what is here.
+// data path (poll, post_*, poll_cq) only indexes what is here. The transport
+// roles see a narrow part of it, transport::Env, built by env().
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <memory>
 #include <memory_resource>
@@ -13,64 +13,56 @@
 #include <uroce/packet_io.h>
 #include <uroce/verbs.h>
 
-#include "stack/engine/object_table.h"
-#include "stack/engine/timer_wheel.h"
+#include "stack/common/object_table.h"
+#include "stack/common/state_memory.h"
+#include "stack/common/timer_wheel.h"
 #include "stack/mem/mr_table.h"
-#include "stack/mem/state_memory.h"
 #include "stack/net/net_stack.h"
+#include "stack/net/tx_stage.h"
+#include "stack/transport/ah.h"
 #include "stack/transport/cq.h"
+#include "stack/transport/env.h"
 #include "stack/transport/qp.h"
 #include "stack/transport/recv_queue.h"
+#include "stack/wire/packet.h"
 
 struct rte_mbuf;
 
 namespace uroce {
 
-namespace cm {
-class Agent;  // stack/cm/agent.h: the connection manager on QP1
-struct AgentDeleter {
-  void operator()(Agent* a) const;
+/// The handler of QP1, the General Services Interface (IBA 13.5): the
+/// connection manager (stack/cm) registers one with its device when it starts
+/// (Context::qp1), and the engine hands it every frame for DestQP 1 and a
+/// call each poll. The device knows no more of the CM than this.
+class Qp1Handler {
+ public:
+  virtual ~Qp1Handler() = default;
+  /// A RoCE frame to QP1 that passed the address checks; frame is the whole frame.
+  virtual void rx(const wire::PacketDesc& d, const uint8_t* frame) = 0;
+  /// The timers due at now_ns and the MADs waiting to go on the transmit stage.
+  virtual void poll(uint64_t now_ns) = 0;
 };
-}  // namespace cm
-
-// One poll receives as many frames as it may send: with a smaller receive
-// burst a responder that answers every frame it reads falls behind a peer
-// that sends kTxBurst a poll, its receive ring fills, and every frame it
-// reads has gone cold in the cache (engine_bench engine/qps/1000/32: 392 ns
-// a WRITE with 32, 267 ns with 64; docs/PERFORMANCE.md "Many QPs").
-inline constexpr uint16_t kTxBurst = 64;
-inline constexpr uint16_t kRxBurst = kTxBurst;
-inline constexpr uint32_t kPktsPerQpTurn = 16;  // requester packets per QP per scheduling turn
 
 struct PdImpl : Pd {
   uint32_t refs = 0;  // MRs, QPs, SRQs and AHs in this PD
 };
 
-/// An address handle and the GID table entry it sends from, copied at
-/// create_ah (as ib_core pins an AH's sgid_attr): the data path never looks
-/// the table up, and a later change of the table does not touch the AH.
-struct AhImpl : Ah {
-  net::GidEntry sgid;
-};
-
 struct Context {
-  explicit Context(PacketIo& port) : io(port) {}
+  explicit Context(PacketIo& port) : io(port), tx(port.tx_pool()) {}
 
   PacketIo& io;
-  rte_mempool* tx_pool = nullptr;
   DeviceConfig cfg;
   MacAddr mac;            // cfg.mac, or the port's if cfg.mac is zero
   Mtu max_mtu = Mtu::k1024;  // largest path MTU the port's Ethernet MTU carries; the UD MTU
   Counters counters;
   uint64_t now_ns = 0;    // time of the poll in progress (injected)
-  bool tx_zero_copy = false;  // cfg.tx_zero_copy and the port takes chained extbuf mbufs
 
   mem::MrTable mrs;
-  engine::ObjectTable<PdImpl> pds;
-  engine::ObjectTable<transport::CqImpl> cqs;
-  engine::ObjectTable<transport::SrqImpl> srqs;
-  engine::ObjectTable<AhImpl> ahs;
-  engine::ObjectTable<transport::QpImpl> qps;  // slot i holds QPN qpn_of_slot(*this, i)
+  ObjectTable<PdImpl> pds;
+  ObjectTable<transport::CqImpl> cqs;
+  ObjectTable<transport::SrqImpl> srqs;
+  ObjectTable<transport::AhImpl> ahs;
+  ObjectTable<transport::QpImpl> qps;  // slot i holds QPN qpn_of_slot(*this, i)
 
   // Place in an engine group (include/uroce/engine_group.h): QPNs interleave
   // across the group's engines, QPN = kFirstQpn + slot * n_engines + engine_id,
@@ -78,18 +70,14 @@ struct Context {
   uint32_t engine_id = 0;
   uint32_t n_engines = 1;
 
-  engine::TimerWheel timers;  // one timer per QP slot
+  TimerWheel timers;  // one timer per QP slot
   // Pacing: a QP whose requester the pacer held waits here until the pacer
-  // lets its next packet go (stack/transport/pacer.h); firing reschedules it.
-  engine::TimerWheel pace_timers;
+  // lets its next packet go (stack/transport/qp_cc.h); firing reschedules it.
+  TimerWheel pace_timers;
   std::unique_ptr<net::NetStack> net;  // GID table, ARP/ND, ICMP echo
-  std::unique_ptr<cm::Agent, cm::AgentDeleter> cm;  // QP1 and CM ids; made by the first cm_create_id
+  std::unique_ptr<Qp1Handler> qp1;     // the CM's agent, made by the first cm_create_id
 
-
-  // QP slots with something to transmit, served round-robin. ready_flag is per
-  // slot (not per QP) so a stale entry of a destroyed QP is never doubled.
-  transport::Ring<uint32_t> ready;
-  std::pmr::vector<uint8_t> ready_flag{mem::state_memory()};
+  transport::ReadyQueue ready;  // QP slots with something to transmit
 
   // Non-RoCE frames kept for the application (DeviceConfig::app_rx_ring,
   // rx_non_roce): a fixed ring, app_rx_n frames from app_rx_head on.
@@ -97,20 +85,20 @@ struct Context {
   uint32_t app_rx_head = 0;
   uint32_t app_rx_n = 0;
 
-  std::array<rte_mbuf*, kTxBurst> tx{};  // frames built, not yet taken by the port
-  uint16_t tx_n = 0;
+  net::TxStage tx;  // frames built, not yet taken by the port
+  transport::TxOptions tx_options;
 
   // Per-QP counters (query_qp_counters): the same names as the device's,
   // counted while the engine works for one QP (its received frames, timer,
   // transmit turn). Slot i belongs to the QP in slot i of generation
   // qp_counters_gen[i]; a new QP in the slot starts from zero.
-  std::pmr::vector<QpCounters> qp_counters{mem::state_memory()};
-  std::pmr::vector<uint32_t> qp_counters_gen{mem::state_memory()};
-  QpCounters* cur_qp_counters = nullptr;  // the QP being served, or null
+  std::pmr::vector<QpCounters> qp_counters{state_memory()};
+  std::pmr::vector<uint32_t> qp_counters_gen{state_memory()};
 
-  void inc(Counter c) {
-    counters.inc(c);
-    if (cur_qp_counters) cur_qp_counters->inc(c);
+  /// The transport roles' view of this device for one unit of work; qc is
+  /// the counter block of the QP it is for (qp_counters_of), or null.
+  transport::Env env(QpCounters* qc = nullptr) {
+    return transport::Env{mrs, *net, tx, ready, timers, pace_timers, counters, qc, now_ns, tx_options};
   }
 };
 
@@ -144,13 +132,6 @@ inline uint32_t slot_of_qpn(const Context& ctx, uint32_t qpn) {
 inline transport::QpImpl* qp_of_qpn(const Context& ctx, uint32_t qpn) {
   const uint32_t slot = slot_of_qpn(ctx, qpn);
   return slot == UINT32_MAX ? nullptr : ctx.qps.at(slot);
-}
-
-/// Puts qp on the transmit schedule (no-op if it is already there).
-inline void mark_ready(Context& ctx, const transport::QpImpl& qp) {
-  if (ctx.ready_flag[qp.index]) return;
-  ctx.ready_flag[qp.index] = 1;
-  ctx.ready.push() = qp.index;
 }
 
 }  // namespace uroce

@@ -7,9 +7,9 @@
 #include <memory_resource>
 #include <vector>
 
-#include "stack/mem/state_memory.h"
+#include "stack/common/state_memory.h"
 
-namespace uroce::engine {
+namespace uroce {
 
 template <typename T>
 class ObjectTable {
@@ -25,7 +25,7 @@ class ObjectTable {
     for (size_t n = 0; n < slots_.size(); ++n) {
       const size_t i = (next_ + n) % slots_.size();
       if (slots_[i]) continue;
-      slots_[i] = mem::make_state_object<T>();
+      slots_[i] = make_state_object<T>();
       ++generations_[i];
       next_ = uint32_t(i + 1);
       if (index) *index = uint32_t(i);
@@ -49,9 +49,9 @@ class ObjectTable {
   uint32_t generation(uint32_t i) const { return generations_[i]; }
 
  private:
-  std::pmr::vector<mem::StateBox<T>> slots_{mem::state_memory()};
-  std::pmr::vector<uint32_t> generations_{mem::state_memory()};
+  std::pmr::vector<StateBox<T>> slots_{state_memory()};
+  std::pmr::vector<uint32_t> generations_{state_memory()};
   uint32_t next_ = 0;
 };
 
-}  // namespace uroce::engine
+}  // namespace uroce

@@ -1,4 +1,4 @@
-// Per-QP congestion control as the engine drives it (issue 8): the QP's
+// Per-QP congestion control as the engine drives it: the QP's
 // algorithm (stack/cc/cc.h: none, DCQCN, TIMELY), the pacer the requester
 // obeys, the DCQCN notification point for packets this QP receives, and the
 // RTT sampler that feeds TIMELY from the engine's own timestamps.

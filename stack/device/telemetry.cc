@@ -12,7 +12,7 @@
 //   /uroce/counters[,dev]   counter -> value (summed over devices without dev)
 //   /uroce/cc[,dev]         "dev<N>" -> device CC config and CNP counters;
 //                           "<dev>_<qpn>" -> the QP's rate, DCQCN alpha/stage, RTT samples
-#include "stack/engine/telemetry.h"
+#include "stack/device/telemetry.h"
 
 #include <rte_telemetry.h>
 
@@ -25,9 +25,9 @@
 #include <vector>
 
 #include "stack/cc/dcqcn.h"
-#include "stack/engine/context.h"
+#include "stack/device/context.h"
 
-namespace uroce::engine {
+namespace uroce {
 
 namespace {
 
@@ -238,7 +238,7 @@ const char* stage_name(cc::DcqcnStage st) {
   return "?";
 }
 
-// Congestion control (include/uroce/cc.h, stack/transport/pacer.h QpCc):
+// Congestion control (include/uroce/cc.h, stack/transport/qp_cc.h QpCc):
 // per device ("dev<N>") the configuration and the NP/RP counters; per QP
 // ("<dev>_<qpn>", first kMaxQpsListed) the algorithm's state: current and
 // target rate, DCQCN's alpha and increase stage, RTT samples (TIMELY's input).
@@ -334,4 +334,4 @@ void telemetry_remove(Context* ctx) {
   }
 }
 
-}  // namespace uroce::engine
+}  // namespace uroce

@@ -24,7 +24,7 @@
 #include <memory>
 #include <memory_resource>
 
-namespace uroce::mem {
+namespace uroce {
 
 /// The process-wide resource the stack's state is allocated from. Never
 /// destroyed: objects an application keeps in statics may outlive it otherwise.
@@ -74,4 +74,4 @@ StateBox<T> make_state_object() {
   return StateBox<T>(std::pmr::polymorphic_allocator<T>(state_memory()).template new_object<T>());
 }
 
-}  // namespace uroce::mem
+}  // namespace uroce

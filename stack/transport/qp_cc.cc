@@ -1,5 +1,5 @@
-// Per-QP congestion control: set-up and configuration checks; see pacer.h.
-#include "stack/transport/pacer.h"
+// Per-QP congestion control: set-up and configuration checks; see qp_cc.h.
+#include "stack/transport/qp_cc.h"
 
 #include <iterator>
 

@@ -1,8 +1,8 @@
 // Hashed timer wheel: arm, cancel, unlink and the occupancy bitmap (advance is
 // inline in the header).
-#include "stack/engine/timer_wheel.h"
+#include "stack/common/timer_wheel.h"
 
-namespace uroce::engine {
+namespace uroce {
 
 void TimerWheel::init(uint32_t n_ids, uint64_t now_ns) {
   nodes_.assign(n_ids, Node{});
@@ -61,4 +61,4 @@ uint32_t TimerWheel::next_occupied(uint32_t from) const {
   return w2 * 64 + uint32_t(std::countr_zero(occupied_[w2]));
 }
 
-}  // namespace uroce::engine
+}  // namespace uroce

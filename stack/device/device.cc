@@ -1,13 +1,12 @@
-// Device open/close and the small verbs objects that live in the context:
-// protection domains and address handles (IBA 10.2.3, 10.2.2).
-#include "stack/engine/context.h"
+// Opening and closing a device, and its counters.
+#include "stack/device/context.h"
 
 #include <algorithm>
 
 #include <rte_cycles.h>
 #include <rte_mbuf.h>
 
-#include "stack/engine/telemetry.h"
+#include "stack/device/telemetry.h"
 #include "stack/transport/frame.h"
 
 namespace uroce {
@@ -21,11 +20,11 @@ Result<ContextPtr> open_device(PacketIo& io, const DeviceConfig& cfg) {
   rte_mempool* pool = io.tx_pool();
   if (!pool) return Status(StatusCode::kInvalidArgument, "port has no transmit pool");
   ContextPtr ctx(new Context(io));
-  ctx->tx_pool = pool;
   ctx->cfg = cfg;
   ctx->mac = cfg.mac == MacAddr{} ? io.mac() : cfg.mac;
   ctx->max_mtu = transport::max_path_mtu(io.caps().mtu);
-  ctx->tx_zero_copy = cfg.tx_zero_copy && io.caps().tx_multiseg;
+  ctx->tx_options = {.zero_copy = cfg.tx_zero_copy && io.caps().tx_multiseg,
+                     .zero_copy_min_bytes = cfg.tx_zero_copy_min_bytes};
   ctx->mrs.init(cfg.max_mr, cfg.key_seed ? cfg.key_seed : rte_rdtsc());
   ctx->pds.init(cfg.max_pd);
   ctx->cqs.init(cfg.max_cq);
@@ -35,7 +34,6 @@ Result<ContextPtr> open_device(PacketIo& io, const DeviceConfig& cfg) {
   ctx->timers.init(cfg.max_qp, 0);
   ctx->pace_timers.init(cfg.max_qp, 0);
   ctx->ready.init(cfg.max_qp);
-  ctx->ready_flag.assign(cfg.max_qp, 0);
   ctx->qp_counters.assign(cfg.max_qp, QpCounters{});
   ctx->qp_counters_gen.assign(cfg.max_qp, 0);
   ctx->app_rx.assign(cfg.app_rx_ring, nullptr);
@@ -51,14 +49,13 @@ Result<ContextPtr> open_device(PacketIo& io, const DeviceConfig& cfg) {
     const Status st = ctx->net->gids().set(0, net::GidEntry{cfg.gid, net::GidType::kRoceV2, net::kNoVlan, ctx->mac});
     if (!st.ok()) return st;
   }
-  engine::telemetry_add(ctx.get());  // dpdk-telemetry.py / uroce stat: /uroce/*
+  telemetry_add(ctx.get());  // dpdk-telemetry.py / uroce stat: /uroce/*
   return ctx;
 }
 
 void close_device(Context* ctx) {
   if (!ctx) return;
-  engine::telemetry_remove(ctx);
-  for (uint16_t i = 0; i < ctx->tx_n; ++i) rte_pktmbuf_free(ctx->tx[i]);
+  telemetry_remove(ctx);
   for (uint32_t i = 0; i < ctx->app_rx_n; ++i) {
     rte_pktmbuf_free(ctx->app_rx[(ctx->app_rx_head + i) % ctx->app_rx.size()]);
   }
@@ -72,46 +69,6 @@ Counters query_qp_counters(Qp* qp) {
   Counters c;
   std::copy(q.v.begin(), q.v.end(), c.v.begin());
   return c;
-}
-
-Result<Pd*> alloc_pd(Context* ctx) {
-  if (!ctx) return Status(StatusCode::kInvalidArgument, "null context");
-  uint32_t index = 0;
-  auto* pd = ctx->pds.add(&index);
-  if (!pd) return Status(StatusCode::kResourceExhausted, "pd table full");
-  pd->context = ctx;
-  pd->handle = index;
-  return static_cast<Pd*>(pd);
-}
-
-Status dealloc_pd(Pd* pd) {
-  if (!pd) return Status(StatusCode::kInvalidArgument, "null pd");
-  if (static_cast<PdImpl*>(pd)->refs) return Status(StatusCode::kBusy, "pd still has mrs, qps, srqs or ahs");
-  if (!pd->context->pds.remove(static_cast<PdImpl*>(pd))) return Status(StatusCode::kNotFound, "unknown pd");
-  return {};
-}
-
-Result<Ah*> create_ah(Pd* pd, const AhAttr& attr) {
-  if (!pd) return Status(StatusCode::kInvalidArgument, "null pd");
-  if (attr.port_num != 1 || attr.flow_label > wire::kFlowLabelMask) {
-    return Status(StatusCode::kInvalidArgument, "port_num or flow_label out of range");
-  }
-  auto src = transport::path_source(*pd->context, attr);
-  if (!src.ok()) return src.status();
-  auto* ah = pd->context->ahs.add();
-  if (!ah) return Status(StatusCode::kResourceExhausted, "ah table full");
-  static_cast<Ah&>(*ah) = Ah{pd->context, pd, attr};
-  ah->sgid = *src;
-  ++static_cast<PdImpl*>(pd)->refs;
-  return ah;
-}
-
-Status destroy_ah(Ah* ah) {
-  if (!ah) return Status(StatusCode::kInvalidArgument, "null ah");
-  Pd* pd = ah->pd;
-  if (!ah->context->ahs.remove(static_cast<AhImpl*>(ah))) return Status(StatusCode::kNotFound, "unknown ah");
-  --static_cast<PdImpl*>(pd)->refs;
-  return {};
 }
 
 }  // namespace uroce

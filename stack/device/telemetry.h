@@ -15,10 +15,8 @@
 #include <mutex>
 
 namespace uroce {
-struct Context;
-}
 
-namespace uroce::engine {
+struct Context;
 
 /// The lock described above.
 std::mutex& telemetry_mutex();
@@ -28,4 +26,4 @@ void telemetry_add(Context* ctx);
 /// Removes ctx; afterwards no command reads it. Called by close_device.
 void telemetry_remove(Context* ctx);
 
-}  // namespace uroce::engine
+}  // namespace uroce

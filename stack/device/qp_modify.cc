@@ -3,7 +3,7 @@
 // every attribute. Table 91 is data below, not code.
 #include <array>
 
-#include "stack/engine/context.h"
+#include "stack/device/context.h"
 #include "stack/transport/frame.h"
 #include "stack/transport/qp.h"
 #include "stack/wire/psn.h"
@@ -68,6 +68,20 @@ const Transition* find_transition(QpState from, QpState to, QpType type) {
   }
   return nullptr;
 }
+
+// IBA 10.3.1.1: RESET discards all WQEs and returns the QP to its state
+// after create_qp.
+void qp_reset(Context& ctx, QpImpl& qp) {
+  ctx.timers.cancel(qp.index);
+  ctx.pace_timers.cancel(qp.index);
+  qp.cc.init(ctx.cfg.cc, qp.qp_type);
+  qp.sq.clear();
+  qp.rq.ring.clear();
+  qp.req = transport::RequesterState{};
+  qp.comp = transport::CompleterState{};
+  qp.resp = transport::ResponderState{};
+}
+
 
 Status check_ranges(const Context& ctx, const QpAttr& a, uint32_t mask) {
   auto bad = [](const char* m) { return Status(StatusCode::kInvalidArgument, m); };
@@ -134,10 +148,13 @@ Status modify_qp(Qp* q, const QpAttr& a, uint32_t mask) {
   if (to == QpState::kReset || to == QpState::kErr) {
     if (attrs) return Status(StatusCode::kInvalidArgument, "attributes not allowed for this transition");
     if (to == QpState::kReset) {
-      transport::qp_reset(ctx, qp);
+      qp_reset(ctx, qp);
       qp.state = qp.attr.qp_state = QpState::kReset;
     } else {
-      transport::qp_to_error(ctx, qp);
+      {
+        transport::Env env = ctx.env();
+        transport::qp_to_error(env, qp);
+      }
     }
     return {};
   }
@@ -152,7 +169,7 @@ Status modify_qp(Qp* q, const QpAttr& a, uint32_t mask) {
   }
   if (Status s = check_ranges(ctx, a, attrs); !s.ok()) return s;
   if (attrs & kQpAv) {  // the primary path's source: GID table entry ah_attr.sgid_index, pinned here
-    auto src = transport::path_source(ctx, a.ah_attr);
+    auto src = transport::path_source(*ctx.net, a.ah_attr);
     if (!src.ok()) return src.status();
     qp.sgid = *src;
   }
@@ -167,7 +184,7 @@ Status modify_qp(Qp* q, const QpAttr& a, uint32_t mask) {
     qp.req.req_idx = qp.sq.tail();
   }
   qp.state = qp.attr.qp_state = to;
-  if (to == QpState::kRts) mark_ready(ctx, qp);
+  if (to == QpState::kRts) ctx.ready.mark(qp.index);
   return {};
 }
 

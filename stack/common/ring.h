@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <memory>
 
-#include "stack/mem/state_memory.h"
+#include "stack/common/state_memory.h"
 
-namespace uroce::transport {
+namespace uroce {
 
 template <typename T>
 class Ring {
@@ -17,7 +17,7 @@ class Ring {
   /// Allocates room for at least n entries (rounded up to a power of two). Control path.
   void init(uint32_t n) {
     const uint32_t size = std::bit_ceil(n ? n : 1u);
-    slots_ = mem::make_state_array<T>(size);
+    slots_ = make_state_array<T>(size);
     mask_ = size - 1;
     head_ = tail_ = 0;
   }
@@ -37,10 +37,10 @@ class Ring {
   void clear() { head_ = tail_ = 0; }
 
  private:
-  mem::StateArray<T> slots_;
+  StateArray<T> slots_;
   uint32_t mask_ = 0;
   uint32_t head_ = 0;
   uint32_t tail_ = 0;
 };
 
-}  // namespace uroce::transport
+}  // namespace uroce
