@@ -7,6 +7,7 @@ set -euo pipefail
 pkgs=(
   clang
   dpdk
+  dpdk-dev
   g++
   iproute2
   iputils-ping
