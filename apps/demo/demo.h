@@ -18,6 +18,7 @@
 
 #include "apps/common/launch.h"
 #include "apps/common/oob.h"
+#include "apps/common/splitmix.h"
 #include "drivers/dpdk/dpdk_io.h"
 #include "drivers/dpdk/fault_io.h"
 #include "drivers/dpdk/tsc_clock.h"
@@ -29,15 +30,6 @@ using dpdk::DpdkPortConfig;
 using dpdk::TscClock;
 
 // ---------------------------------------------------------------- data patterns
-
-inline constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ull;
-
-inline uint64_t splitmix(uint64_t x) {
-  x += kGolden;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 /// Key of message k of a case: every byte of the message derives from it.
 inline uint64_t msg_key(uint64_t case_seed, uint64_t k) { return splitmix(case_seed ^ splitmix(k)); }
