@@ -110,7 +110,7 @@ struct Msg {
   char text[160] = {};
 };
 
-// The TCP channel itself is shared with `uroce pingpong` (apps/oob.h).
+// The TCP channel itself is shared with `uroce pingpong` (apps/common/oob.h).
 using Oob = TcpChannel;
 
 // ---------------------------------------------------------------- the endpoint

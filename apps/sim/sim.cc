@@ -85,7 +85,7 @@ constexpr OptSpec kSimOptions[] = {
     {.name = "json", .help = "write the summary as JSON (fields below) instead of text"},
     {.name = "quiet", .short_name = 'q', .help = "print only violations and the summary"},
     {.name = "verbose", .short_name = 'v', .help = "print one line per seed"},
-    // Congestion-control scenarios (apps/sim_cc.cc).
+    // Congestion-control scenarios (apps/sim/sim_cc.cc).
     {.name = "scenario", .kind = OptKind::kChoice, .def = "faults", .help = "faults: the seeded fault runs above; or a congestion-control scenario on one bottleneck (see below)", .choices = "faults|incast|share|join-leave|mixed"},
     {.name = "cc", .kind = OptKind::kChoice, .def = "dcqcn", .help = "congestion control of every host", .choices = "none|dcqcn|timely"},
     {.name = "op", .kind = OptKind::kChoice, .def = "write", .help = "scenario: how data moves: host i WRITEs to host 0, or host 0 READs from host i (the READ responses are the congested data)", .choices = "write|read"},
@@ -162,7 +162,7 @@ constexpr std::string_view kSimDetails =
     "\n"
     "Congestion-control scenarios (--scenario incast|share|join-leave|mixed): hosts\n"
     "1..N send to host 0 over one switch (RED/ECN on each egress queue); see\n"
-    "apps/sim_cc.cc. One summary line (--json: util, jain, converged,\n"
+    "apps/sim/sim_cc.cc. One summary line (--json: util, jain, converged,\n"
     "convergence_ms, p99_queue_kb, max_queue_kb, drops, retransmits, timeouts,\n"
     "ecn_marked, cnp_sent, cnp_handled, fct_p50_us, fct_p99_us, ...); --csv-dir\n"
     "writes the time series (per-flow goodput and send rate, queue, utilisation)\n"

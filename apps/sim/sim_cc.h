@@ -1,6 +1,6 @@
 // `uroce sim --scenario S`: congestion-control scenarios on the in-memory
-// fabric (apps/sim_cc.cc). The options are declared with the rest of
-// `uroce sim`'s in apps/sim.cc (kSimOptions), one table for the command.
+// fabric (apps/sim/sim_cc.cc). The options are declared with the rest of
+// `uroce sim`'s in apps/sim/sim.cc (kSimOptions), one table for the command.
 #pragma once
 
 #include "apps/common/args.h"
