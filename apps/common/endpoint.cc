@@ -140,8 +140,12 @@ bool Endpoint::open(const EndpointConfig& cfg, std::string& err) {
   pc.mtu = cfg_.port_mtu;
   // The port keeps its own MAC (on af_packet setting one would rename the
   // kernel interface's); the stack answers for --mac in software, so the
-  // port must hand it every frame.
-  pc.promiscuous = true;
+  // port must hand it every frame. Unless it is told to take --mac itself.
+  if (cfg_.set_port_mac) {
+    pc.mac = cfg_.addrs.mac;
+  } else {
+    pc.promiscuous = true;
+  }
   pc.link_timeout_ms = cfg_.timeout_s * 1000;
   pc.pcap_path = cfg_.pcap;
   auto port = dpdk::DpdkPort::open(pc);
@@ -156,8 +160,10 @@ bool Endpoint::open(const EndpointConfig& cfg, std::string& err) {
   if (cfg_.addrs.gid4) dc.gid = *cfg_.addrs.gid4;
   dc.max_qp = cfg_.max_qp;
   dc.tx_zero_copy = cfg_.tx_zero_copy;
+  dc.key_seed = cfg_.key_seed;
   PacketIo* io = &port_->queue(0);
   if (cfg_.drop_rate > 0) io = &fault_.emplace(*io, cfg_.drop_rate, cfg_.drop_seed);
+  if (cfg_.drop_every > 0) io = &drop_nth_.emplace(*io, cfg_.drop_every);
   auto ctx = open_device(*io, dc);
   if (!ctx.ok()) {
     err = std::string("open_device: ") + ctx.status().message();

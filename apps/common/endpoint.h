@@ -110,6 +110,12 @@ struct EndpointConfig {
   bool tx_zero_copy = false;   ///< --zero-copy (DeviceConfig::tx_zero_copy)
   double drop_rate = 0;        ///< --drop-rate test hook: lose this fraction of frames (dpdk::RandomDropIo)
   uint64_t drop_seed = 1;      ///< --drop-seed
+  uint32_t drop_every = 0;     ///< the demo's --drop-every: lose every Nth transmitted frame (dpdk::DropEveryNthIo; 0: none)
+  uint64_t key_seed = 0;       ///< DeviceConfig::key_seed (0: from the TSC; fixed for reproducible keys)
+  /// The port takes addrs.mac as its own MAC (a memif end, which nothing
+  /// else owns). false: the port keeps its MAC and runs promiscuous, the
+  /// stack answering for addrs.mac in software.
+  bool set_port_mac = false;
 };
 
 /// Where an rdma_cm connection goes: the server binds addr (ip zero: any of
@@ -162,7 +168,11 @@ class Endpoint {
 
   Context* ctx() const { return ctx_.get(); }
   Pd* pd() const { return pd_; }
+  dpdk::DpdkPort& port() const { return *port_; }
   const dpdk::PortInfo& port_info() const { return port_->info(); }
+  const dpdk::TscClock& clock() const { return *clock_; }
+  /// Frames --drop-every has lost (0 without it).
+  uint64_t drop_every_dropped() const { return drop_nth_ ? drop_nth_->dropped() : 0; }
   /// Our MAC: --mac, else the port's.
   MacAddr mac() const;
   /// Our GID at index 0 (--ip) or 1 (--ip6), if given.
@@ -257,6 +267,7 @@ class Endpoint {
   EndpointConfig cfg_;
   std::unique_ptr<dpdk::DpdkPort> port_;
   std::optional<dpdk::RandomDropIo> fault_;  // --drop-rate
+  std::optional<dpdk::DropEveryNthIo> drop_nth_;  // --drop-every
   std::optional<dpdk::TscClock> clock_;
   ContextPtr ctx_;
   Pd* pd_ = nullptr;

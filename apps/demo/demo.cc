@@ -177,14 +177,14 @@ struct CounterReport {
 
 CounterReport counter_report(DemoPeer& ep) {
   CounterReport rep;
-  if (ep.port_) {
-    if (auto st = ep.port_->stats(); st.ok()) {
+  if (ep.endpoint_.ctx()) {
+    if (auto st = ep.endpoint_.port().stats(); st.ok()) {
       const auto& s = st.value();
       rep.port = {{"rx_packets", s.rx_packets}, {"tx_packets", s.tx_packets}, {"rx_bytes", s.rx_bytes},
                   {"tx_bytes", s.tx_bytes},     {"rx_missed", s.rx_missed},   {"rx_errors", s.rx_errors},
                   {"tx_errors", s.tx_errors},   {"rx_nombuf", s.rx_nombuf}};
     }
-    rep.port.emplace_back("hook_dropped", ep.fault_ ? ep.fault_->dropped() : 0);
+    rep.port.emplace_back("hook_dropped", ep.endpoint_.drop_every_dropped());
   }
   auto non_zero = [](const Counters& c) {
     CounterReport::List out;
@@ -193,7 +193,7 @@ CounterReport counter_report(DemoPeer& ep) {
     }
     return out;
   };
-  if (ep.ctx_) rep.dev = non_zero(query_counters(ep.ctx_.get()));
+  if (ep.endpoint_.ctx()) rep.dev = non_zero(query_counters(ep.endpoint_.ctx()));
   for (Qp* q : {ep.rc_, ep.uc_, ep.ud_}) {
     if (q) rep.qps.push_back({q->qp_type, q->qp_num, non_zero(query_qp_counters(q))});
   }
@@ -250,11 +250,11 @@ int run_endpoint(const Config& cfg, const Args& args, const dpdk::SplitArgs& spl
     std::fprintf(stderr, "uroce demo (%s): %s\n", role, err.c_str());
     return kExitFailure;
   }
-  const auto& pi = ep.port_->info();
+  const auto& pi = ep.endpoint_.port_info();
   char gid[INET6_ADDRSTRLEN] = {};
   inet_ntop(AF_INET6, cfg.gid.raw, gid, sizeof(gid));
   std::fprintf(info, "# %s: port %s (%s) mtu %u mac %s gid %s lcore %u tsc %.3f GHz%s%s\n", role, pi.name.c_str(),
-               pi.driver.c_str(), pi.mtu, mac_str(pi.mac).c_str(), gid, rte_lcore_id(), double(ep.clock_->hz()) / 1e9,
+               pi.driver.c_str(), pi.mtu, mac_str(pi.mac).c_str(), gid, rte_lcore_id(), double(ep.endpoint_.clock().hz()) / 1e9,
                cfg.pcap.empty() ? "" : " capture ", cfg.pcap.c_str());
   {
     Oob oob(&g_stop);
@@ -314,7 +314,7 @@ int run_endpoint(const Config& cfg, const Args& args, const dpdk::SplitArgs& spl
   }
   interrupted = g_stop != 0;
   // A capture the disk could not hold fails the run (the rows may still be verified).
-  if (const Status s = ep.port_->stop_capture(); !s.ok()) {
+  if (const Status s = ep.endpoint_.port().stop_capture(); !s.ok()) {
     std::fprintf(stderr, "uroce demo (%s): %s\n", role, s.message());
     rc = kExitFailure;
   }

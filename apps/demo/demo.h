@@ -16,6 +16,7 @@
 
 #include <uroce/verbs.h>
 
+#include "apps/common/endpoint.h"
 #include "apps/common/launch.h"
 #include "apps/common/oob.h"
 #include "apps/common/splitmix.h"
@@ -169,20 +170,15 @@ inline uint32_t largest_path_mtu(uint32_t eth_mtu) {
   return best;
 }
 
-/// One demo process: its port, the device, one RC, one UC and one UD QP on
-/// shared CQs, and the memory the peer targets. Kept apart from the apps'
-/// Endpoint (apps/common/endpoint.h) for now: the demo sets the port's own
-/// MAC (--mac; Endpoint keeps the port's and runs it promiscuous), loses
-/// every Nth frame (--drop-every, dpdk::DropEveryNthIo; Endpoint has a
-/// random --drop-rate), derives its keys from --seed, and exchanges its
-/// Info over the demo's own channel; folding it needs those three in
-/// EndpointConfig.
+/// One demo process: the apps' Endpoint (port, device, PD, clock; the port
+/// takes --mac, --drop-every loses frames, keys from --seed), one RC, one UC
+/// and one UD QP on shared CQs, and the memory the peer targets.
 class DemoPeer {
  public:
   explicit DemoPeer(const Config& cfg) : cfg_(cfg) {}
 
   bool open(std::string& err);
-  void pump() { uroce::poll(ctx_.get(), clock_->now_ns()); }
+  void pump() { endpoint_.pump(); }
   bool connect(Oob& oob, std::string& err);
 
   Qp* qp(QpType t) { return t == QpType::kRc ? rc_ : t == QpType::kUc ? uc_ : ud_; }
@@ -197,10 +193,7 @@ class DemoPeer {
   uint32_t lkey() const { return mr_->lkey; }
 
   const Config& cfg_;
-  std::unique_ptr<DpdkPort> port_;
-  std::unique_ptr<dpdk::DropEveryNthIo> fault_;
-  std::optional<TscClock> clock_;
-  ContextPtr ctx_;
+  Endpoint endpoint_;  // first: it outlives the objects below
   Pd* pd_ = nullptr;
   Cq* scq_ = nullptr;
   Cq* rcq_ = nullptr;

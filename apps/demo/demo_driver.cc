@@ -90,7 +90,7 @@ bool Driver::pingpong(Row& row, uint64_t seed, std::string& err) {
   std::vector<uint64_t> lat;
   lat.reserve(n);
   uint64_t wrs_posted = 0, wrs_reaped = 0;  // send-side completions, all drained before the next phase
-  const TscClock& clk = *ep_.clock_;
+  const TscClock& clk = ep_.endpoint_.clock();
   Qp* qp = ep_.qp(row.type);
   std::memset(ep_.area(), 0, stride);
   uint64_t faa_sum = atomic_initial(seed);
@@ -270,7 +270,7 @@ bool Driver::stream(Row& row, uint64_t count, uint32_t depth, uint64_t seed, boo
   const uint64_t t1 = rte_rdtsc();
   row.msgs = done;
   if (timed && done) {
-    const double s = double(ep_.clock_->to_ns(t1 - t0)) / 1e9;
+    const double s = double(ep_.endpoint_.clock().to_ns(t1 - t0)) / 1e9;
     row.bw_gbps = double(done) * (is_atomic(row.op) ? 8.0 : double(row.size)) * 8 / s / 1e9;
     row.mmsg = double(done) / s / 1e6;
   }

@@ -20,36 +20,19 @@
 namespace uroce::apps::demo {
 
 bool DemoPeer::open(std::string& err) {
-  DpdkPortConfig pc;
-  pc.device = cfg_.dev;
-  pc.mtu = dpdk::kRoceJumboMtu;
-  pc.mac = cfg_.mac;
-  pc.link_timeout_ms = cfg_.timeout_s * 1000;
-  pc.pcap_path = cfg_.pcap;
-  auto port = DpdkPort::open(pc);
-  if (!port.ok()) {
-    err = strf("port '%s': %s", cfg_.dev.c_str(), port.status().message());
-    return false;
-  }
-  port_ = std::move(port).value();
-  PacketIo* io = &port_->queue(0);
-  if (cfg_.drop_every) {
-    fault_ = std::make_unique<dpdk::DropEveryNthIo>(*io, cfg_.drop_every);
-    io = fault_.get();
-  }
-  clock_.emplace();
-  DeviceConfig dc;
-  dc.mac = port_->info().mac;
-  dc.gid = cfg_.gid;
-  dc.max_qp = 16;
-  dc.key_seed = splitmix(cfg_.seed + (cfg_.server ? 1 : 2)) | 1;
-  auto ctx = open_device(*io, dc);
-  if (!ctx.ok()) {
-    err = strf("open_device: %s", ctx.status().message());
-    return false;
-  }
-  ctx_ = std::move(ctx).value();
-  pump();
+  EndpointConfig ec;
+  ec.dev = cfg_.dev;
+  ec.addrs.gid4 = cfg_.gid;
+  ec.addrs.mac = cfg_.mac;
+  ec.set_port_mac = true;
+  ec.port_mtu = dpdk::kRoceJumboMtu;
+  ec.timeout_s = cfg_.timeout_s;
+  ec.pcap = cfg_.pcap;
+  ec.max_qp = 16;
+  ec.drop_every = cfg_.drop_every;
+  ec.key_seed = splitmix(cfg_.seed + (cfg_.server ? 1 : 2)) | 1;
+  if (!endpoint_.open(ec, err)) return false;  // the port, the device (polled once) and the PD
+  pd_ = endpoint_.pd();
 
   // Memory: [atomic word page][area the peer targets][local sources/results].
   const uint64_t biggest = cfg_.sizes.empty() ? 0 : *std::max_element(cfg_.sizes.begin(), cfg_.sizes.end());
@@ -59,14 +42,12 @@ bool DemoPeer::open(std::string& err) {
   mem_.reset(new (std::align_val_t(4096)) uint8_t[total]);
   std::memset(mem_.get(), 0, total);  // touch every page before anything is timed
 
-  auto pd = alloc_pd(ctx_.get());
-  auto scq = create_cq(ctx_.get(), kCqDepth);
-  auto rcq = create_cq(ctx_.get(), kCqDepth);
-  if (!pd.ok() || !scq.ok() || !rcq.ok()) {
+  auto scq = create_cq(endpoint_.ctx(), kCqDepth);
+  auto rcq = create_cq(endpoint_.ctx(), kCqDepth);
+  if (!scq.ok() || !rcq.ok()) {
     err = "alloc_pd/create_cq failed";
     return false;
   }
-  pd_ = *pd;
   scq_ = *scq;
   rcq_ = *rcq;
   auto mr = reg_mr(pd_, mem_.get(), total,
@@ -90,7 +71,7 @@ bool DemoPeer::open(std::string& err) {
     }
     (t == QpType::kRc ? rc_ : t == QpType::kUc ? uc_ : ud_) = *q;
   }
-  path_mtu_ = largest_path_mtu(port_->info().mtu);
+  path_mtu_ = largest_path_mtu(endpoint_.port_info().mtu);
   if (cfg_.mtu) path_mtu_ = std::min(path_mtu_, cfg_.mtu);
   me_.qpn[0] = rc_->qp_num;
   me_.qpn[1] = uc_->qp_num;
@@ -101,7 +82,7 @@ bool DemoPeer::open(std::string& err) {
   me_.area_addr = addr_of(area());
   me_.area_bytes = area_bytes_;
   me_.atomic_addr = addr_of(atomic_word());
-  std::memcpy(me_.mac, dc.mac.b, 6);
+  std::memcpy(me_.mac, endpoint_.mac().b, 6);
   std::memcpy(me_.gid, cfg_.gid.raw, 16);
   return true;
 }
