@@ -156,9 +156,7 @@ int launch(const Args& args, const dpdk::SplitArgs& split, const Config& cfg) {
     }
     // Given EAL args without an lcore list (e.g. only -d PMD_DIR on a machine
     // without DPDK installed) still get each side its own engine CPUs.
-    if (std::none_of(eal.begin(), eal.end(), [](const std::string& a) {
-          return a.starts_with("-l") || a.starts_with("-c") || a.starts_with("--lcores");
-        })) {
+    if (!eal_has_lcores(eal)) {
       eal.push_back(lcore_map(cfg.engines, server, std::string(args.get_str("lcore-map"))));
     }
     av.insert(av.end(), eal.begin(), eal.end());

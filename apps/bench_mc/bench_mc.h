@@ -155,6 +155,8 @@ class EngineGroupSide {
   uint64_t* atomic_result(uint32_t j) { return reinterpret_cast<uint64_t*>(atomics_) + kMaxQps + 2 * j; }
   std::string path(const char* name) const { return cfg_.dir + "/" + name; }
   void report(const char* side);
+  /// Once the engines have stopped: their messages (good), bad ones, and the first engine's error if err is empty.
+  void engine_totals(uint64_t& good, uint64_t& bad, std::string& err) const;
 
   const Config& cfg_;
   bool soak_checks(const char* side, RssLog& rss, std::string& err);

@@ -275,6 +275,14 @@ void EngineGroupSide::report(const char* side) {
   }
 }
 
+void EngineGroupSide::engine_totals(uint64_t& good, uint64_t& bad, std::string& err) const {
+  for (uint32_t e = 0; e < cfg_.engines; ++e) {
+    good += runs_[e].msgs.load();
+    bad += runs_[e].bad.load();
+    if (err.empty()) err = runs_[e].error;
+  }
+}
+
 int EngineGroupSide::run() {
   const char* side = cfg_.server ? "server" : "client";
   dpdk::EngineLauncher launcher(*group_);
@@ -303,11 +311,7 @@ int EngineGroupSide::run() {
     }
     (void)launcher.stop();
     uint64_t good = 0, bad = 0;
-    for (uint32_t e = 0; e < cfg_.engines; ++e) {
-      good += runs_[e].msgs.load();
-      bad += runs_[e].bad.load();
-      if (err.empty()) err = runs_[e].error;
-    }
+    engine_totals(good, bad, err);
     uint64_t want = 0;
     ok = !g_stop;
     if (cfg_.verify && ok) {
@@ -341,11 +345,7 @@ int EngineGroupSide::run() {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     (void)launcher.stop();
     uint64_t good = 0, bad = 0;
-    for (uint32_t e = 0; e < cfg_.engines; ++e) {
-      good += runs_[e].msgs.load();
-      bad += runs_[e].bad.load();
-      if (err.empty()) err = runs_[e].error;
-    }
+    engine_totals(good, bad, err);
     uint64_t rounds = 0;  // completed, over all QPs (= qps * --rounds without --duration)
     for (const QpSlot& s : slots_) rounds += s.round;
     const uint64_t want_ops = (cfg_.duration_s > 0 ? rounds : uint64_t(cfg_.qps) * cfg_.rounds) * 6;

@@ -56,6 +56,12 @@ std::vector<std::string> given_options(const Args& args, std::span<const OptSpec
   return out;
 }
 
+bool eal_has_lcores(const std::vector<std::string>& eal) {
+  return std::any_of(eal.begin(), eal.end(), [](const std::string& a) {
+    return a.starts_with("-l") || a.starts_with("-c") || a.starts_with("--lcores");
+  });
+}
+
 std::vector<std::string> split_list(std::string_view s) {
   std::vector<std::string> out;
   while (!s.empty()) {

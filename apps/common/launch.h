@@ -32,6 +32,10 @@ void install_stop_handlers();
 std::vector<std::string> given_options(const Args& args, std::span<const OptSpec> options,
                                        std::initializer_list<std::string_view> skip);
 
+/// True if eal names the lcores itself (-l..., -c..., --lcores...), so a
+/// launcher must not add its own list.
+bool eal_has_lcores(const std::vector<std::string>& eal);
+
 /// "a,b,,c" -> {"a", "b", "c"} (empty items dropped).
 std::vector<std::string> split_list(std::string_view s);
 

@@ -375,9 +375,7 @@ int launch(const Args& args, const dpdk::SplitArgs& split, const Config& cfg) {
       // memif's "no multi-process channel" notice under --no-shconf is expected here.
       eal.push_back("--log-level=pmd.net.memif:critical");
     }
-    if (!has_arg(eal, {"-l", "-c", "--lcores"}) && !std::any_of(eal.begin(), eal.end(), [](const std::string& a) {
-          return a.size() > 2 && (a.compare(0, 2, "-l") == 0 || a.compare(0, 2, "-c") == 0);
-        })) {
+    if (!eal_has_lcores(eal)) {
       eal.push_back("-l");
       eal.push_back(lcores[i]);
     }

@@ -259,6 +259,8 @@ class Driver {
 
  private:
   bool exchange(Msg m, std::string& err);          // Prepare -> Ready or Done -> Result
+  /// The end of a case begun with m: Done, and the server's Result (its error into err if err is empty).
+  bool finish(Msg m, std::string& err);
   bool pingpong(Row& row, uint64_t seed, std::string& err);
   bool stream(Row& row, uint64_t count, uint32_t depth, uint64_t seed, bool timed, std::string& err);
   bool expired() const { return g_stop || std::chrono::steady_clock::now() > deadline_; }

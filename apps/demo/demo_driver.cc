@@ -74,18 +74,36 @@ SendWr Driver::make_wr(const Row& row, uint64_t k, uint64_t seed, uint64_t slot_
   return wr;
 }
 
-bool Driver::pingpong(Row& row, uint64_t seed, std::string& err) {
-  const uint64_t n = row.iters;
-  const uint32_t stride = ep_.stride(row.size, row.type);
-  const uint64_t k_slots = std::max<uint64_t>(1, ep_.slots(row.size, row.type));
+namespace {
+
+/// The Prepare message of row's case in mode: count messages from seed.
+Msg prepare_msg(const Row& row, Mode mode, uint64_t count, uint64_t seed) {
   Msg m;
   m.type = MsgType::kPrepare;
   m.qp_type = row.type;
   m.op = row.op;
-  m.mode = Mode::kPingpong;
+  m.mode = mode;
   m.size = row.size;
-  m.count = uint32_t(n);
+  m.count = uint32_t(count);
   m.seed = seed;
+  return m;
+}
+
+}  // namespace
+
+bool Driver::finish(Msg m, std::string& err) {
+  m.type = MsgType::kDone;
+  std::string server_err;
+  const bool ok = exchange(m, server_err);
+  if (err.empty() && !ok) err = server_err;
+  return err.empty();
+}
+
+bool Driver::pingpong(Row& row, uint64_t seed, std::string& err) {
+  const uint64_t n = row.iters;
+  const uint32_t stride = ep_.stride(row.size, row.type);
+  const uint64_t k_slots = std::max<uint64_t>(1, ep_.slots(row.size, row.type));
+  const Msg m = prepare_msg(row, Mode::kPingpong, n, seed);
   if (!exchange(m, err)) return false;
   std::vector<uint64_t> lat;
   lat.reserve(n);
@@ -198,29 +216,18 @@ bool Driver::pingpong(Row& row, uint64_t seed, std::string& err) {
     row.lat_p99_us = double(lat[std::min(lat.size() - 1, (lat.size() * 99 + 99) / 100 - 1)]) / 1e3;
   }
   if (broken_ || g_stop) return false;
-  m.type = MsgType::kDone;
-  std::string server_err;
-  const bool ok = exchange(m, server_err);
-  if (err.empty() && !ok) err = server_err;
-  return err.empty();
+  return finish(m, err);
 }
 
 bool Driver::stream(Row& row, uint64_t count, uint32_t depth, uint64_t seed, bool timed, std::string& err) {
   const uint32_t stride = ep_.stride(row.size, row.type);
-  Msg m;
-  m.type = MsgType::kPrepare;
-  m.qp_type = row.type;
-  m.op = row.op;
-  m.mode = Mode::kStream;
-  m.size = row.size;
-  m.count = uint32_t(count);
-  m.seed = seed;
   // Sources (or poisoned READ destinations) for every message, before the clock starts.
   for (uint64_t k = 0; k < count; ++k) {
     uint8_t* p = ep_.local() + k * stride;
     if (row.op == WrOpcode::kRdmaRead) std::memset(p, 0, row.size);
     else if (!is_atomic(row.op)) fill(p, row.size, msg_key(seed, k), msg_tag(k));
   }
+  const Msg m = prepare_msg(row, Mode::kStream, count, seed);
   if (!exchange(m, err)) return false;
   Qp* qp = ep_.qp(row.type);
   uint64_t posted = 0, done = 0;
@@ -282,11 +289,7 @@ bool Driver::stream(Row& row, uint64_t count, uint32_t depth, uint64_t seed, boo
     }
   }
   if (broken_ || g_stop) return false;
-  m.type = MsgType::kDone;
-  std::string server_err;
-  const bool ok = exchange(m, server_err);
-  if (err.empty() && !ok) err = server_err;
-  return err.empty();
+  return finish(m, err);
 }
 
 void Driver::perf(WrOpcode op, uint32_t size, std::vector<Row>& rows) {

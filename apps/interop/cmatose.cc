@@ -120,6 +120,10 @@ class Cmatose {
   bool post_sends(Node& n, bool signaled);
   /// Polls cq of each connected node (send or receive) for -C completions.
   bool poll_cqs(bool send, std::string& err);
+  /// post_sends on every node; false with err = "failed to post sends".
+  bool post_sends_all(bool signaled, std::string& err);
+  /// The answering side of a data round: every node's messages in, then one reply each, signaled.
+  bool receive_then_reply(std::string& err);
   Node* node_of(CmId* id);
 
   const Config& cfg_;
@@ -205,6 +209,20 @@ bool Cmatose::post_recvs(Node& n) {
     if (!post_recv(n.id->qp, &wr, nullptr).ok()) return false;
   }
   return true;
+}
+
+bool Cmatose::post_sends_all(bool signaled, std::string& err) {
+  for (Node& n : nodes_) {
+    if (!post_sends(n, signaled)) return err = "failed to post sends", false;
+  }
+  return true;
+}
+
+bool Cmatose::receive_then_reply(std::string& err) {
+  std::printf("receiving data transfers\n");
+  if (!poll_cqs(false, err)) return false;
+  std::printf("sending replies\n");
+  return post_sends_all(true, err) && poll_cqs(true, err);
 }
 
 bool Cmatose::post_sends(Node& n, bool signaled) {
@@ -381,18 +399,10 @@ bool Cmatose::run_server(std::string& err) {
   if (!cm_events([&] { return connects_left_ == 0; }, err, "connections")) return false;
   if (cfg_.count) {
     if (cfg_.ud) {
-      std::printf("receiving data transfers\n");
-      if (!poll_cqs(false, err)) return false;
-      std::printf("sending replies\n");
-      for (Node& n : nodes_) {
-        if (!post_sends(n, true)) return err = "failed to post sends", false;
-      }
-      if (!poll_cqs(true, err)) return false;
+      if (!receive_then_reply(err)) return false;
     } else {
       std::printf("initiating data transfers\n");
-      for (Node& n : nodes_) {
-        if (!post_sends(n, true)) return err = "failed to post sends", false;
-      }
+      if (!post_sends_all(true, err)) return false;
       std::printf("completing sends\n");
       if (!poll_cqs(true, err)) return false;
       std::printf("receiving data transfers\n");
@@ -432,19 +442,11 @@ bool Cmatose::run_client(std::string& err) {
   if (cfg_.count) {
     if (cfg_.ud) {
       std::printf("initiating data transfers\n");
-      for (Node& n : nodes_) {
-        if (!post_sends(n, false)) return err = "failed to post sends", false;
-      }
+      if (!post_sends_all(false, err)) return false;
       std::printf("receiving data transfers\n");
       if (!poll_cqs(false, err)) return false;
     } else {
-      std::printf("receiving data transfers\n");
-      if (!poll_cqs(false, err)) return false;
-      std::printf("sending replies\n");
-      for (Node& n : nodes_) {
-        if (!post_sends(n, true)) return err = "failed to post sends", false;
-      }
-      if (!poll_cqs(true, err)) return false;
+      if (!receive_then_reply(err)) return false;
     }
     std::printf("data transfers complete\n");
   }
