@@ -23,6 +23,7 @@
 
 #include "apps/commands.h"
 #include "apps/common/args.h"
+#include "apps/common/json_writer.h"
 
 namespace uroce::apps {
 namespace {
@@ -308,18 +309,20 @@ int cmd_stat(int argc, char** argv) {
   }
   const char* kCmds[] = {"/uroce/ports", "/uroce/qps", "/uroce/counters", "/uroce/cc"};
   std::map<std::string, Json> r;
-  std::string json = "{";
+  JsonWriter w;  // --json: the replies' members merged into one object
+  w.begin_object();
   for (const char* c : kCmds) {
     std::string raw;
     if (!t.query(c, r[c], raw, err)) {
       std::fprintf(stderr, "uroce stat: %s: %s\n", c, err.c_str());
       return kExitFailure;
     }
-    // raw is {"/uroce/x": ...}: merge the members into one object.
-    json += (json.size() > 1 ? "," : "") + raw.substr(1, raw.size() - 2);
+    // raw is {"/uroce/x":VALUE}, the command its one key (no ':' in it).
+    const size_t colon = raw.find(':');
+    w.key(c).raw(std::string_view(raw).substr(colon + 1, raw.size() - colon - 2));
   }
   if (args.flag("json")) {
-    std::printf("%s}\n", json.c_str());
+    std::printf("%s\n", w.end_object().text().c_str());
     return kExitOk;
   }
   std::printf("# uroce stat: %s (pid %s, %s)\n", path.c_str(), t.pid().c_str(), t.version().c_str());
