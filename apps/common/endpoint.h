@@ -1,5 +1,5 @@
-// One uroce endpoint for the two-sided apps (pingpong, perf, rping, ucmatose,
-// udaddy, qperf): the DPDK port, the device on it with our addresses in the
+// The one uroce endpoint of the apps that run on a DPDK port (demo,
+// pingpong, perf, rping, ucmatose, udaddy, qperf): the DPDK port, the device on it with our addresses in the
 // GID table, one PD, the clock, and the waits every app needs while the
 // engine keeps running (run-to-completion: each wait calls pump(), so the
 // stack answers ARP, ACKs, retransmits and runs the CM meanwhile).

@@ -1,8 +1,8 @@
-// Shared pieces of the `uroce` endpoint commands (demo, bench-mc, pingpong,
-// perf): the stop flag that SIGINT/SIGTERM set, printf into a std::string,
-// re-passing the options a user gave, writing a text
-// file with its errors reported, and the launcher that runs a server and a
-// client child on a memif socket and reaps both.
+// Process pieces every `uroce` command shares: the one stop flag that
+// SIGINT/SIGTERM set (every command's loops poll g_stop), printf into a
+// std::string, re-passing the options a user gave, writing a text file with
+// its errors reported, and the launcher that runs a server and a client
+// child on a memif socket and reaps both.
 // Control path.
 #pragma once
 
