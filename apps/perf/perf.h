@@ -60,7 +60,8 @@
 //
 // Output: perftest's banner, address lines and result table (--json: one JSON
 // object on stdout, the rest on stderr). SIGINT/SIGTERM stop the run; what was
-// measured is still printed. Exit: 0 ok, 1 failure or interrupted, 2 usage.//
+// measured is still printed. Exit: 0 ok, 1 failure or interrupted, 2 usage.
+//
 // This header holds what the perf files share: perftest's constants, the
 // parsed options (Config), the QP info (Dest) and the RDMA side (Perf).
 // The files: perf_options.cc (flags, --help, Config), perf_rdma.cc (Perf:
