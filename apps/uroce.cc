@@ -4,8 +4,8 @@
 #include <cstring>
 #include <string_view>
 
-#include "apps/args.h"
 #include "apps/commands.h"
+#include "apps/common/args.h"
 
 namespace {
 

@@ -3,7 +3,7 @@
 
 Each endpoint is a `uroce demo` process with its own EAL; they swap QPN, PSN,
 rkey, address, MAC and GID over TCP, then the client drives and the server is
-the target (apps/demo.cc). The matrix workload runs every RC opcode (SEND,
+the target (apps/demo/demo_target.cc). The matrix workload runs every RC opcode (SEND,
 SEND imm, WRITE, WRITE imm, READ, CAS, FAA), UC SEND/WRITE (with and without
 imm) and UD SEND at 0, 1, 63, MTU-1, MTU, MTU+1, 2 MTU, 3 MTU-1 and 3 MTU bytes
 (UD up to one MTU), every byte checked at the target, READ data and atomic
@@ -69,7 +69,7 @@ EAL = ["--no-huge", "--no-pci", "--no-shconf", "-m", "512", "--log-level=lib.*:e
        "--log-level=pmd.net.memif:critical"]
 
 
-# One result row of `uroce demo` in its perf workload (print_row in apps/demo.cc).
+# One result row of `uroce demo` in its perf workload (print_row in apps/demo/demo.cc).
 ROW = re.compile(r"^ [a-z_]+ +\d+ +\d+ .*  (yes|NO)", re.M)
 
 
