@@ -3,7 +3,7 @@
 // uses: <runtime dir>/dpdk_telemetry.v2[:instance], where the runtime dir is
 // /var/run/dpdk/<file-prefix> for root, else $XDG_RUNTIME_DIR/dpdk/<file-prefix>
 // or /tmp/dpdk/<file-prefix>, $RUNTIME_DIRECTORY/dpdk/<file-prefix> if set,
-// as in DPDK's EAL), sends the /uroce/* commands (stack/engine/telemetry.cc)
+// as in DPDK's EAL), sends the /uroce/* commands (stack/device/telemetry.cc)
 // and prints ports, QPs (state and PSNs), counters and congestion-control
 // state. --json prints the replies themselves, as one JSON object.
 // Exit: 0 ok, 1 no such process or socket, or a reply could not be read.
