@@ -227,7 +227,7 @@ void SeedRun::on_recv_wc(QpSide& r, const Wc& wc) {
       return;
     }
     case QpType::kUc: {
-      // IBA 9.7.7.? (as rxe and qib do): a UC responder that sees a PSN other than the
+      // As rxe (check_psn) and qib/hfi1 (uc.c) do: a UC responder that sees a PSN other than the
       // expected one drops the message in progress and starts a new one at any
       // FIRST or ONLY packet, whatever its PSN. A duplicated or delayed frame is
       // then delivered again or late: allowed only if the fabric duplicated or

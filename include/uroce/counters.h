@@ -112,7 +112,7 @@ using Counters = CounterBlock<uint64_t>;
 /// The per-QP block: the same counters in 32 bits, so that they wrap at 2^32
 /// (as a NIC's per-QP counters may). Half the bytes of a Counters block per
 /// QP: fewer cache lines touched per packet with thousands of QPs, and the
-/// per-QP state target of issue 6 (docs/PERFORMANCE.md).
+/// 2 KiB per-QP state budget (docs/PERFORMANCE.md, "Per-QP state").
 using QpCounters = CounterBlock<uint32_t>;
 
 }  // namespace uroce

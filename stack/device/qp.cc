@@ -158,7 +158,8 @@ Status post_send(Qp* q, SendWr* wr, SendWr** bad_wr) {
   for (; wr; wr = wr->next) {
     uint32_t len = 0;
     Status s;
-    // IBA 10.8.2.?: send WRs are accepted in RTS, SQD, SQE and ERR (the last two flush them).
+    // C10-96 (as rdmavt's ib_rvt_state_ops cites it): send WRs are accepted in RTS, SQD, SQE
+    // and ERR (the last two flush them).
     if (qp.state == QpState::kReset || qp.state == QpState::kInit || qp.state == QpState::kRtr) {
       s = Status(StatusCode::kInvalidQpState, "post_send before RTS");
     } else if (qp.sq.full()) {

@@ -117,7 +117,8 @@ struct CompleterState {
 /// Responder resource for one RDMA READ or atomic (IBA 9.7.5.1 responder
 /// resources, max_dest_rd_atomic of them): enough to regenerate the response
 /// of a duplicate request without executing it again. 32 bytes, as there are
-/// kMaxRdAtomic of them in every QP (issue 6's per-QP state): a READ's last
+/// kMaxRdAtomic of them in every QP (the 2 KiB per-QP state budget, docs/PERFORMANCE.md
+/// "Per-QP state"): a READ's last
 /// PSN follows from its length (resp_last_psn in responder.cc), and a READ
 /// needs its address where an atomic needs the value it returned.
 struct RespRes {

@@ -142,7 +142,8 @@ RespState chk_op_seq(Req& r) {
   return r.s.msg_kind ? RespState::kErrMissingOpcodeLast : RespState::kErrMissingOpcodeFirst;
 }
 
-// The QP must allow the operation (qp_access_flags, IBA 10.2.4.?) and, for UD,
+// The QP must allow the operation (qp_access_flags, as rxe's check_op_valid and qib_rc_rcv
+// check them) and, for UD,
 // the Q_Key must match (C10-15).
 RespState chk_op_valid(Req& r) {
   if (r.qp.qp_type == QpType::kUd) {

@@ -1,4 +1,4 @@
-// CNPs over the DPDK datapath (issue 8): two uroce devices on two net_ring
+// CNPs over the DPDK datapath (docs/CC.md, "How it is wired"): two uroce devices on two net_ring
 // ethdev ports (rte_eth_from_rings), opened through DpdkPort like any NIC.
 // Between them the test is the switch: it moves a's frames to b's RX ring
 // and, while "congested", sets ECN-CE on them (RFC 3168; the ICRC masks the

@@ -63,7 +63,7 @@ def lcore_list(n):
 def main():
     build, source = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
     meson = shutil.which("meson") or sys.exit("meson not on PATH")
-    tmp = tempfile.mkdtemp(prefix="uroce-i10-examples-")
+    tmp = tempfile.mkdtemp(prefix="uroce-examples-")
     try:
         stage = os.path.join(tmp, "stage")
         run([meson, "install", "-C", build, "--no-rebuild", "--quiet", "--destdir", stage])

@@ -128,7 +128,8 @@ TEST_F(Completer, Timeout0IsInfinite) {
 }
 
 // Receive: the ACK of a SEND posted after a READ, while the READ's responses
-// were lost. Expect: C9-?? implied NAK: the READ is requested again, then both complete.
+// were lost. Expect: an implied NAK (an ACK of a later request NAKs the READ, as qib's do_rc_ack
+// and rxe's completer check_psn treat it): the READ is requested again, then both complete.
 TEST_F(Completer, ImpliedNakRetriesSkippedRead) {
   open();
   fill(b->buf, 4096, 512, 4);
@@ -415,8 +416,9 @@ TEST_F(Requester, FenceWaitsForOutstandingRead) {
   }
 }
 
-// Send: two READs with max_rd_atomic 1. Expect: C9-?? the second READ request
-// leaves only after the first one's response.
+// Send: two READs with max_rd_atomic 1. Expect: the second READ request
+// leaves only after the first one's response (at most max_rd_atomic READs and atomics
+// outstanding: qib's and hfi1's make_req wait while s_num_rd_atomic >= s_max_rd_atomic).
 TEST_F(Requester, MaxRdAtomicLimitsOutstandingReads) {
   PairOptions o;
   o.max_rd_atomic = 1;
@@ -491,7 +493,8 @@ TEST_F(Completer, OnePacketCompletesARunOfWqesWithOneRttSample) {
 }
 
 // Send: SEND with kSendInline; the source buffer changes right after posting.
-// Expect: the bytes as they were at post time arrive (IBA 10.8.3.? inline data).
+// Expect: the bytes as they were at post time arrive (inline data: ibv_post_send(3) lets the
+// buffer be reused as soon as the call returns, and does not check the L_Key).
 TEST_F(Requester, InlineDataIsCopiedAtPost) {
   open();
   fill(a->buf, 0, 200, 5);

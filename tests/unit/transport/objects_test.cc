@@ -218,10 +218,10 @@ TEST(QpState, FitsInTwoKilobytes) {
 // Everything the stack holds per QP: the device's per-QP tables (QP slot,
 // timer, ready ring, per-QP counters; open_device with max_qp = N against
 // max_qp = 1) plus what create_qp allocates. The rings the user sizes (SQ and
-// RQ slots with their scatter lists) are taken out the way the issue defines
+// RQ slots with their scatter lists) are taken out the way docs/PERFORMANCE.md ("Per-QP state") defines
 // the figure: QPs are made with rings of 1 and of 64 slots, and the QP's own
 // part is the 1-slot figure less one slot's worth of the difference
-// (allocation is linear in the slots). Issue 6 asks for at most 2 KiB;
+// (allocation is linear in the slots). The budget is 2 KiB at most (its "The targets");
 // docs/PERFORMANCE.md quotes what this prints. Counted: what the objects ask
 // of the state pool (state_memory_bytes, not the pool's slack) plus the
 // malloc heap, mmapped blocks included (hblkhd), for anything allocated

@@ -70,7 +70,8 @@ TEST_F(Responder, C9_110_OneSeqNakPerGap) {
 
 // Receive: a READ whose last response packet is lost, then the READ again
 // from that PSN after the local ACK timeout (a duplicate).
-// Expect: C9-?? the response is replayed from the responder resource.
+// Expect: the response is replayed from the responder resource (as rxe's
+// duplicate_request replays a READ whose resource find_resource finds).
 TEST_F(Responder, C9_DuplicateReadIsReplayed) {
   open();
   fill(b->buf, 8192, 4000, 3);
@@ -93,7 +94,8 @@ TEST_F(Responder, C9_DuplicateReadIsReplayed) {
 }
 
 // Receive: FetchAdd whose Atomic ACK is lost, then the same FetchAdd again.
-// Expect: C9-?? atomics execute exactly once: the duplicate gets the saved
+// Expect: atomics execute exactly once (rxe's atomic_reply replays res->atomic.orig_val, qib's
+// rc_rcv_error resends the saved atomic_data): the duplicate gets the saved
 // original value and the target is added to once.
 TEST_F(Responder, C9_DuplicateAtomicReturnsSavedResult) {
   open();
@@ -186,7 +188,8 @@ TEST_F(Responder, NakInvalidRequest_QpLacksRemoteRead) {
 }
 
 // Receive: FetchAdd to an address that is not 8-byte aligned.
-// Expect: C9-?? NAK invalid request; nothing executed.
+// Expect: NAK invalid request (as rxe's atomic_reply and qib_rc_rcv answer an address that is
+// not 8-byte aligned); nothing executed.
 TEST_F(Responder, NakInvalidRequest_MisalignedAtomic) {
   open();
   ASSERT_TRUE(post(WrOpcode::kAtomicFetchAndAdd, 1, 0, 8, 132).ok());
@@ -197,7 +200,8 @@ TEST_F(Responder, NakInvalidRequest_MisalignedAtomic) {
 
 // Receive: two READs in one burst with max_dest_rd_atomic 1 (the requester's
 // max_rd_atomic is 2, a misconfiguration). Expect: the first is answered, the
-// second NAKed invalid request (C9-??: beyond the responder's resources).
+// second NAKed invalid request (beyond the responder's resources: qib_rc_rcv NAKs invalid
+// request when no entry of its ack queue is free).
 TEST_F(Responder, NakInvalidRequest_TooManyReadAtomic) {
   PairOptions o;
   o.max_dest_rd_atomic = 1;
@@ -295,7 +299,8 @@ TEST_F(Responder, NakRemoteOperationalError_BadReceiveLkey) {
 }
 
 // Receive: RDMA WRITE with an R_Key that fails one check each time.
-// Expect: NAK remote access error (C9-?? R_Key checks), WC kRemAccessErr, responder QP in ERR.
+// Expect: NAK remote access error (the R_Key checks of rxe's check_rkey and rdmavt's rvt_rkey_ok:
+// a registered key, the QP's PD, the access flag, the bounds), WC kRemAccessErr, responder QP in ERR.
 enum class BadKey { kUnknownKey, kOtherPd, kNoAccessFlag, kOutOfBounds, kLengthOverflow };
 
 class RemoteAccess : public Pair, public ::testing::WithParamInterface<BadKey> {};
