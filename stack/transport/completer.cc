@@ -281,9 +281,9 @@ void trace_step(const Resp& c, CompState from, CompState to) {
 
 // The driver, once without the trace and once with it (run_traced): an
 // untraced QP pays one test of its trace pointer per packet, none per step.
-// The entry point is flattened, so that the handlers are inlined into the
-// untraced driver as when it was their only caller; the cold traced copy
-// calls them out of line.
+// The cold traced copy is flattened (it inlines the handlers into itself), so
+// that the untraced driver stays their only caller and inlines them as it
+// did before there was a trace: its code is the same but for that test.
 template <bool kTraced>
 [[gnu::always_inline]] inline void run(Resp& c) {
   CompState s = CompState::kGetWqe;
@@ -308,13 +308,17 @@ template <bool kTraced>
   }
 }
 
-[[gnu::noinline, gnu::cold]] void run_traced(Resp& c) { run<true>(c); }
+[[gnu::noinline, gnu::cold, gnu::flatten]] void run_traced(Env& env, QpImpl& qp, const wire::PacketDesc& pkt,
+                                                           const uint8_t* frame) {
+  Resp c{env, qp, pkt, frame + pkt.payload_off, pkt.op().flags};
+  run<true>(c);
+}
 
 }  // namespace
 
-[[gnu::flatten]] void completer_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const uint8_t* frame) {
+void completer_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const uint8_t* frame) {
+  if (qp.trace) [[unlikely]] return run_traced(env, qp, pkt, frame);
   Resp c{env, qp, pkt, frame + pkt.payload_off, pkt.op().flags};
-  if (qp.trace) [[unlikely]] return run_traced(c);
   run<false>(c);
 }
 

@@ -242,9 +242,9 @@ void trace_step(const ReqRun& r, ReqState from, ReqState to, uint32_t psn) {
 
 // The driver, once without the trace and once with it (run_traced): an
 // untraced QP pays one test of its trace pointer per call, none per step.
-// The entry point is flattened, so that the handlers are inlined into the
-// untraced driver as when it was their only caller; the cold traced copy
-// calls them out of line.
+// The cold traced copy is flattened (it inlines the handlers into itself), so
+// that the untraced driver stays their only caller and inlines them as it
+// did before there was a trace: its code is the same but for that test.
 template <bool kTraced>
 [[gnu::always_inline]] inline bool run(ReqRun& r) {
   ReqState s = ReqState::kGetWqe;
@@ -269,7 +269,10 @@ template <bool kTraced>
   }
 }
 
-[[gnu::noinline, gnu::cold]] bool run_traced(ReqRun& r) { return run<true>(r); }
+[[gnu::noinline, gnu::cold, gnu::flatten]] bool run_traced(Env& env, QpImpl& qp, uint32_t budget) {
+  ReqRun r{env, qp, budget};
+  return run<true>(r);
+}
 
 }  // namespace
 
@@ -301,9 +304,11 @@ void prefetch_next_wqe(QpImpl& qp) {
   __builtin_prefetch(qp.sges_of(qp.req.req_idx));
 }
 
-[[gnu::flatten]] bool requester_tx(Env& env, QpImpl& qp, uint32_t budget) {
+bool requester_tx(Env& env, QpImpl& qp, uint32_t budget) {
+  // The untraced run's state is its own (its address never reaches the
+  // traced copy), so that it can live in registers.
+  if (qp.trace) [[unlikely]] return run_traced(env, qp, budget);
   ReqRun r{env, qp, budget};
-  if (qp.trace) [[unlikely]] return run_traced(r);
   return run<false>(r);
 }
 

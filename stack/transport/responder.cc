@@ -481,9 +481,9 @@ void trace_step(const Req& r, RespState from, RespState to) {
 
 // The driver, once without the trace and once with it (run_traced): an
 // untraced QP pays one test of its trace pointer per packet, none per step.
-// The entry point is flattened, so that the handlers are inlined into the
-// untraced driver as when it was their only caller; the cold traced copy
-// calls them out of line.
+// The cold traced copy is flattened (it inlines the handlers into itself), so
+// that the untraced driver stays their only caller and inlines them as it
+// did before there was a trace: its code is the same but for that test.
 template <bool kTraced>
 [[gnu::always_inline]] inline void run(Req& r) {
   RespState s = RespState::kChkPsn;
@@ -518,13 +518,17 @@ template <bool kTraced>
   }
 }
 
-[[gnu::noinline, gnu::cold]] void run_traced(Req& r) { run<true>(r); }
+[[gnu::noinline, gnu::cold, gnu::flatten]] void run_traced(Env& env, QpImpl& qp, const wire::PacketDesc& pkt,
+                                                           const uint8_t* frame) {
+  Req r{env, qp, qp.resp, pkt, frame, frame + pkt.payload_off, pkt.op().flags};
+  run<true>(r);
+}
 
 }  // namespace
 
-[[gnu::flatten]] void responder_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const uint8_t* frame) {
+void responder_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const uint8_t* frame) {
+  if (qp.trace) [[unlikely]] return run_traced(env, qp, pkt, frame);
   Req r{env, qp, qp.resp, pkt, frame, frame + pkt.payload_off, pkt.op().flags};
-  if (qp.trace) [[unlikely]] return run_traced(r);
   run<false>(r);
 }
 
