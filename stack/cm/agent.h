@@ -17,6 +17,7 @@
 
 #include "stack/cm/mad.h"
 #include "stack/device/context.h"
+#include "stack/common/enum_name.h"
 #include "stack/common/object_table.h"
 #include "stack/common/timer_wheel.h"
 #include "stack/wire/packet.h"
@@ -44,12 +45,11 @@ namespace uroce::cm {
   X(kSidrReqRcvd)     /* passive UD: kConnectRequest delivered, waiting for accept */  \
   X(kError)           /* rejected, unreachable or timed out: only destroy remains */
 
-enum class CmState : uint8_t {
-#define UROCE_CM_STATE_ENUM(s) s,
-  UROCE_CM_STATES(UROCE_CM_STATE_ENUM)
-#undef UROCE_CM_STATE_ENUM
-};
-std::string_view cm_state_name(CmState s);
+enum class CmState : uint8_t { UROCE_CM_STATES(UROCE_ENUMERATOR) };
+inline constexpr auto kCmStateNames = UROCE_ENUM_NAMES(UROCE_CM_STATES);
+/// The state's name, spelt as the transport states' (stack/transport/states.h): "addr_query", "req_sent".
+constexpr std::string_view cm_state_name(CmState s) { return kCmStateNames[size_t(s)]; }
+static_assert(cm_state_name(CmState::kMraReqRcvd) == "mra_req_rcvd");
 
 // Timing (IBA 12.4: a CM response timeout is 4.096 us * 2^value).
 inline constexpr uint64_t cm_timeout_ns(uint8_t value) { return 4096ull << (value > 31 ? 31 : value); }

@@ -21,15 +21,6 @@
 
 namespace uroce::cm {
 
-std::string_view cm_state_name(CmState s) {
-  static constexpr std::string_view kNames[] = {
-#define UROCE_CM_STATE_NAME(s) std::string_view(#s).substr(1),
-      UROCE_CM_STATES(UROCE_CM_STATE_NAME)
-#undef UROCE_CM_STATE_NAME
-  };
-  return kNames[size_t(s)];
-}
-
 Agent::Agent(Context& c) : ctx(c) {
   ids.init(kCmMaxIds);
   timers.init(kCmMaxIds, c.now_ns);

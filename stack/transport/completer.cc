@@ -9,6 +9,7 @@
 #include "stack/transport/cq.h"
 #include "stack/transport/frame.h"
 #include "stack/transport/qp.h"
+#include "stack/transport/states.h"
 #include "stack/wire/aeth.h"
 #include "stack/wire/psn.h"
 
@@ -19,22 +20,6 @@ namespace {
 using wire::AethType;
 using wire::NakCode;
 using wire::psn_cmp;
-
-enum class CompState : uint8_t {
-  kGetWqe,
-  kChkPsn,
-  kChkAck,
-  kRead,
-  kAtomic,
-  kCompWqe,
-  kUpdateComp,
-  kRetry,
-  kRnr,
-  kBadResp,
-  kErr,
-  kDrop,
-  kDone,
-};
 
 struct Resp {
   Env& env;
@@ -285,12 +270,25 @@ SendWqe* oldest_started(QpImpl& qp) {
   return nullptr;
 }
 
-}  // namespace
+// The state trace (include/uroce/trace.h): the step from -> to of the packet c handles.
+void trace_step(const Resp& c, CompState from, CompState to) {
+  TraceRecord t{c.qp.qp_num, TraceRole::kCompleter, comp_state_name(from), comp_state_name(to)};
+  t.psn = c.pkt.psn;
+  t.opcode = c.pkt.opcode;
+  t.has_psn = t.has_opcode = true;
+  c.qp.trace->on_step(t);
+}
 
-void completer_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const uint8_t* frame) {
-  Resp c{env, qp, pkt, frame + pkt.payload_off, pkt.op().flags};
+// The driver, once without the trace and once with it (run_traced): an
+// untraced QP pays one test of its trace pointer per packet, none per step.
+// The cold traced copy is flattened (it inlines the handlers into itself), so
+// that the untraced driver stays their only caller and inlines them as it
+// did before there was a trace: its code is the same but for that test.
+template <bool kTraced>
+[[gnu::always_inline]] inline void run(Resp& c) {
   CompState s = CompState::kGetWqe;
   for (;;) {
+    [[maybe_unused]] const CompState from = s;
     switch (s) {
       case CompState::kGetWqe: s = get_wqe(c); break;
       case CompState::kChkPsn: s = chk_psn(c); break;
@@ -306,7 +304,22 @@ void completer_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const uint8
       case CompState::kDrop: s = drop(c); break;
       case CompState::kDone: return;
     }
+    if constexpr (kTraced) trace_step(c, from, s);
   }
+}
+
+[[gnu::noinline, gnu::cold, gnu::flatten]] void run_traced(Env& env, QpImpl& qp, const wire::PacketDesc& pkt,
+                                                           const uint8_t* frame) {
+  Resp c{env, qp, pkt, frame + pkt.payload_off, pkt.op().flags};
+  run<true>(c);
+}
+
+}  // namespace
+
+void completer_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const uint8_t* frame) {
+  if (qp.trace) [[unlikely]] return run_traced(env, qp, pkt, frame);
+  Resp c{env, qp, pkt, frame + pkt.payload_off, pkt.op().flags};
+  run<false>(c);
 }
 
 void completer_timer(Env& env, QpImpl& qp) {

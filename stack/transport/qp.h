@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 
+#include <uroce/trace.h>
 #include <uroce/verbs.h>
 
 #include "stack/common/ring.h"
@@ -163,6 +164,7 @@ struct QpImpl : Qp {
   QpInitAttr init_attr;
   uint32_t index = 0;     // slot in the device's QP table and timer wheel
   uint16_t udp_sport = 0; // RC/UC: set at RTR from both QPNs
+  TraceSink* trace = nullptr;  // set_qp_trace: the sink of each role's state steps, or null (untraced)
   net::GidEntry sgid;     // RC/UC: the GID table entry the path sends from (pinned by modify_qp)
   wire::PathTemplate path_template;  // RC/UC: headers below the BTH to the peer (fill_qp_path); len 0 after modify_qp
   uint32_t path_template_qos = 0;    // the device's QoS generation path_template was made under

@@ -12,6 +12,7 @@
 #include "stack/transport/ah.h"
 #include "stack/transport/frame.h"
 #include "stack/transport/qp.h"
+#include "stack/transport/states.h"
 #include "stack/wire/aeth.h"
 #include "stack/wire/psn.h"
 
@@ -22,21 +23,6 @@ namespace {
 using wire::psn_cmp;
 using wire::psn_diff;
 
-enum class ReqState : uint8_t {
-  kGetWqe,
-  kChkFence,
-  kChkRdAtomic,
-  kChkLocal,
-  kExecLocal,
-  kStartWqe,
-  kChkWindow,
-  kChkPacer,
-  kSendPacket,
-  kNextPacket,
-  kErrLocal,
-  kDone,
-};
-
 struct ReqRun {
   Env& env;
   QpImpl& qp;
@@ -44,6 +30,7 @@ struct ReqRun {
   SendWqe* wqe = nullptr;
   WcStatus err = WcStatus::kSuccess;
   bool more = false;  // stopped with packets ready to go (budget, transmit room, pacer)
+  uint8_t opcode = 0; // of the last packet built (for the state trace)
 };
 
 bool is_rd_atomic(const SendWqe& w) { return wr_op(w.opcode).flags & (wire::kRead | wire::kAtomic); }
@@ -198,6 +185,7 @@ ReqState send_packet(ReqRun& r) {
     d.ieth_rkey = w.invalidate_rkey;
     d.se = last && (w.send_flags & kSendSolicited);
   }
+  r.opcode = d.opcode;
   if (!build_packet(r, d, off)) {
     r.more = true;
     return ReqState::kDone;
@@ -240,6 +228,52 @@ ReqState err_local(ReqRun& r) {
   return ReqState::kDone;
 }
 
+// The state trace (include/uroce/trace.h): the step from -> to, at the PSN
+// the step began with once the WQE has PSNs.
+void trace_step(const ReqRun& r, ReqState from, ReqState to, uint32_t psn) {
+  TraceRecord t{r.qp.qp_num, TraceRole::kRequester, req_state_name(from), req_state_name(to)};
+  t.psn = psn;
+  t.has_psn = from == ReqState::kChkWindow || from == ReqState::kChkPacer || from == ReqState::kSendPacket ||
+              from == ReqState::kNextPacket;
+  t.opcode = r.opcode;
+  t.has_opcode = from == ReqState::kSendPacket && to == ReqState::kNextPacket;
+  r.qp.trace->on_step(t);
+}
+
+// The driver, once without the trace and once with it (run_traced): an
+// untraced QP pays one test of its trace pointer per call, none per step.
+// The cold traced copy is flattened (it inlines the handlers into itself), so
+// that the untraced driver stays their only caller and inlines them as it
+// did before there was a trace: its code is the same but for that test.
+template <bool kTraced>
+[[gnu::always_inline]] inline bool run(ReqRun& r) {
+  ReqState s = ReqState::kGetWqe;
+  for (;;) {
+    [[maybe_unused]] const ReqState from = s;
+    [[maybe_unused]] const uint32_t psn = kTraced ? r.qp.req.req_psn : 0;
+    switch (s) {
+      case ReqState::kGetWqe: s = get_wqe(r); break;
+      case ReqState::kChkFence: s = chk_fence(r); break;
+      case ReqState::kChkRdAtomic: s = chk_rd_atomic(r); break;
+      case ReqState::kChkLocal: s = chk_local(r); break;
+      case ReqState::kExecLocal: s = exec_local(r); break;
+      case ReqState::kStartWqe: s = start_wqe(r); break;
+      case ReqState::kChkWindow: s = chk_window(r); break;
+      case ReqState::kChkPacer: s = chk_pacer(r); break;
+      case ReqState::kSendPacket: s = send_packet(r); break;
+      case ReqState::kNextPacket: s = next_packet(r); break;
+      case ReqState::kErrLocal: s = err_local(r); break;
+      case ReqState::kDone: return r.more;
+    }
+    if constexpr (kTraced) trace_step(r, from, s, psn);
+  }
+}
+
+[[gnu::noinline, gnu::cold, gnu::flatten]] bool run_traced(Env& env, QpImpl& qp, uint32_t budget) {
+  ReqRun r{env, qp, budget};
+  return run<true>(r);
+}
+
 }  // namespace
 
 bool pacer_allows(Env& env, QpImpl& qp) {
@@ -271,24 +305,11 @@ void prefetch_next_wqe(QpImpl& qp) {
 }
 
 bool requester_tx(Env& env, QpImpl& qp, uint32_t budget) {
+  // The untraced run's state is its own (its address never reaches the
+  // traced copy), so that it can live in registers.
+  if (qp.trace) [[unlikely]] return run_traced(env, qp, budget);
   ReqRun r{env, qp, budget};
-  ReqState s = ReqState::kGetWqe;
-  for (;;) {
-    switch (s) {
-      case ReqState::kGetWqe: s = get_wqe(r); break;
-      case ReqState::kChkFence: s = chk_fence(r); break;
-      case ReqState::kChkRdAtomic: s = chk_rd_atomic(r); break;
-      case ReqState::kChkLocal: s = chk_local(r); break;
-      case ReqState::kExecLocal: s = exec_local(r); break;
-      case ReqState::kStartWqe: s = start_wqe(r); break;
-      case ReqState::kChkWindow: s = chk_window(r); break;
-      case ReqState::kChkPacer: s = chk_pacer(r); break;
-      case ReqState::kSendPacket: s = send_packet(r); break;
-      case ReqState::kNextPacket: s = next_packet(r); break;
-      case ReqState::kErrLocal: s = err_local(r); break;
-      case ReqState::kDone: return r.more;
-    }
-  }
+  return run<false>(r);
 }
 
 void requester_rewind(QpImpl& qp, uint32_t psn) {

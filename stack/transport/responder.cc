@@ -11,6 +11,7 @@
 #include "stack/transport/cq.h"
 #include "stack/transport/frame.h"
 #include "stack/transport/qp.h"
+#include "stack/transport/states.h"
 #include "stack/wire/aeth.h"
 #include "stack/wire/psn.h"
 
@@ -21,33 +22,6 @@ namespace {
 using wire::AethType;
 using wire::NakCode;
 using wire::psn_cmp;
-
-enum class RespState : uint8_t {
-  kChkPsn,
-  kChkOpSeq,
-  kChkOpValid,
-  kChkResource,
-  kChkLength,
-  kChkRkey,
-  kExecute,
-  kComplete,
-  kAcknowledge,
-  kDuplicate,
-  kDone,
-  // Errors, handled by do_error.
-  kErrPsnOutOfSeq,
-  kErrRnr,
-  kErrMissingOpcodeFirst,
-  kErrMissingOpcodeLast,
-  kErrUnsupportedOpcode,
-  kErrMisalignedAtomic,
-  kErrTooManyRdAtomic,
-  kErrLength,
-  kErrInvalidateRkey,
-  kErrRkeyViolation,
-  kErrMalformedWqe,
-  kErrCqOverflow,
-};
 
 struct Req {
   Env& env;
@@ -497,12 +471,25 @@ bool send_ack(Env& env, QpImpl& qp) {
   return true;
 }
 
-}  // namespace
+// The state trace (include/uroce/trace.h): the step from -> to of the packet r handles.
+void trace_step(const Req& r, RespState from, RespState to) {
+  TraceRecord t{r.qp.qp_num, TraceRole::kResponder, resp_state_name(from), resp_state_name(to)};
+  t.psn = r.pkt.psn;
+  t.opcode = r.pkt.opcode;
+  t.has_psn = t.has_opcode = true;
+  r.qp.trace->on_step(t);
+}
 
-void responder_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const uint8_t* frame) {
-  Req r{env, qp, qp.resp, pkt, frame, frame + pkt.payload_off, pkt.op().flags};
+// The driver, once without the trace and once with it (run_traced): an
+// untraced QP pays one test of its trace pointer per packet, none per step.
+// The cold traced copy is flattened (it inlines the handlers into itself), so
+// that the untraced driver stays their only caller and inlines them as it
+// did before there was a trace: its code is the same but for that test.
+template <bool kTraced>
+[[gnu::always_inline]] inline void run(Req& r) {
   RespState s = RespState::kChkPsn;
   for (;;) {
+    [[maybe_unused]] const RespState from = s;
     switch (s) {
       case RespState::kChkPsn: s = chk_psn(r); break;
       case RespState::kChkOpSeq: s = chk_op_seq(r); break;
@@ -528,7 +515,22 @@ void responder_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const uint8
       case RespState::kErrMalformedWqe:
       case RespState::kErrCqOverflow: s = do_error(r, s); break;
     }
+    if constexpr (kTraced) trace_step(r, from, s);
   }
+}
+
+[[gnu::noinline, gnu::cold, gnu::flatten]] void run_traced(Env& env, QpImpl& qp, const wire::PacketDesc& pkt,
+                                                           const uint8_t* frame) {
+  Req r{env, qp, qp.resp, pkt, frame, frame + pkt.payload_off, pkt.op().flags};
+  run<true>(r);
+}
+
+}  // namespace
+
+void responder_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const uint8_t* frame) {
+  if (qp.trace) [[unlikely]] return run_traced(env, qp, pkt, frame);
+  Req r{env, qp, qp.resp, pkt, frame, frame + pkt.payload_off, pkt.op().flags};
+  run<false>(r);
 }
 
 bool responder_tx(Env& env, QpImpl& qp) {

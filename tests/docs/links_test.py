@@ -8,8 +8,9 @@
 3. Every `uroce dump --explain` excerpt (a code block whose first line is
    "$ uroce dump ...") is what the tool prints today: each line of the block
    is a line of the command's output.
-The document must keep a substantial number of code and test links and
-excerpts, so that emptying it fails too.
+docs/PROTOCOL.md must keep its sections and a substantial number of code
+and test links and excerpts, so that emptying it fails too; other documents
+given (docs/TRACE.md) are checked for 1 to 3.
 
 Usage: links_test.py UROCE_EXE SOURCE_ROOT [DOC.md ...]
 """
@@ -72,10 +73,12 @@ def main():
             for l in lines[1:]:
                 if l not in have:
                     errors.append("%s: excerpt line not in `%s` output: %s" % (os.path.basename(doc), lines[0], l[:120]))
+        print("%s: %d code links, %d test links, %d excerpts" % (os.path.basename(doc), code_links, test_links, excerpts))
+        if os.path.basename(doc) != "PROTOCOL.md":
+            continue
         for s in SECTIONS:
             if ("\n" + s) not in text:
                 errors.append("%s: section '%s' is missing" % (os.path.basename(doc), s))
-        print("%s: %d code links, %d test links, %d excerpts" % (os.path.basename(doc), code_links, test_links, excerpts))
         if code_links < 60 or test_links < 30 or excerpts < 8:
             errors.append("%s: too few links or excerpts left (%d code, %d test, %d excerpts)" %
                           (os.path.basename(doc), code_links, test_links, excerpts))
