@@ -33,6 +33,7 @@ std::string read_endpoint_options(const Args& args, uint8_t gid_idx, std::string
   ec.dev = std::string(args.get_str("dev"));
   ec.port_mtu = uint16_t(args.get_uint("port-mtu"));
   ec.pcap = std::string(args.get_str("pcap"));
+  ec.trace_qpn = uint32_t(args.get_uint("trace-qp"));
   return idx_opt.empty() ? parse_our_addrs(args, ec.addrs) : parse_our_addrs(args, gid_idx, idx_opt, ec.addrs);
 }
 

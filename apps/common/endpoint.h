@@ -40,6 +40,7 @@
 #include "apps/common/addr_text.h"
 #include "apps/common/args.h"
 #include "apps/common/json_writer.h"
+#include "apps/common/qp_trace.h"
 #include "drivers/dpdk/dpdk_io.h"
 #include "drivers/dpdk/eal_args.h"
 #include "drivers/dpdk/fault_io.h"
@@ -63,14 +64,15 @@ bool start_endpoint_process(std::string_view who, const dpdk::SplitArgs& split);
 
 /// The options of every endpoint command for its port and addresses (an
 /// OptSpec list, to put in the command's table): --dev, --ip, --ip6, --mac,
-/// --port-mtu, --pcap. read_endpoint_options reads them.
+/// --port-mtu, --pcap, --trace-qp. read_endpoint_options reads them.
 #define UROCE_ENDPOINT_OPTIONS                                                                                          \
   {.name = "dev", .kind = OptKind::kString, .def = "0", .help = "the port: an ethdev probed from the EAL args (name or port id) or a device spec", .meta = "SPEC"}, \
   {.name = "ip", .kind = OptKind::kString, .def = "", .help = "our IPv4 address: GID index 0 (::ffff:a.b.c.d)", .meta = "A.B.C.D"}, \
   {.name = "ip6", .kind = OptKind::kString, .def = "", .help = "our IPv6 address: GID index 1", .meta = "ADDR"}, \
   {.name = "mac", .kind = OptKind::kString, .def = "", .help = "our MAC (the port's if empty); the port itself keeps its own", .meta = "MAC"}, \
   {.name = "port-mtu", .kind = OptKind::kUint, .def = "1500", .help = "Ethernet MTU to set on the port (af_packet: the kernel interface's)", .min = 576, .max = 9600}, \
-  {.name = "pcap", .kind = OptKind::kString, .def = "", .help = "capture every frame of the port to FILE (the command fails if the file cannot all be written)", .meta = "FILE"}
+  {.name = "pcap", .kind = OptKind::kString, .def = "", .help = "capture every frame of the port to FILE (the command fails if the file cannot all be written)", .meta = "FILE"}, \
+  UROCE_TRACE_QP_OPTION
 
 struct EndpointConfig;
 /// Reads UROCE_ENDPOINT_OPTIONS into ec: --dev, --port-mtu, --pcap, and the
@@ -106,6 +108,7 @@ struct EndpointConfig {
   uint16_t port_mtu = 1500;    ///< --port-mtu: Ethernet MTU to set on the port
   uint32_t timeout_s = 60;     ///< link-up wait of the port
   std::string pcap;            ///< --pcap: capture every frame of the port to this file
+  uint32_t trace_qpn = 0;      ///< --trace-qp: the QPN whose state steps go to stderr (0: none)
   uint32_t max_qp = 8;         ///< QPs the device holds
   bool tx_zero_copy = false;   ///< --zero-copy (DeviceConfig::tx_zero_copy)
   double drop_rate = 0;        ///< --drop-rate test hook: lose this fraction of frames (dpdk::RandomDropIo)
@@ -180,6 +183,9 @@ class Endpoint {
   /// The largest path MTU the port carries (also the UD MTU).
   Mtu max_mtu() const;
   const EndpointConfig& config() const { return cfg_; }
+  /// Starts --trace-qp's trace of qp if it is the QP asked for (then true).
+  /// Call it for each QP the command makes, once it exists.
+  bool trace_if_asked(Qp* qp) const { return trace_qp_if(qp, cfg_.trace_qpn); }
 
   /// One engine poll at the TSC clock.
   void pump() { uroce::poll(ctx_.get(), clock_->now_ns()); }

@@ -186,6 +186,7 @@ bool Cmatose::init_node(Node& n, CmId* id, std::string& err) {
     err = std::string(tool_) + ": unable to create QP: " + s.message();
     return false;
   }
+  ep_.trace_if_asked(id->qp);
   n.mem.assign(cfg_.size + (cfg_.ud ? kGrhBytes : 0), 0);
   auto mr = reg_mr(ep_.pd(), n.mem.data(), n.mem.size(), kAccessLocalWrite);
   if (!mr.ok()) {

@@ -349,6 +349,7 @@ bool Pingpong::open(std::string& err) {
       return false;
     }
     qps_.push_back(*q);
+    ep_.trace_if_asked(*q);
     if (!init_qp(*q, 0, kQkey, err)) return false;  // access 0: SEND only, as rdma-core
   }
   routs_ = post_recvs(qps_[0], cfg_.rx_depth);
@@ -481,6 +482,7 @@ bool Pingpong::connect_cm(std::string& err) {
       e = std::string("rdma_create_qp: ") + s.message();
       return false;
     }
+    ep_.trace_if_asked(id->qp);
     if (srq_) return true;
     routs_ = post_recvs(id->qp, cfg_.rx_depth);  // before the REP / REQ leaves
     if (routs_ < cfg_.rx_depth) {

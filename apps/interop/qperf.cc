@@ -357,6 +357,7 @@ class RcTest {
       err = std::string("rdma_create_qp: ") + s.message();
       return false;
     }
+    st_.trace_if_asked(id->qp);
     // rc_lat: one receive; rc_bw server: NCQE receives, all into the one buffer.
     for (uint32_t i = 0; i < (sender() && bw() ? 0 : recv_depth()); ++i) {
       if (!post_recv_one(id->qp)) {

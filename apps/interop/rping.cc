@@ -258,6 +258,7 @@ bool Rping::setup_qp(CmId* id, std::string& err) {
     err = std::string("rdma_create_qp: ") + s.message();
     return false;
   }
+  ep_.trace_if_asked(id->qp);
   if (!post_recv_info(id->qp)) {
     err = "ibv_post_recv failed";
     return false;

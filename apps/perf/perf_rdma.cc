@@ -141,6 +141,7 @@ bool Perf::setup(std::string& err, const CmPeer* cm) {
       return false;
     }
     qps_.push_back(*q);
+    ep_.trace_if_asked(*q);
     d.qpn = (*q)->qp_num;
     uint32_t access = 0;
     switch (verb) {  // ctx_modify_qp_to_init
@@ -167,6 +168,7 @@ bool Perf::connect_cm(const CmPeer& peer, const QpInitAttr& ia, std::string& err
   auto make_qp = [&](CmId* id, std::string& e) {
     const Status s = cm_create_qp(id, ep_.pd(), ia);
     if (!s.ok()) e = std::string("rdma_create_qp: ") + s.message();
+    else ep_.trace_if_asked(id->qp);
     return s.ok();
   };
   CmId* id = ep_.cm_connect_rc(peer, p, make_qp, err);

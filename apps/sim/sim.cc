@@ -53,6 +53,7 @@
 #include "apps/common/args.h"
 #include "apps/common/json_writer.h"
 #include "apps/common/launch.h"
+#include "apps/common/qp_trace.h"
 #include "apps/sim/sim_cc.h"
 #include "apps/sim/sim_seed.h"
 #include "drivers/loopback/fabric.h"
@@ -85,6 +86,7 @@ constexpr OptSpec kSimOptions[] = {
     {.name = "json", .help = "write the summary as JSON (fields below) instead of text"},
     {.name = "quiet", .short_name = 'q', .help = "print only violations and the summary"},
     {.name = "verbose", .short_name = 'v', .help = "print one line per seed"},
+    UROCE_TRACE_QP_OPTION,
     // Congestion-control scenarios (apps/sim/sim_cc.cc).
     {.name = "scenario", .kind = OptKind::kChoice, .def = "faults", .help = "faults: the seeded fault runs above; or a congestion-control scenario on one bottleneck (see below)", .choices = "faults|incast|share|join-leave|mixed"},
     {.name = "cc", .kind = OptKind::kChoice, .def = "dcqcn", .help = "congestion control of every host", .choices = "none|dcqcn|timely"},
@@ -257,6 +259,7 @@ int cmd_sim(int argc, char** argv) {
   cfg.pcap_dir = std::string(args.get_str("pcap-dir"));
   cfg.capture_all = args.flag("capture");
   cfg.verbose = args.flag("verbose");
+  cfg.trace_qpn = uint32_t(args.get_uint("trace-qp"));
   const bool json = args.flag("json");
   const bool quiet = args.flag("quiet");
   const uint64_t last_seed = cfg.first_seed + cfg.count - 1;

@@ -40,6 +40,7 @@ struct SimConfig {
   std::string pcap_dir;
   bool capture_all = false;
   bool verbose = false;
+  uint32_t trace_qpn = 0;  // --trace-qp: the QPN whose state steps go to stderr, on both devices (0: none)
 };
 
 struct Violation {

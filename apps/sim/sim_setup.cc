@@ -2,6 +2,7 @@
 // devices and QP pairs, the random workload of each side, its memory
 // layout and the model of what each WR must leave in the peer's memory.
 // Control path (everything runs at the fabric's virtual clock).
+#include "apps/common/qp_trace.h"
 #include "apps/sim/sim_seed.h"
 
 #include <algorithm>
@@ -224,6 +225,7 @@ bool SeedRun::create_qp(QpSide& e) {
     return false;
   }
   e.qp = *qp;
+  trace_qp_if(e.qp, cfg_.trace_qpn);
   auto mr = reg_mr(e.dev->pd, e.mem.mr(), e.mem.area(),
                    kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic);
   if (!mr.ok()) {
