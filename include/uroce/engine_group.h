@@ -32,7 +32,7 @@
 // per frame; a full ring drops the frame (counted; RC retransmits it).
 //   - memif (no RSS): the peer's TX queue i arrives on our RX queue i, so a
 //     QP pair whose two ends sit on the same engine index needs no hop, and
-//     any other pairing is fixed up by dispatch-by-QPN.
+//     any other pairing is fixed up by steering by QPN.
 //   - RSS ports: the hash runs over IP addresses and UDP ports; RoCEv2 puts
 //     the flow's entropy in the UDP source port, which the transport derives
 //     from both QPNs (rdma_calc_flow_label folded to 0xC000..0xFFFF, the same
@@ -40,7 +40,7 @@
 //     hardware RNIC spreads them, but neither side can choose the queue the
 //     other side's hash picks (Toeplitz with the default key is not
 //     symmetric and the peer's engine layout is not known), so RSS only
-//     spreads load and dispatch by QPN guarantees delivery to the owner.
+//     spreads load and steering by QPN guarantees delivery to the owner.
 //
 // Application threads (not engine lcores) use an EngineChannel per (thread,
 // engine): post_send/post_recv enqueue the work request on a spsc ring the
@@ -72,7 +72,7 @@ namespace uroce {
 class EngineChannel;
 
 namespace engine {
-class DispatchIo;
+class SteeringIo;
 class FwdRings;
 }
 
@@ -136,7 +136,7 @@ class EngineGroup {
   struct PerEngine;
   std::unique_ptr<engine::FwdRings> rings_;
   std::vector<std::unique_ptr<PerEngine>> per_;
-  std::vector<std::unique_ptr<engine::DispatchIo>> ios_;
+  std::vector<std::unique_ptr<engine::SteeringIo>> ios_;
   std::vector<ContextPtr> engines_;
 };
 

@@ -9,7 +9,7 @@
 #include <rte_mbuf.h>
 
 #include "stack/device/context.h"
-#include "stack/engine/dispatch.h"
+#include "stack/engine/steering.h"
 
 namespace uroce {
 
@@ -31,7 +31,7 @@ Result<std::unique_ptr<EngineGroup>> EngineGroup::open(std::span<PacketIo* const
   for (uint32_t e = 0; e < n; ++e) {
     if (!queues[e]) return Status(StatusCode::kInvalidArgument, "null queue");
     g->per_.push_back(std::make_unique<PerEngine>());
-    g->ios_.push_back(std::make_unique<engine::DispatchIo>(*queues[e], *g->rings_, e, g->per_[e]->stats));
+    g->ios_.push_back(std::make_unique<engine::SteeringIo>(*queues[e], *g->rings_, e, g->per_[e]->stats));
     auto ctx = open_device(*g->ios_[e], dc);
     if (!ctx.ok()) return ctx.status();
     ContextPtr c = std::move(ctx).value();

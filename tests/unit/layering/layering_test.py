@@ -44,7 +44,7 @@ real = (root / "stack/transport/requester.cc").read_text()
 with tempfile.TemporaryDirectory() as tmp:
     cases = [
         ("transport", '#include "stack/device/context.h"\n', "layer transport does not use layer device"),
-        ("transport", '#include "stack/engine/dispatch.h"\n', "layer transport does not use layer engine"),
+        ("transport", '#include "stack/engine/steering.h"\n', "layer transport does not use layer engine"),
         ("transport", '#include "apps/common/args.h"\n', "the stack never includes apps/"),
         ("device", '#include "drivers/dpdk/dpdk_io.h"\n', "the stack never includes drivers/"),
         ("wire", '#include "stack/net/gid_table.h"\n', "layer wire does not use layer net"),

@@ -1,5 +1,5 @@
 // Receive steering between engines: DestQP peek and forwarding (data path).
-#include "stack/engine/dispatch.h"
+#include "stack/engine/steering.h"
 
 #include <rte_mbuf.h>
 
@@ -46,7 +46,7 @@ uint32_t owner_of_qpn(uint32_t qpn, uint32_t n) {
   return qpn < transport::kFirstQpn ? 0 : (qpn - transport::kFirstQpn) % n;
 }
 
-uint16_t DispatchIo::rx_burst(rte_mbuf** out, uint16_t n) {
+uint16_t SteeringIo::rx_burst(rte_mbuf** out, uint16_t n) {
   const uint32_t engines = rings_.size();
   uint16_t k = 0;
   // Frames other engines received for us, at most half the burst so that our

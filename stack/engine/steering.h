@@ -50,9 +50,9 @@ class FwdRings {
 /// Engine `self`'s view of its port queue: rx_burst returns the frames other
 /// engines forwarded to it, then those of its own queue that it owns (or that
 /// are not RoCE), handing the rest to their owners; tx_burst is the queue's.
-class DispatchIo final : public PacketIo {
+class SteeringIo final : public PacketIo {
  public:
-  DispatchIo(PacketIo& inner, FwdRings& rings, uint32_t self, EngineStats& stats)
+  SteeringIo(PacketIo& inner, FwdRings& rings, uint32_t self, EngineStats& stats)
       : inner_(inner), rings_(rings), self_(self), stats_(stats) {}
 
   uint16_t rx_burst(rte_mbuf** out, uint16_t n) override;
