@@ -54,7 +54,7 @@
 #include "apps/commands.h"
 #include "apps/sim_cc.h"
 #include "drivers/loopback/fabric.h"
-#include "drivers/loopback/rng.h"
+#include "stack/common/rng.h"
 
 namespace uroce::apps {
 namespace {
@@ -65,8 +65,6 @@ using loopback::FaultConfig;
 using loopback::PortConfig;
 using loopback::PortCounter;
 using loopback::PortCounters;
-using loopback::Rng;
-using loopback::derive_seed;
 
 constexpr OptSpec kSimOptions[] = {
     {.name = "seeds", .kind = OptKind::kString, .def = "", .help = "seed range A-B (inclusive); overrides --seed-start/--seed-count", .meta = "A-B"},

@@ -50,7 +50,7 @@
 
 #include "apps/launch.h"
 #include "drivers/loopback/fabric.h"
-#include "drivers/loopback/rng.h"
+#include "stack/common/rng.h"
 
 namespace uroce::apps {
 namespace {
@@ -159,7 +159,7 @@ class CcRun {
   std::vector<uint32_t> queue_samples_;  // bytes, every step
   std::vector<uint64_t> queue_t_;        // time of each sample
   DeviceConfig dc_;
-  loopback::Rng order_rng_{1};  // the hosts' poll order each step (seeded in setup)
+  Rng order_rng_{1};  // the hosts' poll order each step (seeded in setup)
   std::vector<size_t> order_;   // that order
 };
 
@@ -226,8 +226,8 @@ bool CcRun::setup() {
   read_ = a_.get_str("op") == "read";
   duration_ns_ = a_.get_uint("duration-us") * 1000;
   const uint64_t seed = a_.get_uint("seed-start");
-  loopback::Rng rng(loopback::derive_seed(seed, 8));
-  order_rng_ = loopback::Rng(loopback::derive_seed(seed, 9));
+  Rng rng(derive_seed(seed, 8));
+  order_rng_ = Rng(derive_seed(seed, 9));
 
   loopback::FabricConfig fc;
   fc.seed = seed;
@@ -270,7 +270,7 @@ bool CcRun::setup() {
     DeviceConfig dc = dc_;
     dc.mac = host->mac;
     dc.gid = host->gid;
-    dc.key_seed = loopback::derive_seed(seed, 100 + h) | 1;
+    dc.key_seed = derive_seed(seed, 100 + h) | 1;
     dc.max_qp = n_ + 4;
     dc.max_cq = n_ + 4;
     auto ctx = open_device(*host->port, dc);

@@ -33,6 +33,7 @@
 
 #include "drivers/dpdk/dpdk_io.h"
 #include "drivers/dpdk/engine_launcher.h"
+#include "stack/common/rng.h"
 
 namespace uroce {
 namespace {
@@ -44,12 +45,7 @@ constexpr uint32_t kLen = 2500;  // three packets at path MTU 1024
 constexpr uint32_t kRecvs = 8;
 constexpr uint64_t kSlot = 2 * 4096;
 
-uint64_t splitmix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+uint64_t splitmix(uint64_t x) { return splitmix64_of(x); }
 uint64_t key_of(uint32_t j, uint64_t r, uint64_t kind) { return splitmix((uint64_t(j) << 40) ^ (r << 4) ^ kind); }
 void fill(uint8_t* p, uint32_t len, uint64_t key) {
   for (uint32_t i = 0; i < len; ++i) p[i] = uint8_t(splitmix(key + i / 8) >> (8 * (i % 8)));
