@@ -21,6 +21,8 @@
 #include <uroce/verbs.h>
 
 #include "drivers/dpdk/dpdk_io.h"
+#include "stack/wire/checksum.h"
+#include "stack/wire/headers.h"
 
 namespace uroce {
 namespace {
@@ -49,11 +51,9 @@ bool mark_ce(rte_mbuf* m) {
   if ((ip[1] & 3) == 0) return false;  // Not-ECT (ACKs, CNPs): leave it
   ip[1] |= 3;
   ip[10] = ip[11] = 0;
-  uint32_t sum = 0;
-  for (int i = 0; i < 20; i += 2) sum += uint32_t(ip[i] << 8 | ip[i + 1]);
-  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
-  ip[10] = uint8_t(~sum >> 8);
-  ip[11] = uint8_t(~sum);
+  const uint16_t c = wire::csum_finish(wire::csum_partial({ip, sizeof(wire::Ipv4Hdr)}));
+  ip[10] = uint8_t(c >> 8);
+  ip[11] = uint8_t(c);
   return true;
 }
 
