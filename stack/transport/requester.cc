@@ -46,8 +46,6 @@ struct ReqRun {
   bool more = false;  // stopped with packets ready to go (budget, transmit room, pacer)
 };
 
-bool is_rd_atomic(const SendWqe& w) { return wr_op(w.opcode).flags & (wire::kRead | wire::kAtomic); }
-
 ReqState get_wqe(ReqRun& r) {
   QpImpl& qp = r.qp;
   if ((qp.state != QpState::kRts && qp.state != QpState::kSqd) || qp.req.rnr_wait) return ReqState::kDone;

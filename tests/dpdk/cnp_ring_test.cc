@@ -19,6 +19,7 @@
 #include <gtest/gtest.h>
 #include <uroce/eal.h>
 #include <uroce/verbs.h>
+#include <uroce/wr.h>
 
 #include "drivers/dpdk/dpdk_io.h"
 #include "stack/wire/checksum.h"
@@ -161,12 +162,7 @@ class DpdkCnp : public ::testing::Test {
     for (uint64_t end = now_ + ns; now_ < end; now_ += 1000) {
       while (outstanding_ < kDepth) {
         Sge sge{uint64_t(uintptr_t(a_.buf.data())), kMsgBytes, a_.mr->lkey};
-        SendWr w;
-        w.opcode = WrOpcode::kRdmaWrite;
-        w.sg_list = &sge;
-        w.num_sge = 1;
-        w.rdma.remote_addr = uint64_t(uintptr_t(b_.buf.data()));
-        w.rdma.rkey = b_.mr->rkey;
+        SendWr w = write_wr(0, &sge, uint64_t(uintptr_t(b_.buf.data())), b_.mr->rkey);
         SendWr* bad = nullptr;
         if (!post_send(a_.qp, &w, &bad).ok()) break;
         ++outstanding_;
