@@ -12,13 +12,24 @@ namespace uroce::wire {
 
 /// Adds the bytes as big-endian 16-bit words (an odd last byte is padded with
 /// zero) to a 32-bit partial sum and returns it, not folded to 16 bits; chain
-/// calls over pieces of even length. Any length: the sum runs in 64 bits and
-/// folds to 32 (2^32 = 1 modulo 0xffff, so folding at bit 32 keeps the sum).
+/// calls over pieces of even length. Any length: words are summed in 32 bits
+/// in runs of at most 65536 (whose sum cannot overflow), the runs in 64 bits,
+/// and the total folds to 32 (2^32 = 1 modulo 0xffff, so that keeps the sum).
+/// A short constant length (the 20-byte IPv4 header) is one run, and
+/// nothing of the 64-bit part is left once inlined.
 inline uint32_t csum_partial(std::span<const uint8_t> b, uint32_t sum = 0) {
-  size_t i = 0;
+  const uint8_t* p = b.data();
+  size_t words = b.size() / 2;
   uint64_t s = sum;
-  for (; i + 1 < b.size(); i += 2) s += uint32_t(b[i]) << 8 | b[i + 1];
-  if (i < b.size()) s += uint32_t(b[i]) << 8;
+  while (words) {
+    const size_t run = words < 65536 ? words : 65536;
+    uint32_t part = 0;
+    for (size_t i = 0; i < run; ++i) part += uint32_t(p[2 * i]) << 8 | p[2 * i + 1];
+    s += part;
+    p += 2 * run;
+    words -= run;
+  }
+  if (b.size() & 1) s += uint32_t(b[b.size() - 1]) << 8;
   s = (s & 0xffffffff) + (s >> 32);
   return uint32_t((s & 0xffffffff) + (s >> 32));
 }

@@ -156,13 +156,19 @@ ParseError parse(std::span<const uint8_t> f, PacketDesc& d, ParseOptions opt) {
   if (!loc) return ParseError::kShort;  // the 802.1Q tag is cut off
   d.has_vlan = loc->has_vlan;
   d.vlan_tci = loc->vlan_tci;
-  const uint16_t ether_type = loc->ether_type;
+  if (!loc->has_l3) {  // not IP, or the frame ends inside the IP header or GRH
+    switch (loc->ether_type) {
+      case kEtherTypeIpv4: d.l3 = L3Kind::kIpv4; return ParseError::kShort;
+      case kEtherTypeIpv6: d.l3 = L3Kind::kIpv6; return ParseError::kShort;
+      case kEtherTypeRoceV1: d.l3 = L3Kind::kGrh; return ParseError::kShort;
+      default: return ParseError::kNotIp;
+    }
+  }
+  d.l3 = loc->l3;
   size_t off = loc->l3_off;
   const size_t l3_off = off;
   size_t end;  // one past the last byte of the IP datagram (or RoCEv1 packet)
-  if (ether_type == kEtherTypeIpv4) {
-    d.l3 = L3Kind::kIpv4;
-    if (!loc->has_l3) return ParseError::kShort;
+  if (d.l3 == L3Kind::kIpv4) {
     const auto* ip = reinterpret_cast<const Ipv4Hdr*>(f.data() + off);
     if (ip->version_ihl >> 4 != 4) return ParseError::kBadIpVersion;
     if (ip->protocol != kIpProtoUdp) return ParseError::kNotUdp;
@@ -179,9 +185,7 @@ ParseError parse(std::span<const uint8_t> f, PacketDesc& d, ParseOptions opt) {
     d.sgid = Gid::from_ipv4(ip->src);
     d.dgid = Gid::from_ipv4(ip->dst);
     off += sizeof(Ipv4Hdr);
-  } else if (ether_type == kEtherTypeIpv6 || ether_type == kEtherTypeRoceV1) {
-    d.l3 = ether_type == kEtherTypeIpv6 ? L3Kind::kIpv6 : L3Kind::kGrh;
-    if (!loc->has_l3) return ParseError::kShort;
+  } else {  // IPv6 or the RoCEv1 GRH: one layout
     const auto* ip = reinterpret_cast<const Ipv6Hdr*>(f.data() + off);
     const uint32_t w = ip->ver_tc_flow.get();
     if (w >> 28 != 6) return ParseError::kBadIpVersion;  // IBA 8.3.1: GRH IPVer is 6 too
@@ -195,8 +199,6 @@ ParseError parse(std::span<const uint8_t> f, PacketDesc& d, ParseOptions opt) {
     std::memcpy(d.sgid.raw, ip->src, 16);
     std::memcpy(d.dgid.raw, ip->dst, 16);
     off += sizeof(Ipv6Hdr);
-  } else {
-    return ParseError::kNotIp;
   }
 
   if (d.l3 != L3Kind::kGrh) {
