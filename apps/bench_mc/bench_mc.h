@@ -19,7 +19,7 @@
 #include <uroce/engine_group.h>
 #include <uroce/verbs.h>
 
-#include "apps/common/splitmix.h"
+#include "stack/common/rng.h"
 #include "drivers/dpdk/dpdk_io.h"
 #include "drivers/dpdk/fault_io.h"
 #include "drivers/dpdk/tsc_clock.h"
@@ -70,13 +70,13 @@ struct RssLog {
 };
 
 enum Kind : uint64_t { kWriteData = 1, kSendData = 2, kWriteImmData = 3, kFaa = 4, kCas = 5 };
-inline uint64_t key_of(uint32_t qp, uint64_t round, Kind k) { return splitmix((uint64_t(qp) << 40) ^ (round << 4) ^ k); }
+inline uint64_t key_of(uint32_t qp, uint64_t round, Kind k) { return splitmix64_of((uint64_t(qp) << 40) ^ (round << 4) ^ k); }
 inline void fill(uint8_t* p, uint32_t len, uint64_t key) {
-  for (uint32_t i = 0; i < len; ++i) p[i] = uint8_t(splitmix(key + i / 8) >> (8 * (i % 8)));
+  for (uint32_t i = 0; i < len; ++i) p[i] = uint8_t(splitmix64_of(key + i / 8) >> (8 * (i % 8)));
 }
 inline bool same(const uint8_t* p, uint32_t len, uint64_t key) {
   for (uint32_t i = 0; i < len; ++i) {
-    if (p[i] != uint8_t(splitmix(key + i / 8) >> (8 * (i % 8)))) return false;
+    if (p[i] != uint8_t(splitmix64_of(key + i / 8) >> (8 * (i % 8)))) return false;
   }
   return true;
 }

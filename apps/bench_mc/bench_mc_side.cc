@@ -144,7 +144,7 @@ bool EngineGroupSide::open(std::string& err) {
     s.qp = *q;
     slots_.push_back(s);
     me_.qpn[j] = s.qp->qp_num;
-    me_.psn[j] = uint32_t(splitmix(j * 2 + (cfg_.server ? 1 : 0))) & 0xffffff;
+    me_.psn[j] = uint32_t(splitmix64_of(j * 2 + (cfg_.server ? 1 : 0))) & 0xffffff;
   }
   me_.engines = cfg_.engines;
   me_.qps = cfg_.qps;

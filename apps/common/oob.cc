@@ -13,6 +13,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <uroce/wr.h>
+
 namespace uroce::apps {
 
 namespace {
@@ -208,11 +210,8 @@ bool CmChannel::send_wait(const void* p, size_t n, uint32_t timeout_s, std::stri
   }
   std::memcpy(send_buf(), p, n);
   Sge sge{uint64_t(uintptr_t(send_buf())), uint32_t(n), mr_->lkey};
-  SendWr wr;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = WrOpcode::kSend;
-  wr.send_flags = kSendSignaled;
+  SendWr wr = send_wr(0, &sge);
+  wr.signaled();
   if (Status s = post_send(id_->qp, &wr, nullptr); !s.ok()) {
     err = std::string("post_send: ") + s.message();
     return false;

@@ -15,11 +15,12 @@
 #include <vector>
 
 #include <uroce/verbs.h>
+#include <uroce/wr.h>
 
 #include "apps/common/endpoint.h"
 #include "apps/common/launch.h"
 #include "apps/common/oob.h"
-#include "apps/common/splitmix.h"
+#include "stack/common/rng.h"
 #include "drivers/dpdk/dpdk_io.h"
 #include "drivers/dpdk/fault_io.h"
 #include "drivers/dpdk/tsc_clock.h"
@@ -33,7 +34,7 @@ using dpdk::TscClock;
 // ---------------------------------------------------------------- data patterns
 
 /// Key of message k of a case: every byte of the message derives from it.
-inline uint64_t msg_key(uint64_t case_seed, uint64_t k) { return splitmix(case_seed ^ splitmix(k)); }
+inline uint64_t msg_key(uint64_t case_seed, uint64_t k) { return splitmix64_of(case_seed ^ splitmix64_of(k)); }
 /// Last byte of message k: odd, so never the poison 0, and different from message k-1's.
 inline uint8_t msg_tag(uint64_t k) { return uint8_t(2 * k + 1); }
 inline uint32_t msg_imm(uint64_t case_seed, uint64_t k) { return uint32_t(msg_key(case_seed, k) >> 32); }
@@ -69,12 +70,6 @@ inline std::string_view op_name(WrOpcode op) {
   }
   return "?";
 }
-inline bool is_atomic(WrOpcode op) { return op == WrOpcode::kAtomicCmpAndSwp || op == WrOpcode::kAtomicFetchAndAdd; }
-/// Operations whose message consumes a receive WQE at the target.
-inline bool consumes_recv(WrOpcode op) {
-  return op == WrOpcode::kSend || op == WrOpcode::kSendWithImm || op == WrOpcode::kRdmaWriteWithImm;
-}
-inline bool has_imm(WrOpcode op) { return op == WrOpcode::kSendWithImm || op == WrOpcode::kRdmaWriteWithImm; }
 inline std::string_view type_name(QpType t) { return t == QpType::kRc ? "RC" : t == QpType::kUc ? "UC" : "UD"; }
 
 // ---------------------------------------------------------------- out-of-band channel
@@ -266,7 +261,7 @@ class Driver {
   bool expired() const { return g_stop || std::chrono::steady_clock::now() > deadline_; }
   void arm() { deadline_ = std::chrono::steady_clock::now() + std::chrono::seconds(ep_.cfg_.timeout_s); }
   SendWr make_wr(const Row& row, uint64_t k, uint64_t seed, uint64_t slot_k, Sge& sge);
-  uint64_t next_seed() { return splitmix(ep_.cfg_.seed * 1000003 + ++cases_); }
+  uint64_t next_seed() { return splitmix64_of(ep_.cfg_.seed * 1000003 + ++cases_); }
 
   DemoPeer& ep_;
   Oob& oob_;

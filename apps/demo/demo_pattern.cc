@@ -23,7 +23,7 @@ namespace uroce::apps::demo {
 void fill(uint8_t* p, uint32_t len, uint64_t key, uint8_t tag) {
   uint64_t w = key;
   uint32_t i = 0;
-  for (; i + 8 <= len; i += 8, w += kSplitmixGamma) std::memcpy(p + i, &w, 8);
+  for (; i + 8 <= len; i += 8, w += kSplitmix64Gamma) std::memcpy(p + i, &w, 8);
   for (uint32_t b = 0; i < len; ++i, ++b) p[i] = uint8_t(w >> (8 * b));
   if (len) p[len - 1] = tag;
 }
@@ -34,7 +34,7 @@ int64_t check(const uint8_t* p, uint32_t len, uint64_t key, uint8_t tag) {
   uint64_t w = key;
   uint32_t i = 0;
   const uint32_t body = len - 1;  // the last byte is the tag
-  for (; i + 8 <= body; i += 8, w += kSplitmixGamma) {
+  for (; i + 8 <= body; i += 8, w += kSplitmix64Gamma) {
     uint64_t got;
     std::memcpy(&got, p + i, 8);
     if (got != w) {
@@ -65,7 +65,7 @@ std::string mismatch(const uint8_t* p, uint32_t len, uint64_t seed, uint64_t k, 
       }
     }
   }
-  const uint8_t want = off == int64_t(len) - 1 ? msg_tag(k) : uint8_t((msg_key(seed, k) + kSplitmixGamma * uint64_t(off / 8)) >> (8 * (off % 8)));
+  const uint8_t want = off == int64_t(len) - 1 ? msg_tag(k) : uint8_t((msg_key(seed, k) + kSplitmix64Gamma * uint64_t(off / 8)) >> (8 * (off % 8)));
   return strf("byte %lld of %u differs: 0x%02x, want 0x%02x; it holds %s", (long long)off, len, p[off], want, what.c_str());
 }
 

@@ -30,7 +30,7 @@ bool DemoPeer::open(std::string& err) {
   ec.pcap = cfg_.pcap;
   ec.max_qp = 16;
   ec.drop_every = cfg_.drop_every;
-  ec.key_seed = splitmix(cfg_.seed + (cfg_.server ? 1 : 2)) | 1;
+  ec.key_seed = splitmix64_of(cfg_.seed + (cfg_.server ? 1 : 2)) | 1;
   if (!endpoint_.open(ec, err)) return false;  // the port, the device (polled once) and the PD
   pd_ = endpoint_.pd();
 
@@ -76,7 +76,7 @@ bool DemoPeer::open(std::string& err) {
   me_.qpn[0] = rc_->qp_num;
   me_.qpn[1] = uc_->qp_num;
   me_.qpn[2] = ud_->qp_num;
-  for (int i = 0; i < 3; ++i) me_.psn[i] = uint32_t(splitmix(cfg_.seed * 7 + uint64_t(i) + (cfg_.server ? 100 : 200))) & 0xffffff;
+  for (int i = 0; i < 3; ++i) me_.psn[i] = uint32_t(splitmix64_of(cfg_.seed * 7 + uint64_t(i) + (cfg_.server ? 100 : 200))) & 0xffffff;
   me_.rkey = mr_->rkey;
   me_.path_mtu = path_mtu_;
   me_.area_addr = addr_of(area());

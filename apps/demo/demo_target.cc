@@ -13,6 +13,7 @@
 #include <rte_cycles.h>
 
 #include <uroce/verbs.h>
+#include <uroce/wr.h>
 
 namespace uroce::apps::demo {
 
@@ -62,12 +63,8 @@ void Target::on_recv(const Wc& wc) {
   if (cur_.mode == Mode::kPingpong && cur_.op == WrOpcode::kSend) {
     // Echo it back first (the client times the round trip), check it after.
     Sge sge{ep_.addr_of(data), cur_.size, ep_.lkey()};
-    SendWr wr;
-    wr.wr_id = k;
-    wr.sg_list = &sge;
-    wr.num_sge = cur_.size ? 1 : 0;
-    wr.opcode = WrOpcode::kSend;
-    wr.send_flags = kSendSignaled;
+    SendWr wr = send_wr(k, cur_.size ? &sge : nullptr);
+    wr.signaled();
     SendWr* bad = nullptr;
     if (Status s = post_send(ep_.rc_, &wr, &bad); !s.ok()) fail(strf("echo post_send: %s", s.message()));
   }
@@ -102,14 +99,8 @@ void Target::step() {
       cur_.size != 0 && ep_.area()[cur_.size - 1] == msg_tag(echo_next_)) {
     const uint64_t k = echo_next_++;
     Sge sge{ep_.addr_of(ep_.area()), cur_.size, ep_.lkey()};
-    SendWr wr;
-    wr.wr_id = k;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = WrOpcode::kRdmaWrite;
-    wr.send_flags = kSendSignaled;
-    wr.rdma.remote_addr = ep_.peer_.area_addr;
-    wr.rdma.rkey = ep_.peer_.rkey;
+    SendWr wr = write_wr(k, &sge, ep_.peer_.area_addr, ep_.peer_.rkey);
+    wr.signaled();
     SendWr* bad = nullptr;
     if (Status s = post_send(ep_.rc_, &wr, &bad); !s.ok()) fail(strf("echo post_send: %s", s.message()));
     ep_.pump();

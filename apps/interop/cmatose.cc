@@ -29,6 +29,7 @@
 
 #include <uroce/cm.h>
 #include <uroce/verbs.h>
+#include <uroce/wr.h>
 
 #include "apps/commands.h"
 #include "apps/common/addr_text.h"
@@ -229,17 +230,13 @@ bool Cmatose::receive_then_reply(std::string& err) {
 bool Cmatose::post_sends(Node& n, bool signaled) {
   if (!n.connected) return true;
   Sge sge{uint64_t(uintptr_t(n.mem.data())), cfg_.size, n.mr->lkey};
-  SendWr wr;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = cfg_.ud ? WrOpcode::kSendWithImm : WrOpcode::kSend;
-  wr.send_flags = signaled ? uint32_t(kSendSignaled) : 0u;
-  if (cfg_.ud) {
-    wr.imm_data = n.id->qp->qp_num;  // udaddy: the sender's QPN, so that the server can answer
-    wr.ud.ah = n.ah;
-    wr.ud.remote_qpn = n.remote_qpn;
-    wr.ud.remote_qkey = n.remote_qkey;
+  SendWr wr = send_wr(0, &sge);
+  if (cfg_.ud) {  // udaddy: SEND with Immediate of the sender's QPN, so that the server can answer
+    wr = ud_send_wr(0, &sge, n.ah, n.remote_qpn, n.remote_qkey);
+    wr.opcode = WrOpcode::kSendWithImm;
+    wr.imm_data = n.id->qp->qp_num;
   }
+  if (signaled) wr.signaled();
   const Deadline end(cfg_.timeout_s);
   for (uint32_t i = 0; i < cfg_.count;) {
     const Status s = post_send(n.id->qp, &wr, nullptr);

@@ -70,6 +70,7 @@
 #include <uroce/counters.h>
 #include <uroce/eal.h>
 #include <uroce/verbs.h>
+#include <uroce/wr.h>
 
 #include "apps/commands.h"
 #include "apps/common/addr_text.h"
@@ -413,17 +414,8 @@ uint32_t Pingpong::post_recvs(Qp* qp, uint32_t n) {
 
 bool Pingpong::post_send(uint32_t qp_index) {
   Sge sge{uint64_t(uintptr_t(buf_ + payload_off())), cfg_.size, mr_->lkey};
-  SendWr wr;
-  wr.wr_id = kSendWrid;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = WrOpcode::kSend;
-  wr.send_flags = kSendSignaled;
-  if (cfg_.kind == Kind::kUd) {
-    wr.ud.ah = ah_;
-    wr.ud.remote_qpn = rem_[0].qpn;
-    wr.ud.remote_qkey = ud_qkey_;
-  }
+  SendWr wr = cfg_.kind == Kind::kUd ? ud_send_wr(kSendWrid, &sge, ah_, rem_[0].qpn, ud_qkey_) : send_wr(kSendWrid, &sge);
+  wr.signaled();
   SendWr* bad = nullptr;
   return uroce::post_send(qps_[qp_index], &wr, &bad).ok();
 }

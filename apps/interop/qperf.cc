@@ -67,6 +67,7 @@
 
 #include <uroce/cm.h>
 #include <uroce/verbs.h>
+#include <uroce/wr.h>
 
 #include "apps/commands.h"
 #include "apps/common/addr_text.h"
@@ -376,11 +377,8 @@ class RcTest {
   }
   bool post_send_one() {
     Sge sge{uint64_t(uintptr_t(buf_.data())), req_.msg_size, mr_->lkey};
-    SendWr wr;
-    wr.sg_list = &sge;
-    wr.num_sge = req_.msg_size ? 1 : 0;
-    wr.opcode = WrOpcode::kSend;
-    wr.send_flags = kSendSignaled;
+    SendWr wr = send_wr(0, req_.msg_size ? &sge : nullptr);
+    wr.signaled();
     return post_send(id_->qp, &wr, nullptr).ok();
   }
 

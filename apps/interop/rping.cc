@@ -34,6 +34,7 @@
 #include <uroce/cm.h>
 #include <uroce/counters.h>
 #include <uroce/verbs.h>
+#include <uroce/wr.h>
 
 #include "apps/commands.h"
 #include "apps/common/addr_text.h"
@@ -217,14 +218,9 @@ Rping::Wait Rping::wait_wc(WcOpcode want, std::string& err) {
 
 bool Rping::post(WrOpcode op, uint64_t wr_id, Mr* mr, uint8_t* at, uint32_t len, uint64_t raddr, uint32_t rkey) {
   Sge sge{uint64_t(uintptr_t(at)), len, mr->lkey};
-  SendWr wr;
-  wr.wr_id = wr_id;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
+  SendWr wr = write_wr(wr_id, &sge, raddr, rkey);  // SEND, WRITE or READ: op
   wr.opcode = op;
-  wr.send_flags = kSendSignaled;
-  wr.rdma.remote_addr = raddr;
-  wr.rdma.rkey = rkey;
+  wr.signaled();
   return uroce::post_send(id_->qp, &wr, nullptr).ok();
 }
 

@@ -57,7 +57,7 @@
 #include "apps/sim/sim_cc.h"
 #include "apps/sim/sim_seed.h"
 #include "drivers/loopback/fabric.h"
-#include "drivers/loopback/rng.h"
+#include "stack/common/rng.h"
 
 namespace uroce::apps {
 namespace {

@@ -47,11 +47,12 @@
 
 #include <uroce/eal.h>
 #include <uroce/verbs.h>
+#include <uroce/wr.h>
 
 #include "apps/common/json_writer.h"
 #include "apps/common/launch.h"
 #include "drivers/loopback/fabric.h"
-#include "drivers/loopback/rng.h"
+#include "stack/common/rng.h"
 
 namespace uroce::apps {
 namespace {
@@ -160,7 +161,7 @@ class CcRun {
   std::vector<uint32_t> queue_samples_;  // bytes, every step
   std::vector<uint64_t> queue_t_;        // time of each sample
   DeviceConfig dc_;
-  loopback::Rng order_rng_{1};  // the hosts' poll order each step (seeded in setup)
+  Rng order_rng_{1};  // the hosts' poll order each step (seeded in setup)
   std::vector<size_t> order_;   // that order
 };
 
@@ -227,8 +228,8 @@ bool CcRun::setup() {
   read_ = a_.get_str("op") == "read";
   duration_ns_ = a_.get_uint("duration-us") * 1000;
   const uint64_t seed = a_.get_uint("seed-start");
-  loopback::Rng rng(loopback::derive_seed(seed, 8));
-  order_rng_ = loopback::Rng(loopback::derive_seed(seed, 9));
+  Rng rng(derive_seed(seed, 8));
+  order_rng_ = Rng(derive_seed(seed, 9));
 
   loopback::FabricConfig fc;
   fc.seed = seed;
@@ -271,7 +272,7 @@ bool CcRun::setup() {
     DeviceConfig dc = dc_;
     dc.mac = host->mac;
     dc.gid = host->gid;
-    dc.key_seed = loopback::derive_seed(seed, 100 + h) | 1;
+    dc.key_seed = derive_seed(seed, 100 + h) | 1;
     dc.max_qp = n_ + 4;
     dc.max_cq = n_ + 4;
     auto ctx = open_device(*host->port, dc);
@@ -422,12 +423,9 @@ void CcRun::post(Flow& f, uint64_t now) {
     }
     // Every flow writes the same target (or reads into it): only the traffic matters.
     Sge sge{uint64_t(uintptr_t(read_ ? r.mem.get() : s.mem.get())), len, read_ ? r.mr->lkey : s.mr->lkey};
-    SendWr w;
-    w.opcode = read_ ? WrOpcode::kRdmaRead : WrOpcode::kRdmaWrite;
-    w.sg_list = &sge;
-    w.num_sge = 1;
-    w.rdma.remote_addr = uint64_t(uintptr_t(read_ ? s.mem.get() : r.mem.get()));
-    w.rdma.rkey = read_ ? s.mr->rkey : r.mr->rkey;
+    const uint64_t raddr = uint64_t(uintptr_t(read_ ? s.mem.get() : r.mem.get()));
+    const uint32_t rkey = read_ ? s.mr->rkey : r.mr->rkey;
+    SendWr w = read_ ? read_wr(0, &sge, raddr, rkey) : write_wr(0, &sge, raddr, rkey);
     // wr_id: low bit set on the last WR of a short message.
     bool last = false;
     if (!f.long_flow) {

@@ -291,7 +291,7 @@ void SeedRun::final_checks(QpSide& e) {
     }
     const bool ok = op.completed && op.status == WcStatus::kSuccess;
     const std::span<const uint8_t> src(e.mem.expect(op.local_off), op.len);
-    if (is_write(op.opcode)) {
+    if (is_rdma_write(op.opcode)) {
       if (ok && e.type == QpType::kRc) {
         p.mem.set_exact(op.remote_off, src);
       } else if (op.posted) {

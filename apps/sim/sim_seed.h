@@ -15,9 +15,10 @@
 #include <vector>
 
 #include <uroce/verbs.h>
+#include <uroce/wr.h>
 
 #include "drivers/loopback/fabric.h"
-#include "drivers/loopback/rng.h"
+#include "stack/common/rng.h"
 
 namespace uroce::apps::sim {
 
@@ -27,8 +28,6 @@ using loopback::FaultConfig;
 using loopback::PortConfig;
 using loopback::PortCounter;
 using loopback::PortCounters;
-using loopback::Rng;
-using loopback::derive_seed;
 
 struct SimConfig {
   uint64_t first_seed = 1;
@@ -146,13 +145,6 @@ struct Op {
   bool completed = false;
   WcStatus status = WcStatus::kSuccess;
 };
-
-inline bool consumes_recv(WrOpcode op) {
-  return op == WrOpcode::kSend || op == WrOpcode::kSendWithImm || op == WrOpcode::kRdmaWriteWithImm;
-}
-inline bool has_imm(WrOpcode op) { return op == WrOpcode::kSendWithImm || op == WrOpcode::kRdmaWriteWithImm; }
-inline bool is_write(WrOpcode op) { return op == WrOpcode::kRdmaWrite || op == WrOpcode::kRdmaWriteWithImm; }
-inline bool is_atomic(WrOpcode op) { return op == WrOpcode::kAtomicCmpAndSwp || op == WrOpcode::kAtomicFetchAndAdd; }
 
 inline const char* op_name(WrOpcode op) {
   switch (op) {

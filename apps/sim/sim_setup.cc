@@ -87,7 +87,7 @@ void SeedRun::layout(QpSide& e) {
   uint32_t max_read = 256;
   e.tgt_len = 0;
   for (const Op& op : p.ops) {
-    if (is_write(op.opcode)) e.tgt_len += op.len;
+    if (is_rdma_write(op.opcode)) e.tgt_len += op.len;
     if (op.opcode == WrOpcode::kRdmaRead) max_read = std::max(max_read, op.len);
   }
   e.tgt_len += max_read;
@@ -145,7 +145,7 @@ void SeedRun::model(QpSide& e) {
   // but a later WRITE may overtake an earlier READ unless it is fenced, so a
   // READ never reads bytes a later WRITE writes.
   uint32_t write_len = 0;
-  for (const Op& op : e.ops) write_len += is_write(op.opcode) ? op.len : 0;
+  for (const Op& op : e.ops) write_len += is_rdma_write(op.opcode) ? op.len : 0;
   const uint32_t head = p.tgt_len - write_len;
   uint32_t write_cursor = head, land_cursor = 0, recv_k = 0;
   for (uint32_t i = 0; i < e.ops.size(); ++i) {

@@ -16,6 +16,8 @@
 
 #include <uroce/packet_io.h>
 
+#include "stack/common/rng.h"
+
 namespace uroce::dpdk {
 
 class DropEveryNthIo final : public PacketIo {
@@ -126,12 +128,7 @@ class RandomDropIo final : public PacketIo {
 
  private:
   bool lose() { return next() < threshold_; }
-  uint64_t next() {  // splitmix64 (Steele, Lea, Flood 2014)
-    uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
+  uint64_t next() { return splitmix64(state_); }
 
   PacketIo& io_;
   uint64_t threshold_;  // a frame is lost when a draw falls below it: rate * 2^64

@@ -48,7 +48,7 @@
 #include <uroce/packet_io.h>
 #include <uroce/status.h>
 
-#include "drivers/loopback/rng.h"
+#include "stack/common/rng.h"
 #include "stack/wire/pcap.h"
 
 namespace uroce::loopback {

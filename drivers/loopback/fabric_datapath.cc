@@ -3,11 +3,14 @@
 // Frames stay rte_mbufs throughout. No allocation per frame beyond mbufs.
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include <rte_mbuf.h>
 
 #include "drivers/loopback/fabric.h"
+#include "stack/wire/checksum.h"
 #include "stack/wire/headers.h"
+#include "stack/wire/locate.h"
 
 namespace uroce::loopback {
 namespace {
@@ -55,34 +58,31 @@ struct BitRanges {
 // see the enum's documentation. `h` holds the first bytes of the frame.
 BitRanges detectable_bits(const uint8_t* h, uint32_t hlen, uint32_t len) {
   BitRanges br;
-  uint32_t l3 = sizeof(wire::EthHdr);
-  if (hlen < l3) {
-    br.add_bytes(0, len);
+  const std::optional<wire::FrameLayout> loc = wire::locate_headers({h, hlen});
+  if (!loc) {
+    // No Ethernet header, or a cut-off 802.1Q tag: any byte (after the Ethernet header).
+    br.add_bytes(hlen < sizeof(wire::EthHdr) ? 0 : uint32_t(sizeof(wire::EthHdr)), len);
     return br;
   }
-  uint16_t type = read_be16(h + 12);
-  if (type == wire::kEtherTypeVlan && hlen >= l3 + 4) {
-    type = read_be16(h + 16);
-    l3 += 4;
-  }
+  const uint32_t l3 = loc->l3_off;
   uint32_t transport = 0;  // UDP header (RoCEv2) or BTH (RoCEv1)
   uint32_t end = len;
   bool udp = true;
-  if (type == wire::kEtherTypeIpv4 && hlen >= l3 + sizeof(wire::Ipv4Hdr)) {
+  if (!loc->has_l3) {
+    br.add_bytes(l3, len);  // not IP: any byte after the Ethernet header
+    return br;
+  }
+  if (loc->l3 == wire::L3Kind::kIpv4) {
     br.add_bytes(l3, l3 + sizeof(wire::Ipv4Hdr));  // all covered by the header checksum
     transport = l3 + sizeof(wire::Ipv4Hdr);
     end = std::min<uint32_t>(len, l3 + read_be16(h + l3 + 2));
-  } else if ((type == wire::kEtherTypeIpv6 || type == wire::kEtherTypeRoceV1) &&
-             hlen >= l3 + sizeof(wire::Ipv6Hdr)) {
+  } else {
     br.add_bits(l3 * 8, l3 * 8 + 4);          // version; TC and flow label are masked
     br.add_bytes(l3 + 4, l3 + 7);             // payload length, next header; hop limit masked
     br.add_bytes(l3 + 8, l3 + 40);            // addresses
     transport = l3 + sizeof(wire::Ipv6Hdr);
     end = std::min<uint32_t>(len, transport + read_be16(h + l3 + 4));
-    udp = type == wire::kEtherTypeIpv6;
-  } else {
-    br.add_bytes(l3, len);  // not IP: any byte after the Ethernet header
-    return br;
+    udp = loc->l3 == wire::L3Kind::kIpv6;
   }
   uint32_t bth = transport;
   if (udp) {
@@ -94,38 +94,25 @@ BitRanges detectable_bits(const uint8_t* h, uint32_t hlen, uint32_t len) {
   return br;
 }
 
-// IPv4 header checksum (RFC 1071) over 20 bytes with the checksum field as is.
-uint16_t ipv4_sum(const uint8_t* ip) {
-  uint32_t sum = 0;
-  for (int i = 0; i < 20; i += 2) sum += uint32_t(ip[i] << 8 | ip[i + 1]);
-  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
-  return uint16_t(~sum);
-}
-
 // Sets CE on an ECN-capable IP frame (RFC 3168). Returns whether it marked.
 bool mark_ce(rte_mbuf* m) {
   auto* h = rte_pktmbuf_mtod(m, uint8_t*);
-  uint32_t l3 = sizeof(wire::EthHdr);
-  if (m->data_len < l3 + 4) return false;
-  uint16_t type = read_be16(h + 12);
-  if (type == wire::kEtherTypeVlan) {
-    type = read_be16(h + 16);
-    l3 += 4;
-  }
-  if (type == wire::kEtherTypeIpv4 && m->data_len >= l3 + sizeof(wire::Ipv4Hdr)) {
-    uint8_t* ip = h + l3;
+  const std::optional<wire::FrameLayout> loc = wire::locate_headers({h, m->data_len});
+  if (!loc || !loc->has_l3) return false;
+  if (loc->l3 == wire::L3Kind::kIpv4) {
+    uint8_t* ip = h + loc->l3_off;
     if ((ip[1] & 3) == 0 || (ip[1] & 3) == 3) return false;
     ip[1] |= 3;
     ip[10] = ip[11] = 0;
-    const uint16_t c = ipv4_sum(ip);
+    const uint16_t c = wire::csum_finish(wire::csum_partial({ip, sizeof(wire::Ipv4Hdr)}));
     ip[10] = uint8_t(c >> 8);
     ip[11] = uint8_t(c);
     return true;
   }
-  if (type == wire::kEtherTypeIpv6 && m->data_len >= l3 + sizeof(wire::Ipv6Hdr)) {
+  if (loc->l3 == wire::L3Kind::kIpv6) {
     // Traffic class spans byte 0 (low nibble) and byte 1 (high nibble); ECN is
     // its low two bits: bits 5..4 of byte 1.
-    uint8_t* ip = h + l3;
+    uint8_t* ip = h + loc->l3_off;
     const uint8_t ecn = (ip[1] >> 4) & 3;
     if (ecn == 0 || ecn == 3) return false;
     ip[1] |= 0x30;

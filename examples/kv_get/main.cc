@@ -36,6 +36,7 @@
 #include <uroce/engine_group.h>
 #include <uroce/verbs.h>
 #include <uroce/version.h>
+#include <uroce/wr.h>
 
 #include "../common/rc_connect.h"
 
@@ -79,14 +80,7 @@ GetStats get_loop(EngineChannel& ch, Qp* qp, uint32_t lkey, Slot* landing, const
   for (uint32_t g = 0; g < gets; ++g) {
     const uint64_t key = (uint64_t(g) * threads + tid) % (kSlots * 4);
     Sge sge{reinterpret_cast<uintptr_t>(landing), sizeof(Slot), lkey};
-    SendWr wr;
-    wr.wr_id = key;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = WrOpcode::kRdmaRead;
-    wr.send_flags = kSendSignaled;
-    wr.rdma.remote_addr = table.addr + (key % kSlots) * sizeof(Slot);
-    wr.rdma.rkey = table.rkey;
+    const SendWr wr = read_wr(key, &sge, table.addr + (key % kSlots) * sizeof(Slot), table.rkey).signaled();
     while (!ch.post_send(qp, wr).ok()) std::this_thread::yield();  // ring full: the engine drains it
     ChannelWc cwc;
     while (ch.poll_cq(&cwc, 1) == 0) std::this_thread::yield();

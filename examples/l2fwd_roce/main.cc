@@ -37,6 +37,7 @@
 #include <uroce/dpdk/tsc_clock.h>
 #include <uroce/verbs.h>
 #include <uroce/version.h>
+#include <uroce/wr.h>
 
 #include "../common/rc_connect.h"
 
@@ -163,13 +164,7 @@ int main(int argc, char** argv) {
                 (unsigned long long)c.get(Counter::ack_sent));
   } else {
     Sge sge{reinterpret_cast<uintptr_t>(buf.data()), kWriteBytes, mr->lkey};
-    SendWr wr;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = WrOpcode::kRdmaWrite;
-    wr.send_flags = kSendSignaled;
-    wr.rdma.remote_addr = peer.addr;
-    wr.rdma.rkey = peer.rkey;
+    SendWr wr = write_wr(0, &sge, peer.addr, peer.rkey).signaled();
     uint32_t sent = 0, posted = 0, completed = 0, failed = 0;
     std::vector<uint8_t> seen(frames, 0);
     uint32_t back = 0;

@@ -27,6 +27,7 @@
 #include <uroce/dpdk/tsc_clock.h>
 #include <uroce/verbs.h>
 #include <uroce/version.h>
+#include <uroce/wr.h>
 
 #include "../common/rc_connect.h"
 
@@ -123,14 +124,7 @@ int main(int argc, char** argv) {
     rc = bad ? 1 : 0;
   } else {
     Sge sge{reinterpret_cast<uintptr_t>(buf.data()), bytes, mr->lkey};
-    SendWr wr;
-    wr.wr_id = 1;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = WrOpcode::kRdmaWrite;
-    wr.send_flags = kSendSignaled;
-    wr.rdma.remote_addr = peer.addr;
-    wr.rdma.rkey = peer.rkey;
+    SendWr wr = write_wr(1, &sge, peer.addr, peer.rkey).signaled();
     SendWr* bad_wr = nullptr;
     const uint64_t t0 = clock.now_ns();
     example::check(post_send(qp, &wr, &bad_wr), "post_send");

@@ -303,6 +303,32 @@ struct SendWr {
     uint32_t remote_qpn = 0;
     uint32_t remote_qkey = 0;
   } ud;
+
+  // Chainable setters, for the builders in <uroce/wr.h>:
+  // `SendWr wr = send_wr(1, &sge).signaled().solicited();`. Each adds one
+  // SendFlags bit and returns this WR (copy it out of a temporary; do not
+  // keep a reference to one).
+  /// Asks for a completion on the send CQ even without sq_sig_all (kSendSignaled).
+  SendWr& signaled() {
+    send_flags |= kSendSignaled;
+    return *this;
+  }
+  /// Sets the Solicited Event bit: the receiver's CQ notifies on it (kSendSolicited).
+  SendWr& solicited() {
+    send_flags |= kSendSolicited;
+    return *this;
+  }
+  /// Waits for earlier READs and atomics to complete before this WR starts (kSendFence).
+  SendWr& fenced() {
+    send_flags |= kSendFence;
+    return *this;
+  }
+  /// Copies the payload at post_send (kSendInline): the buffers may be reused
+  /// when it returns and their L_Key is not checked; at most max_inline_data bytes.
+  SendWr& inlined() {
+    send_flags |= kSendInline;
+    return *this;
+  }
 };
 
 /// A receive work request: where an incoming SEND's payload goes. The buffers

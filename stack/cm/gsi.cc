@@ -15,6 +15,7 @@
 #include "stack/cm/agent.h"
 #include "stack/cm/describe.h"
 #include "stack/cm/ip_cm.h"
+#include "stack/common/rng.h"
 #include "stack/device/context.h"
 #include "stack/transport/frame.h"
 #include "stack/wire/psn.h"
@@ -27,7 +28,7 @@ Agent::Agent(Context& c) : ctx(c) {
   // Local comm IDs and TIDs start from a value that differs per run, so that
   // a restarted endpoint's new connection is not taken for a duplicate of its
   // old one (IBA 12.9.8.3: comm IDs must not repeat while the old may linger).
-  const uint64_t seed = c.cfg.key_seed ? c.cfg.key_seed * 0x9e3779b97f4a7c15ull : rte_rdtsc();
+  const uint64_t seed = c.cfg.key_seed ? c.cfg.key_seed * kSplitmix64Gamma : rte_rdtsc();
   comm_salt = uint32_t(seed >> 17);
   next_tid = (seed >> 5) & 0xffffffffull;
   // EUI-64 from the MAC (as rxe derives its node GUID from the netdev's MAC).

@@ -3,39 +3,20 @@
 
 #include <rte_mbuf.h>
 
+#include <optional>
+
 #include "stack/transport/qp.h"
 #include "stack/wire/headers.h"
+#include "stack/wire/locate.h"
 
 namespace uroce::engine {
 
 uint32_t peek_dest_qpn(const uint8_t* frame, uint32_t len) {
-  uint32_t off = sizeof(wire::EthHdr);
-  if (len < off) return kNoQpn;
-  uint16_t type = reinterpret_cast<const wire::EthHdr*>(frame)->ether_type.get();
-  if (type == wire::kEtherTypeVlan) {
-    if (len < off + sizeof(wire::VlanTag)) return kNoQpn;
-    type = reinterpret_cast<const wire::VlanTag*>(frame + off)->ether_type.get();
-    off += sizeof(wire::VlanTag);
-  }
-  if (type == wire::kEtherTypeRoceV1) {
-    off += sizeof(wire::GrhHdr);
-  } else {
-    uint8_t proto = 0;
-    if (type == wire::kEtherTypeIpv4) {
-      if (len < off + sizeof(wire::Ipv4Hdr)) return kNoQpn;
-      const auto* ip = reinterpret_cast<const wire::Ipv4Hdr*>(frame + off);
-      proto = ip->protocol;
-      off += uint32_t(ip->version_ihl & 0x0f) * 4;
-    } else if (type == wire::kEtherTypeIpv6) {
-      if (len < off + sizeof(wire::Ipv6Hdr)) return kNoQpn;
-      proto = reinterpret_cast<const wire::Ipv6Hdr*>(frame + off)->next_header;
-      off += sizeof(wire::Ipv6Hdr);
-    } else {
-      return kNoQpn;
-    }
-    constexpr uint8_t kIpProtoUdp = 17;
-    if (proto != kIpProtoUdp || len < off + sizeof(wire::UdpHdr)) return kNoQpn;
-    if (reinterpret_cast<const wire::UdpHdr*>(frame + off)->dst_port.get() != wire::kRoceV2Port) return kNoQpn;
+  const std::optional<wire::FrameLayout> loc = wire::locate_headers({frame, len});
+  if (!loc || !loc->has_l3) return kNoQpn;
+  uint32_t off = loc->l4_off;  // RoCEv1: the BTH follows the GRH
+  if (loc->l3 != wire::L3Kind::kGrh) {
+    if (!loc->has_udp || loc->udp_dport != wire::kRoceV2Port) return kNoQpn;
     off += sizeof(wire::UdpHdr);
   }
   if (len < off + sizeof(wire::Bth)) return kNoQpn;

@@ -3,17 +3,11 @@
 
 #include <bit>
 
+#include "stack/common/rng.h"
+
 namespace uroce::mem {
 
 namespace {
-
-// splitmix64 (Steele, Lea, Flood 2014): one 64-bit state, full period.
-uint64_t splitmix64(uint64_t& s) {
-  uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 constexpr uint32_t kAllAccess =
     kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic | kAccessRemoteInvalidate;

@@ -3,13 +3,17 @@
 
 #include <cstring>
 
-#include "stack/net/checksum.h"
+#include "stack/wire/checksum.h"
+
 
 namespace uroce::net {
 
+using wire::csum_finish;
+using wire::csum_partial;
 using wire::EthHdr;
 using wire::Ipv4Hdr;
 using wire::Ipv6Hdr;
+using wire::ipv6_pseudo_sum;
 using wire::VlanTag;
 
 size_t put_eth(uint8_t* p, const MacAddr& dst, const MacAddr& src, uint16_t vlan_id, uint16_t ether_type) {

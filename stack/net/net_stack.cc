@@ -6,16 +6,20 @@
 #include <rte_mbuf.h>
 
 #include <cstring>
+#include <optional>
 
-#include "stack/net/checksum.h"
 #include "stack/net/frames.h"
+#include "stack/wire/checksum.h"
+#include "stack/wire/locate.h"
 
 namespace uroce::net {
 
+using wire::csum_finish;
+using wire::csum_partial;
 using wire::EthHdr;
 using wire::Ipv4Hdr;
 using wire::Ipv6Hdr;
-using wire::VlanTag;
+using wire::ipv6_pseudo_sum;
 
 struct NetStack::Rx {
   std::span<const uint8_t> f;  // whole frame
@@ -63,20 +67,14 @@ bool NetStack::handle(const rte_mbuf* m, uint64_t now_ns, TxStage& tx) {
 }
 
 bool NetStack::handle(std::span<const uint8_t> frame, uint16_t vlan_tci, uint64_t now_ns, TxStage& tx) {
-  if (frame.size() < sizeof(EthHdr)) return false;
+  const std::optional<wire::FrameLayout> loc = wire::locate_headers(frame);
+  if (!loc) return false;
   const auto& eth = *reinterpret_cast<const EthHdr*>(frame.data());
-  Rx rx{frame, sizeof(EthHdr), vlan_tci == kNoVlan ? kNoVlan : uint16_t(vlan_tci & kVlanIdMask), eth.dst, eth.src,
+  Rx rx{frame, loc->l3_off, vlan_tci == kNoVlan ? kNoVlan : uint16_t(vlan_tci & kVlanIdMask), eth.dst, eth.src,
         now_ns};
-  uint16_t type = eth.ether_type.get();
-  if (type == wire::kEtherTypeVlan) {
-    if (frame.size() < sizeof(EthHdr) + sizeof(VlanTag)) return false;
-    const auto& tag = *reinterpret_cast<const VlanTag*>(frame.data() + sizeof(EthHdr));
-    rx.vlan_id = uint16_t(tag.tci.get() & kVlanIdMask);
-    type = tag.ether_type.get();
-    rx.l3 += sizeof(VlanTag);
-  }
+  if (loc->has_vlan) rx.vlan_id = uint16_t(loc->vlan_tci & kVlanIdMask);
   if (rx.vlan_id == 0) rx.vlan_id = kNoVlan;  // 802.1Q: VID 0 is a priority tag, not a VLAN
-  switch (type) {
+  switch (loc->ether_type) {
     case wire::kEtherTypeArp: return rx_arp(rx, tx);
     case wire::kEtherTypeIpv4: return rx_ipv4(rx, tx);
     case wire::kEtherTypeIpv6: return rx_ipv6(rx, tx);

@@ -33,8 +33,6 @@ struct Resp {
   WcStatus err = WcStatus::kSuccess;
 };
 
-bool is_rd_atomic(const SendWqe& w) { return wr_op(w.opcode).flags & (wire::kRead | wire::kAtomic); }
-
 // Forward progress: everything before psn is acknowledged. Resets the retry
 // counters and ends a retry in progress. After a go-back-N rewind, ACKs and
 // responses to the original transmissions may overtake the requester's

@@ -62,6 +62,16 @@ inline constexpr std::array<WrOpInfo, 10> kWrOps = {{
 
 inline const WrOpInfo& wr_op(WrOpcode op) { return kWrOps[size_t(op)]; }
 
+/// The WrOpInfo of op, or null where op is no opcode post_send accepts (for
+/// values from outside the stack: the public predicates of <uroce/wr.h>).
+inline const WrOpInfo* find_wr_op(WrOpcode op) {
+  return size_t(op) < kWrOps.size() && kWrOps[size_t(op)].valid ? &kWrOps[size_t(op)] : nullptr;
+}
+
+/// RDMA READ and the atomics: at most max_rd_atomic of them outstanding
+/// (IBA 9.7.5.1.4), each completed by its response, not by an ACK.
+inline bool is_rd_atomic_op(WrOpcode op) { return wr_op(op).flags & (wire::kRead | wire::kAtomic); }
+
 /// Local ACK timeout (IBA 9.7.6.1.3): 4.096 us * 2^timeout; timeout 0 means infinite.
 inline constexpr uint64_t local_ack_timeout_ns(uint8_t timeout) { return 4096ull << timeout; }
 
@@ -96,6 +106,8 @@ struct SendWqe {
   WqeState state;
   WcStatus status;
 };
+
+inline bool is_rd_atomic(const SendWqe& w) { return is_rd_atomic_op(w.opcode); }
 
 // ---------------------------------------------------------------- per-role state
 

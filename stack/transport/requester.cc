@@ -33,8 +33,6 @@ struct ReqRun {
   uint8_t opcode = 0; // of the last packet built (for the state trace)
 };
 
-bool is_rd_atomic(const SendWqe& w) { return wr_op(w.opcode).flags & (wire::kRead | wire::kAtomic); }
-
 ReqState get_wqe(ReqRun& r) {
   QpImpl& qp = r.qp;
   if ((qp.state != QpState::kRts && qp.state != QpState::kSqd) || qp.req.rnr_wait) return ReqState::kDone;

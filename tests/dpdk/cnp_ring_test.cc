@@ -19,8 +19,11 @@
 #include <gtest/gtest.h>
 #include <uroce/eal.h>
 #include <uroce/verbs.h>
+#include <uroce/wr.h>
 
 #include "drivers/dpdk/dpdk_io.h"
+#include "stack/wire/checksum.h"
+#include "stack/wire/headers.h"
 
 namespace uroce {
 namespace {
@@ -49,11 +52,9 @@ bool mark_ce(rte_mbuf* m) {
   if ((ip[1] & 3) == 0) return false;  // Not-ECT (ACKs, CNPs): leave it
   ip[1] |= 3;
   ip[10] = ip[11] = 0;
-  uint32_t sum = 0;
-  for (int i = 0; i < 20; i += 2) sum += uint32_t(ip[i] << 8 | ip[i + 1]);
-  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
-  ip[10] = uint8_t(~sum >> 8);
-  ip[11] = uint8_t(~sum);
+  const uint16_t c = wire::csum_finish(wire::csum_partial({ip, sizeof(wire::Ipv4Hdr)}));
+  ip[10] = uint8_t(c >> 8);
+  ip[11] = uint8_t(c);
   return true;
 }
 
@@ -161,12 +162,7 @@ class DpdkCnp : public ::testing::Test {
     for (uint64_t end = now_ + ns; now_ < end; now_ += 1000) {
       while (outstanding_ < kDepth) {
         Sge sge{uint64_t(uintptr_t(a_.buf.data())), kMsgBytes, a_.mr->lkey};
-        SendWr w;
-        w.opcode = WrOpcode::kRdmaWrite;
-        w.sg_list = &sge;
-        w.num_sge = 1;
-        w.rdma.remote_addr = uint64_t(uintptr_t(b_.buf.data()));
-        w.rdma.rkey = b_.mr->rkey;
+        SendWr w = write_wr(0, &sge, uint64_t(uintptr_t(b_.buf.data())), b_.mr->rkey);
         SendWr* bad = nullptr;
         if (!post_send(a_.qp, &w, &bad).ok()) break;
         ++outstanding_;

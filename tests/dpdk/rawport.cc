@@ -28,6 +28,7 @@
 
 #include "drivers/dpdk/dpdk_io.h"
 #include "drivers/dpdk/eal_args.h"
+#include "stack/wire/checksum.h"
 #include "stack/wire/pcap.h"
 
 namespace {
@@ -338,13 +339,7 @@ int run_exchange(DpdkPort& port, const Options& o) {
 
 // ---- arp / icmp against the Linux kernel ------------------------------------
 
-uint16_t csum16(const uint8_t* p, size_t len) {
-  uint32_t s = 0;
-  for (size_t i = 0; i + 1 < len; i += 2) s += uint32_t(p[i] << 8 | p[i + 1]);
-  if (len & 1) s += uint32_t(p[len - 1] << 8);
-  while (s >> 16) s = (s & 0xffff) + (s >> 16);
-  return uint16_t(~s);
-}
+uint16_t csum16(const uint8_t* p, size_t len) { return uroce::wire::csum_finish(uroce::wire::csum_partial({p, len})); }
 
 rte_mbuf* make_arp_request(DpdkQueue& q, bool extbuf, const uint8_t ip[4], const uint8_t target[4]) {
   uint8_t* p = nullptr;

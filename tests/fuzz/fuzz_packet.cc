@@ -18,6 +18,7 @@
 #include <cstring>
 #include <vector>
 
+#include "stack/wire/checksum.h"
 #include "stack/wire/packet.h"
 
 #include "tests/fuzz/fuzz_support.h"
@@ -45,13 +46,6 @@ bool same(const PacketDesc& a, const PacketDesc& b) {
          a.payload_len == b.payload_len && a.payload_off == b.payload_off;
 }
 
-uint16_t ipv4_sum(const uint8_t* h) {
-  uint32_t sum = 0;
-  for (int i = 0; i < 20; i += 2) sum += uint32_t(h[i] << 8 | h[i + 1]);
-  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
-  return uint16_t(~sum);
-}
-
 // Clears, in a copy of the frame's headers, the reserved bits parse ignores.
 // Returns true if any was set.
 bool clear_reserved(const PacketDesc& d, std::vector<uint8_t>& h) {
@@ -65,7 +59,7 @@ bool clear_reserved(const PacketDesc& d, std::vector<uint8_t>& h) {
   if (d.l3 == L3Kind::kIpv4) {
     clear(l3 + 6, 0x80);  // flags: reserved bit
     h[l3 + 10] = h[l3 + 11] = 0;
-    const uint16_t c = ipv4_sum(&h[l3]);
+    const uint16_t c = csum_finish(csum_partial({&h[l3], sizeof(Ipv4Hdr)}));
     h[l3 + 10] = uint8_t(c >> 8);
     h[l3 + 11] = uint8_t(c);
     bth += sizeof(Ipv4Hdr) + sizeof(UdpHdr);

@@ -48,6 +48,7 @@
 #include <uroce/verbs.h>
 
 #include "stack/transport/qp.h"
+#include "stack/wire/checksum.h"
 #include "stack/wire/icrc.h"
 #include "stack/wire/packet.h"
 #include "tests/fuzz/fuzz_support.h"
@@ -289,13 +290,6 @@ bool setup(Device& dev, QpState state, bool sends, uint64_t now) {
   return true;
 }
 
-uint16_t ipv4_sum(const uint8_t* h) {
-  uint32_t sum = 0;
-  for (int i = 0; i < 20; i += 2) sum += uint32_t(h[i] << 8 | h[i + 1]);
-  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
-  return uint16_t(~sum);
-}
-
 void put16(uint8_t* p, uint16_t v) {
   p[0] = uint8_t(v >> 8);
   p[1] = uint8_t(v);
@@ -383,7 +377,7 @@ void fix_up(const Device& dev, uint8_t* f, size_t n, uint8_t flags0, uint8_t fla
   if (flags0 & 0x01) {  // checksums
     if (kind == wire::L3Kind::kIpv4) {
       put16(f + l3 + 10, 0);
-      put16(f + l3 + 10, ipv4_sum(f + l3));
+      put16(f + l3 + 10, wire::csum_finish(wire::csum_partial({f + l3, sizeof(wire::Ipv4Hdr)})));
     }
     const size_t end = kind == wire::L3Kind::kIpv4 ? l3 + (size_t(f[l3 + 2]) << 8 | f[l3 + 3])
                                                    : l3 + 40 + (size_t(f[l3 + 4]) << 8 | f[l3 + 5]);

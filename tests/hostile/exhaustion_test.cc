@@ -209,12 +209,7 @@ TEST_F(Exhaustion, SendAndReceiveQueueFull_ClearErrorThenRecovery) {
   std::vector<SendWr> w(depth + 8);
   Sge s = sge_of(hbuf_, hbuf_mr_, 0, 64);
   for (size_t i = 0; i < w.size(); ++i) {
-    w[i].wr_id = i;
-    w[i].sg_list = &s;
-    w[i].num_sge = 1;
-    w[i].opcode = WrOpcode::kRdmaWrite;
-    w[i].send_flags = kSendSignaled;
-    w[i].rdma = {vhon_.addr(0), vhon_mr_->rkey};
+    w[i] = write_wr(i, &s, vhon_.addr(0), vhon_mr_->rkey).signaled();
     w[i].next = i + 1 < w.size() ? &w[i + 1] : nullptr;
   }
   SendWr* bad = nullptr;

@@ -304,26 +304,12 @@ bool Hostile::honest_round(int k, uint64_t max_ns) {
   Sge s_read{hbuf_.addr(2048), uint32_t(kHonestWrite), hbuf_mr_->lkey};
   Sge s_send{hbuf_.addr(4096), uint32_t(kHonestSend), hbuf_mr_->lkey};
   Sge s_atomic{hbuf_.addr(6000), 8, hbuf_mr_->lkey};
-  SendWr w[4];
-  w[0].opcode = WrOpcode::kRdmaWrite;
-  w[0].sg_list = &s_write;
-  w[0].rdma = {vhon_.addr(0), vhon_mr_->rkey};
-  w[1].opcode = WrOpcode::kRdmaRead;
-  w[1].sg_list = &s_read;
-  w[1].rdma = {vhon_.addr(0), vhon_mr_->rkey};
-  w[2].opcode = WrOpcode::kSend;
-  w[2].sg_list = &s_send;
-  w[3].opcode = WrOpcode::kAtomicFetchAndAdd;
-  w[3].sg_list = &s_atomic;
-  w[3].atomic.remote_addr = vhon_.addr(kHonestAtomicOff);
-  w[3].atomic.rkey = vhon_mr_->rkey;
-  w[3].atomic.compare_add = 1;
-  for (int i = 0; i < 4; ++i) {
-    w[i].wr_id = uint64_t(k) * 10 + uint64_t(i);
-    w[i].num_sge = 1;
-    w[i].send_flags = kSendSignaled;
-    w[i].next = i < 3 ? &w[i + 1] : nullptr;
-  }
+  const uint64_t id = uint64_t(k) * 10;
+  SendWr w[4] = {write_wr(id + 0, &s_write, vhon_.addr(0), vhon_mr_->rkey).signaled(),
+                 read_wr(id + 1, &s_read, vhon_.addr(0), vhon_mr_->rkey).signaled(),
+                 send_wr(id + 2, &s_send).signaled(),
+                 fetch_add_wr(id + 3, &s_atomic, vhon_.addr(kHonestAtomicOff), vhon_mr_->rkey, 1).signaled()};
+  for (int i = 0; i < 3; ++i) w[i].next = &w[i + 1];
   if (!post_send(hv_, w, nullptr).ok()) return false;
 
   int send_done = 0;

@@ -23,6 +23,7 @@
 
 #include <gtest/gtest.h>
 #include <uroce/verbs.h>
+#include <uroce/wr.h>
 
 #include "drivers/loopback/fabric.h"
 #include "stack/wire/packet.h"

@@ -255,11 +255,7 @@ TEST_F(Attack, WriteToInvalidatedRegion_NakRemoteAccess) {
   GuardedBuf inv(4096);
   inv.fill(10);
   Mr* mr = reg_mr(vpd_, inv.data(), inv.size(), kAllRemote).value();
-  SendWr w;
-  w.wr_id = 77;
-  w.opcode = WrOpcode::kLocalInv;
-  w.invalidate_rkey = mr->rkey;
-  w.send_flags = kSendSignaled;
+  SendWr w = local_inv_wr(77, mr->rkey).signaled();
   ASSERT_TRUE(post_send(vh_, &w, nullptr).ok());
   Wc wc{};
   for (int i = 0; i < 1000 && poll_cq(vcq_, 1, &wc) == 0; ++i) step();
@@ -391,12 +387,7 @@ TEST_F(Attack, PsnFarBehind_DuplicateNotExecuted) {
 // them and the QP stays in RTS; the real ACK then completes it.
 TEST_F(Attack, AckForPsnNeverSent_Dropped) {
   Sge s{rw_.addr(0), 64, rw_mr_->lkey};
-  SendWr w;
-  w.wr_id = 9;
-  w.sg_list = &s;
-  w.num_sge = 1;
-  w.opcode = WrOpcode::kSend;
-  w.send_flags = kSendSignaled;
+  SendWr w = send_wr(9, &s).signaled();
   ASSERT_TRUE(post_send(vx_, &w, nullptr).ok());
   auto out = replies(50'000);
   ASSERT_EQ(count_op(out, wire::kRcSendOnly), 1);

@@ -30,9 +30,11 @@
 #include <uroce/eal.h>
 #include <uroce/engine_group.h>
 #include <uroce/verbs.h>
+#include <uroce/wr.h>
 
 #include "drivers/dpdk/dpdk_io.h"
 #include "drivers/dpdk/engine_launcher.h"
+#include "stack/common/rng.h"
 
 namespace uroce {
 namespace {
@@ -44,12 +46,7 @@ constexpr uint32_t kLen = 2500;  // three packets at path MTU 1024
 constexpr uint32_t kRecvs = 8;
 constexpr uint64_t kSlot = 2 * 4096;
 
-uint64_t splitmix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+uint64_t splitmix(uint64_t x) { return splitmix64_of(x); }
 uint64_t key_of(uint32_t j, uint64_t r, uint64_t kind) { return splitmix((uint64_t(j) << 40) ^ (r << 4) ^ kind); }
 void fill(uint8_t* p, uint32_t len, uint64_t key) {
   for (uint32_t i = 0; i < len; ++i) p[i] = uint8_t(splitmix(key + i / 8) >> (8 * (i % 8)));
@@ -248,28 +245,12 @@ class Driver {
                  {uint64_t(uintptr_t(&res[0])), 8, rig_.key},
                  {uint64_t(uintptr_t(&res[1])), 8, rig_.key},
                  {uint64_t(uintptr_t(ssrc)), kLen, rig_.key}};
-    SendWr w[5];
-    for (int i = 0; i < 5; ++i) {
-      w[i].wr_id = (uint64_t(j) << 8) | uint64_t(i);
-      w[i].sg_list = &sg[i];
-      w[i].num_sge = 1;
-      w[i].send_flags = kSendSignaled;
-    }
-    w[0].opcode = WrOpcode::kRdmaWrite;
-    w[0].rdma = {remote, rig_.key};
-    w[1].opcode = WrOpcode::kRdmaRead;
-    w[1].rdma = {remote, rig_.key};
-    w[2].opcode = WrOpcode::kAtomicFetchAndAdd;
-    w[2].atomic.remote_addr = word;
-    w[2].atomic.rkey = rig_.key;
-    w[2].atomic.compare_add = add;
-    w[3].opcode = WrOpcode::kAtomicCmpAndSwp;
-    w[3].atomic.remote_addr = word;
-    w[3].atomic.rkey = rig_.key;
-    w[3].atomic.compare_add = cas_expect_[j];
-    w[3].atomic.swap = key_of(j, r, 4);
-    w[4].opcode = WrOpcode::kSendWithImm;
-    w[4].imm_data = uint32_t((j << 16) | r);
+    const uint64_t id = uint64_t(j) << 8;
+    SendWr w[5] = {write_wr(id | 0, &sg[0], remote, rig_.key).signaled(),
+                   read_wr(id | 1, &sg[1], remote, rig_.key).signaled(),
+                   fetch_add_wr(id | 2, &sg[2], word, rig_.key, add).signaled(),
+                   cmp_swap_wr(id | 3, &sg[3], word, rig_.key, cas_expect_[j], key_of(j, r, 4)).signaled(),
+                   send_imm_wr(id | 4, &sg[4], uint32_t((j << 16) | r)).signaled()};
     if (ops_.post_send(Rig::engine_a(j), rig_.a[j], w, 5)) outstanding_[j] = 5;
     else fail("post_send failed", j);
   }

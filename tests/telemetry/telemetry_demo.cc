@@ -18,6 +18,7 @@
 
 #include <uroce/cc.h>
 #include <uroce/verbs.h>
+#include <uroce/wr.h>
 
 #include "drivers/dpdk/dpdk_io.h"
 #include "drivers/dpdk/eal_args.h"
@@ -131,14 +132,8 @@ int main(int argc, char** argv) {
   for (uint32_t i = 0; i <= writes; ++i) {
     const bool read = i == writes;
     Sge sge{reinterpret_cast<uintptr_t>(b.buf.data()), read ? 2048u : 4096u, b.mr->lkey};
-    SendWr wr;
-    wr.wr_id = i;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = read ? WrOpcode::kRdmaRead : WrOpcode::kRdmaWrite;
-    wr.send_flags = kSendSignaled;
-    wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(a.buf.data());
-    wr.rdma.rkey = a.mr->rkey;
+    const uint64_t remote = reinterpret_cast<uintptr_t>(a.buf.data());
+    SendWr wr = (read ? read_wr(i, &sge, remote, a.mr->rkey) : write_wr(i, &sge, remote, a.mr->rkey)).signaled();
     SendWr* bad = nullptr;
     if (Status st = post_send(b.qp, &wr, &bad); !st.ok()) die("post_send", st);
     Wc wc{};

@@ -10,6 +10,7 @@
 
 #include "stack/device/context.h"
 #include "stack/transport/qp.h"
+#include "stack/wire/checksum.h"
 #include "stack/wire/opcodes.h"
 #include "tests/unit/transport/fixture.h"
 
@@ -24,11 +25,9 @@ void mark_ce(std::vector<uint8_t>& f) {
   uint8_t* ip = f.data() + 14;
   ip[1] |= 3;
   ip[10] = ip[11] = 0;
-  uint32_t sum = 0;
-  for (int i = 0; i < 20; i += 2) sum += uint32_t(ip[i] << 8 | ip[i + 1]);
-  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
-  ip[10] = uint8_t(~sum >> 8);
-  ip[11] = uint8_t(~sum);
+  const uint16_t c = wire::csum_finish(wire::csum_partial({ip, sizeof(wire::Ipv4Hdr)}));
+  ip[10] = uint8_t(c >> 8);
+  ip[11] = uint8_t(c);
 }
 
 class EngineCc : public Pair {

@@ -181,10 +181,7 @@ class Cm : public ::testing::Test {
     std::memcpy(a->buf.data(), "ping", 5);
     ASSERT_TRUE(post_recv_on(*b, qb).ok());
     Sge g = a->sge(0, 5);
-    SendWr wr;
-    wr.sg_list = &g;
-    wr.num_sge = 1;
-    wr.send_flags = kSendSignaled;
+    SendWr wr = send_wr(0, &g).signaled();
     ASSERT_TRUE(post_send(qa, &wr, nullptr).ok());
     Wc wc{};
     for (int i = 0; i < 100000 && poll_cq(b->rcq, 1, &wc) == 0; ++i) step();

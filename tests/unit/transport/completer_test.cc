@@ -502,10 +502,7 @@ TEST_F(Requester, InlineDataIsCopiedAtPost) {
   ASSERT_TRUE(b->post_recv(1, 0, 256).ok());
   Sge g = a->sge(0, 200);
   g.lkey = 0;  // inline data ignores the L_Key
-  SendWr wr;
-  wr.sg_list = &g;
-  wr.num_sge = 1;
-  wr.send_flags = kSendInline | kSendSignaled;
+  SendWr wr = send_wr(0, &g).inlined().signaled();
   ASSERT_TRUE(post_send(a->qp, &wr, nullptr).ok());
   std::memset(a->buf.data(), 0, 200);
   EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
@@ -521,10 +518,7 @@ TEST_F(Requester, BadLkeyCompletesLocalProtectionError) {
   open();
   Sge g = a->sge(0, 64);
   g.lkey ^= 0x00100000;
-  SendWr wr;
-  wr.sg_list = &g;
-  wr.num_sge = 1;
-  wr.send_flags = kSendSignaled;
+  SendWr wr = send_wr(0, &g).signaled();
   ASSERT_TRUE(post_send(a->qp, &wr, nullptr).ok());
   EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kLocProtErr);
   EXPECT_TRUE(is_err(a->qp));
@@ -556,21 +550,14 @@ TEST_F(Requester, LocalInvalidate) {
   open();
   std::vector<uint8_t> other(4096);
   Mr* mr2 = must(reg_mr(a->pd, other.data(), other.size(), kAccessLocalWrite));
-  SendWr inv;
-  inv.wr_id = 5;
-  inv.opcode = WrOpcode::kLocalInv;
-  inv.invalidate_rkey = mr2->lkey;
-  inv.send_flags = kSendSignaled;
+  SendWr inv = local_inv_wr(5, mr2->lkey).signaled();
   ASSERT_TRUE(post_send(a->qp, &inv, nullptr).ok());
   const Wc w = wait_wc(a->scq);
   EXPECT_EQ(w.wr_id, 5u);
   EXPECT_EQ(w.status, WcStatus::kSuccess);
   EXPECT_EQ(w.opcode, WcOpcode::kLocalInv);
   Sge g{uint64_t(uintptr_t(other.data())), 64, mr2->lkey};
-  SendWr wr;
-  wr.sg_list = &g;
-  wr.num_sge = 1;
-  wr.send_flags = kSendSignaled;
+  SendWr wr = send_wr(0, &g).signaled();
   ASSERT_TRUE(post_send(a->qp, &wr, nullptr).ok());
   EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kLocProtErr);
 }

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 #include <uroce/eal.h>
 #include <uroce/verbs.h>
+#include <uroce/wr.h>
 
 #include "stack/wire/aeth.h"
 #include "stack/wire/opcodes.h"

@@ -220,13 +220,7 @@ TEST_F(Frames, UdAhFromVlanGid) {
   fill(a->buf, 0, 500, 9);
   ASSERT_TRUE(b->post_recv(1, 0, 40 + 500).ok());
   Sge g = a->sge(0, 500);
-  SendWr wr;
-  wr.sg_list = &g;
-  wr.num_sge = 1;
-  wr.send_flags = kSendSignaled;
-  wr.ud.ah = ah;
-  wr.ud.remote_qpn = b->qp->qp_num;
-  wr.ud.remote_qkey = opt.qkey;
+  SendWr wr = ud_send_wr(0, &g, ah, b->qp->qp_num, opt.qkey).signaled();
   ASSERT_TRUE(post_send(a->qp, &wr, nullptr).ok());
   const Wc r = wait_wc(b->rcq);
   EXPECT_EQ(r.status, WcStatus::kSuccess);

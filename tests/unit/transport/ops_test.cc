@@ -57,12 +57,7 @@ TEST_P(Ops, SendWithImm) {
   fill(a->buf, 0, len(), 2);
   ASSERT_TRUE(b->post_recv(7, 0, 1 << 16).ok());
   Sge g = a->sge(0, len());
-  SendWr wr;
-  wr.sg_list = &g;
-  wr.num_sge = 1;
-  wr.opcode = WrOpcode::kSendWithImm;
-  wr.send_flags = kSendSignaled;
-  wr.imm_data = 0x12345678;
+  SendWr wr = send_imm_wr(0, &g, 0x12345678).signaled();
   ASSERT_TRUE(post_send(a->qp, &wr, nullptr).ok());
   const Wc r = wait_wc(b->rcq);
   EXPECT_EQ(r.status, WcStatus::kSuccess);
@@ -82,12 +77,7 @@ TEST_P(Ops, SendWithInvalidate) {
   fill(a->buf, 0, len(), 3);
   ASSERT_TRUE(b->post_recv(7, 0, 1 << 16).ok());
   Sge g = a->sge(0, len());
-  SendWr wr;
-  wr.sg_list = &g;
-  wr.num_sge = 1;
-  wr.opcode = WrOpcode::kSendWithInv;
-  wr.send_flags = kSendSignaled;
-  wr.invalidate_rkey = target->rkey;
+  SendWr wr = send_inv_wr(0, &g, target->rkey).signaled();
   ASSERT_TRUE(post_send(a->qp, &wr, nullptr).ok());
   const Wc r = wait_wc(b->rcq);
   EXPECT_EQ(r.status, WcStatus::kSuccess);
@@ -97,13 +87,7 @@ TEST_P(Ops, SendWithInvalidate) {
   EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
 
   Sge g2 = a->sge(0, 64);
-  SendWr w2;
-  w2.sg_list = &g2;
-  w2.num_sge = 1;
-  w2.opcode = WrOpcode::kRdmaWrite;
-  w2.send_flags = kSendSignaled;
-  w2.rdma.remote_addr = uint64_t(uintptr_t(other.data()));
-  w2.rdma.rkey = target->rkey;
+  SendWr w2 = write_wr(0, &g2, uint64_t(uintptr_t(other.data())), target->rkey).signaled();
   ASSERT_TRUE(post_send(a->qp, &w2, nullptr).ok());
   EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kRemAccessErr);
 }
@@ -125,14 +109,7 @@ TEST_P(Ops, WriteWithImm) {
   fill(a->buf, 0, len(), 5);
   ASSERT_TRUE(b->post_recv(9, 0, 0).ok());
   Sge g = a->sge(0, len());
-  SendWr wr;
-  wr.sg_list = &g;
-  wr.num_sge = 1;
-  wr.opcode = WrOpcode::kRdmaWriteWithImm;
-  wr.send_flags = kSendSignaled;
-  wr.imm_data = 0xabcdef01;
-  wr.rdma.remote_addr = b->addr(8192);
-  wr.rdma.rkey = b->mr->rkey;
+  SendWr wr = write_imm_wr(0, &g, b->addr(8192), b->mr->rkey, 0xabcdef01).signaled();
   ASSERT_TRUE(post_send(a->qp, &wr, nullptr).ok());
   const Wc r = wait_wc(b->rcq);
   EXPECT_EQ(r.status, WcStatus::kSuccess);
@@ -159,15 +136,7 @@ TEST_P(Ops, Read) {
 TEST_P(Ops, CompareAndSwap) {
   set_b_u64(128, 5);
   Sge g = a->sge(256, 8);
-  SendWr wr;
-  wr.sg_list = &g;
-  wr.num_sge = 1;
-  wr.opcode = WrOpcode::kAtomicCmpAndSwp;
-  wr.send_flags = kSendSignaled;
-  wr.atomic.remote_addr = b->addr(128);
-  wr.atomic.rkey = b->mr->rkey;
-  wr.atomic.compare_add = 5;
-  wr.atomic.swap = 9;
+  SendWr wr = cmp_swap_wr(0, &g, b->addr(128), b->mr->rkey, 5, 9).signaled();
   ASSERT_TRUE(post_send(a->qp, &wr, nullptr).ok());
   const Wc s = wait_wc(a->scq);
   EXPECT_EQ(s.status, WcStatus::kSuccess);
@@ -185,14 +154,7 @@ TEST_P(Ops, CompareAndSwap) {
 TEST_P(Ops, FetchAndAdd) {
   set_b_u64(128, 100);
   Sge g = a->sge(256, 8);
-  SendWr wr;
-  wr.sg_list = &g;
-  wr.num_sge = 1;
-  wr.opcode = WrOpcode::kAtomicFetchAndAdd;
-  wr.send_flags = kSendSignaled;
-  wr.atomic.remote_addr = b->addr(128);
-  wr.atomic.rkey = b->mr->rkey;
-  wr.atomic.compare_add = 23;
+  SendWr wr = fetch_add_wr(0, &g, b->addr(128), b->mr->rkey, 23).signaled();
   ASSERT_TRUE(post_send(a->qp, &wr, nullptr).ok());
   const Wc s = wait_wc(a->scq);
   EXPECT_EQ(s.status, WcStatus::kSuccess);
@@ -207,11 +169,8 @@ TEST_P(Ops, FetchAndAdd) {
 TEST_P(Ops, GatherScatter) {
   fill(a->buf, 0, 3 * 4096, 8);
   Sge g[3] = {a->sge(0, 1000), a->sge(4096, 2000), a->sge(8192, 1500)};
-  SendWr wr;
-  wr.sg_list = g;
+  SendWr wr = send_wr(0, g).signaled();
   wr.num_sge = 3;
-  wr.opcode = WrOpcode::kSend;
-  wr.send_flags = kSendSignaled;
   Sge r[2] = {b->sge(0, 3000), b->sge(16384, 3000)};
   RecvWr rw;
   rw.sg_list = r;

@@ -108,14 +108,7 @@ TEST_F(Responder, C9_DuplicateAtomicReturnsSavedResult) {
     return TestPort::Action::kDrop;
   };
   Sge g = a->sge(0, 8);
-  SendWr wr;
-  wr.sg_list = &g;
-  wr.num_sge = 1;
-  wr.opcode = WrOpcode::kAtomicFetchAndAdd;
-  wr.send_flags = kSendSignaled;
-  wr.atomic.remote_addr = b->addr(128);
-  wr.atomic.rkey = b->mr->rkey;
-  wr.atomic.compare_add = 5;
+  SendWr wr = fetch_add_wr(0, &g, b->addr(128), b->mr->rkey, 5).signaled();
   ASSERT_TRUE(post_send(a->qp, &wr, nullptr).ok());
   EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
   uint64_t orig, now_v;
@@ -309,13 +302,7 @@ TEST_P(RemoteAccess, NakRemoteAccessError) {
   open();
   std::vector<uint8_t> other(8192);
   Sge g = a->sge(0, 64);
-  SendWr wr;
-  wr.sg_list = &g;
-  wr.num_sge = 1;
-  wr.opcode = WrOpcode::kRdmaWrite;
-  wr.send_flags = kSendSignaled;
-  wr.rdma.remote_addr = b->addr(0);
-  wr.rdma.rkey = b->mr->rkey;
+  SendWr wr = write_wr(0, &g, b->addr(0), b->mr->rkey).signaled();
   switch (GetParam()) {
     case BadKey::kUnknownKey: wr.rdma.rkey ^= 0x00100000; break;
     case BadKey::kOtherPd: {
@@ -350,13 +337,7 @@ TEST_F(Responder, NakRemoteAccessError_ReadOtherPd) {
   Pd* pd2 = must(alloc_pd(b->ctx.get()));
   Mr* mr2 = must(reg_mr(pd2, other.data(), other.size(), kAccessRemoteRead));
   Sge g = a->sge(0, 64);
-  SendWr wr;
-  wr.sg_list = &g;
-  wr.num_sge = 1;
-  wr.opcode = WrOpcode::kRdmaRead;
-  wr.send_flags = kSendSignaled;
-  wr.rdma.remote_addr = uint64_t(uintptr_t(other.data()));
-  wr.rdma.rkey = mr2->rkey;
+  SendWr wr = read_wr(0, &g, uint64_t(uintptr_t(other.data())), mr2->rkey).signaled();
   ASSERT_TRUE(post_send(a->qp, &wr, nullptr).ok());
   EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kRemAccessErr);
 }

@@ -44,14 +44,7 @@ TEST_F(Uc, WriteWithImm) {
   fill(a->buf, 0, 3000, 2);
   ASSERT_TRUE(b->post_recv(1, 0, 0).ok());
   Sge g = a->sge(0, 3000);
-  SendWr wr;
-  wr.sg_list = &g;
-  wr.num_sge = 1;
-  wr.opcode = WrOpcode::kRdmaWriteWithImm;
-  wr.send_flags = kSendSignaled;
-  wr.imm_data = 42;
-  wr.rdma.remote_addr = b->addr(8192);
-  wr.rdma.rkey = b->mr->rkey;
+  SendWr wr = write_imm_wr(0, &g, b->addr(8192), b->mr->rkey, 42).signaled();
   ASSERT_TRUE(post_send(a->qp, &wr, nullptr).ok());
   const Wc r = wait_wc(b->rcq);
   EXPECT_EQ(r.opcode, WcOpcode::kRecvRdmaWithImm);
@@ -73,17 +66,7 @@ class Ud : public Pair {
     at.dmac = b->mac;
     ah = must(create_ah(a->pd, at));
   }
-  SendWr ud_wr(Sge* g, uint32_t qkey) {
-    SendWr wr;
-    wr.sg_list = g;
-    wr.num_sge = 1;
-    wr.opcode = WrOpcode::kSend;
-    wr.send_flags = kSendSignaled;
-    wr.ud.ah = ah;
-    wr.ud.remote_qpn = b->qp->qp_num;
-    wr.ud.remote_qkey = qkey;
-    return wr;
-  }
+  SendWr ud_wr(Sge* g, uint32_t qkey) { return ud_send_wr(0, g, ah, b->qp->qp_num, qkey).signaled(); }
   Ah* ah = nullptr;
 };
 
