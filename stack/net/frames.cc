@@ -5,7 +5,6 @@
 
 #include "stack/wire/checksum.h"
 
-
 namespace uroce::net {
 
 using wire::csum_finish;
