@@ -1,8 +1,6 @@
-// TxStage (see tx_stage.h): single-segment frames from the stage's pool, and
-// the flush that keeps what the port refused.
+// TxStage (see tx_stage.h): the control of the stage and the flush that keeps
+// what the port refused.
 #include "stack/net/tx_stage.h"
-
-#include <rte_mbuf.h>
 
 namespace uroce::net {
 
@@ -11,28 +9,6 @@ TxStage::TxStage(rte_mempool* pool, uint16_t capacity)
 
 TxStage::~TxStage() {
   for (uint16_t i = 0; i < n_; ++i) rte_pktmbuf_free(frames_[i]);
-}
-
-uint8_t* TxStage::append(uint16_t len, rte_mbuf** out) {
-  if (n_ >= capacity_) {
-    error_ = Error::kFull;
-    return nullptr;
-  }
-  rte_mbuf* m = rte_pktmbuf_alloc(pool_);
-  if (!m) {
-    error_ = Error::kPoolEmpty;
-    return nullptr;
-  }
-  auto* p = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, len));
-  if (!p) {
-    rte_pktmbuf_free(m);
-    error_ = Error::kTooBig;
-    return nullptr;
-  }
-  frames_[n_++] = m;
-  error_ = Error::kNone;
-  if (out) *out = m;
-  return p;
 }
 
 void TxStage::drop_last() {

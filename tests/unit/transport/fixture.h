@@ -108,4 +108,22 @@ T must(Result<T> r) {
 /// Fills buf[off, off+len) with a pattern derived from seed.
 void fill(std::vector<uint8_t>& buf, size_t off, size_t len, uint8_t seed);
 
+/// One device on a test port with one PD, keys from seed: the verbs-object
+/// tests (tests/unit/device) that need no peer.
+class OneDevice : public ::testing::Test {
+ protected:
+  void open(uint64_t seed) {
+    port = std::make_unique<TestPort>(MacAddr{{2, 0, 0, 0, 0, 9}}, 9000);
+    DeviceConfig cfg;
+    cfg.key_seed = seed;
+    cfg.max_mr = 16;
+    ctx = must(open_device(*port, cfg));
+    pd = must(alloc_pd(ctx.get()));
+  }
+  std::unique_ptr<TestPort> port;
+  ContextPtr ctx;
+  Pd* pd = nullptr;
+  std::vector<uint8_t> buf = std::vector<uint8_t>(4096);
+};
+
 }  // namespace uroce::test

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "stack/device/context.h"
+#include "stack/transport/frame.h"
 #include "tests/unit/transport/fixture.h"
 
 namespace uroce::test {
@@ -336,6 +337,14 @@ TEST_F(Frames, ZeroCopyDeregMrBusyWhileFramesInFlight) {
   EXPECT_EQ(s.status, WcStatus::kSuccess);
   EXPECT_EQ(std::memcmp(a->buf.data(), b->buf.data(), 2048), 0);
   EXPECT_TRUE(dereg_mr(a->mr).ok());
+}
+
+// The UDP source port is derived from both QPNs as rxe does (A17.4.5.2;
+// tests/data rxe captures: QPN 0x11<->0x11 -> 49441, 0x11<->0x123 -> 54099).
+TEST(UdpSourcePort, MatchesRxe) {
+  EXPECT_EQ(transport::roce_udp_sport(0x11, 0x11), 49441);
+  EXPECT_EQ(transport::roce_udp_sport(0x11, 0x123), 54099);
+  EXPECT_EQ(transport::roce_udp_sport(0x123, 0x11), 54099);
 }
 
 }  // namespace

@@ -2,7 +2,15 @@
 // in-memory queues, with a hook that sees every transmitted frame (parsed) and
 // may pass, drop, duplicate or hold it (held frames are released later, which
 // reorders them), a log of everything sent, and injection of crafted frames.
-// The full simulated fabric is drivers/loopback; this stays deliberately small.
+// Why not drivers/loopback: the fabric is a timed model (a switch with
+// queues, link rates and delays, seeded faults drawn from an RNG), and its
+// hook can only pass or drop. Protocol tests need the opposite: delivery at
+// the next poll with no clock of its own, so that a test's virtual time is
+// the transport's timers alone, and per-frame control chosen by the test
+// (duplicate this frame, hold that one and release it after the next, to
+// make exactly the reorder the rule needs), with the parsed log of what was
+// sent. The fabric is tested and used where its model matters
+// (tests/unit/loopback, `uroce sim`).
 #pragma once
 
 #include <cstdint>
