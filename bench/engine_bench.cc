@@ -30,6 +30,7 @@
 #include <uroce/eal.h>
 #include <uroce/packet_io.h>
 #include <uroce/verbs.h>
+#include <uroce/wr.h>
 
 namespace {
 
@@ -172,12 +173,7 @@ void run_writes(benchmark::State& state, uint32_t size, uint32_t n_qps, uint32_t
   const uint32_t signal_every = std::min<uint32_t>(16, depth);
   Rig rig(n_qps, depth);
   Sge g{uint64_t(uintptr_t(rig.a.buf.data())), size, rig.a.mr->lkey};
-  SendWr wr;
-  wr.sg_list = &g;
-  wr.num_sge = 1;
-  wr.opcode = WrOpcode::kRdmaWrite;
-  wr.rdma.remote_addr = uint64_t(uintptr_t(rig.b.buf.data()));
-  wr.rdma.rkey = rig.b.mr->rkey;
+  SendWr wr = write_wr(0, &g, uint64_t(uintptr_t(rig.b.buf.data())), rig.b.mr->rkey);
   // Per QP: WRITEs posted and completed. wr_id = QP << 32 | its WRITE number.
   std::vector<uint64_t> posted(n_qps, 0), completed(n_qps, 0);
   std::vector<uint32_t> refill;  // QPs with room, in the order they got it

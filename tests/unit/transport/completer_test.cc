@@ -14,12 +14,6 @@ namespace {
 using wire::PacketDesc;
 using Completer = Pair;
 
-bool is_err(Qp* qp) {
-  QpAttr at;
-  EXPECT_TRUE(query_qp(qp, &at, nullptr).ok());
-  return at.qp_state == QpState::kErr;
-}
-
 // Receive: RNR NAK (no receive WQE), then the receiver posts one.
 // Expect: IBA 9.7.5.2.8: the requester waits the RNR timer, resends, succeeds.
 TEST_F(Completer, RnrNakWaitRetrySuccess) {

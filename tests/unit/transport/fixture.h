@@ -105,6 +105,13 @@ T must(Result<T> r) {
   return r.ok() ? std::move(r).value() : T{};
 }
 
+/// True if qp is in the ERR state (query_qp).
+inline bool is_err(Qp* qp) {
+  QpAttr at;
+  EXPECT_TRUE(query_qp(qp, &at, nullptr).ok());
+  return at.qp_state == QpState::kErr;
+}
+
 /// Fills buf[off, off+len) with a pattern derived from seed.
 void fill(std::vector<uint8_t>& buf, size_t off, size_t len, uint8_t seed);
 

@@ -14,12 +14,6 @@ namespace {
 using wire::PacketDesc;
 using Requester = Pair;
 
-bool is_err(Qp* qp) {
-  QpAttr at;
-  EXPECT_TRUE(query_qp(qp, &at, nullptr).ok());
-  return at.qp_state == QpState::kErr;
-}
-
 // Receive: the ACKs of 40 SENDs are held back until the local ACK timeout
 // has rewound the requester (go-back-N) and it has resent the first 16; then
 // they all arrive, acknowledging every PSN, while the requester's resend point

@@ -12,12 +12,6 @@ using wire::PacketDesc;
 using Responder = Pair;
 constexpr int kNakSeq = 0x60, kNakInvReq = 0x61, kNakRemAccess = 0x62, kNakRemOp = 0x63;
 
-bool is_err(Qp* qp) {
-  QpAttr at;
-  EXPECT_TRUE(query_qp(qp, &at, nullptr).ok());
-  return at.qp_state == QpState::kErr;
-}
-
 // Receive: SEND Only, acknowledged; then the same SEND again (duplicate).
 // Expect: C9-105: it is ACKed again with the last acknowledged PSN, not
 // delivered twice; the requester drops the second ACK as a duplicate.
