@@ -71,6 +71,7 @@
 #include <uroce/packet_io.h>
 #include <uroce/verbs.h>
 
+#include "stack/cm/agent.h"
 #include "stack/cm/describe.h"
 #include "stack/cm/ip_cm.h"
 #include "stack/cm/mad.h"

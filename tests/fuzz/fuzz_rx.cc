@@ -47,6 +47,7 @@
 #include <uroce/packet_io.h>
 #include <uroce/verbs.h>
 
+#include "stack/device/context.h"
 #include "stack/transport/qp.h"
 #include "stack/wire/checksum.h"
 #include "stack/wire/icrc.h"
@@ -284,7 +285,8 @@ bool setup(Device& dev, QpState state, bool sends, uint64_t now) {
       at.qp_state = QpState::kSqd;
       if (!modify_qp(dev.qp[i], at, kQpState).ok()) uroce::fuzz::fail(kFuzzTarget, "modify_qp to SQD");
     } else if (sqe && types[i] != QpType::kRc) {
-      transport::qp_to_sqe(*dev.ctx, transport::impl(dev.qp[i]));  // as a UC/UD send error does
+      transport::Env env = dev.ctx->env();
+      transport::qp_to_sqe(env, transport::impl(dev.qp[i]));  // as a UC/UD send error does
     }
   }
   return true;
