@@ -112,10 +112,9 @@ namespace {
 // Checks one send WR against the QP (IBA 11.4.1.1 post send: the checks
 // that make the post fail rather than complete in error).
 Status check_send_wr(const QpImpl& qp, const SendWr& wr, uint32_t* length) {
-  if (size_t(wr.opcode) >= transport::kWrOps.size() || !transport::wr_op(wr.opcode).valid) {
-    return Status(StatusCode::kInvalidArgument, "bad opcode");
-  }
-  const transport::WrOpInfo& op = transport::wr_op(wr.opcode);
+  const transport::WrOpInfo* info = transport::find_wr_op(wr.opcode);
+  if (!info) return Status(StatusCode::kInvalidArgument, "bad opcode");
+  const transport::WrOpInfo& op = *info;
   const uint32_t kind = op.flags;
   const bool remote_rd_atomic = kind & (wire::kRead | wire::kAtomic);
   switch (qp.qp_type) {

@@ -11,11 +11,6 @@ TxStage::~TxStage() {
   for (uint16_t i = 0; i < n_; ++i) rte_pktmbuf_free(frames_[i]);
 }
 
-void TxStage::drop_last() {
-  if (n_ == 0) return;
-  rte_pktmbuf_free(frames_[--n_]);
-}
-
 uint16_t TxStage::flush(PacketIo& io) {
   if (n_ == 0) return 0;
   const uint16_t sent = io.tx_burst(frames_.data(), n_);

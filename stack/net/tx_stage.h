@@ -59,8 +59,6 @@ class TxStage {
   /// Stages a frame the caller built (a chain of segments from pool()). The
   /// stage must not be full.
   void push(rte_mbuf* m) { frames_[n_++] = m; }
-  /// Frees and unstages the frame append returned last (a build that failed).
-  void drop_last();
   /// Hands the staged frames to io.tx_burst; what it refuses stays staged, in
   /// order. Returns the number it took.
   uint16_t flush(PacketIo& io);
@@ -69,7 +67,6 @@ class TxStage {
   Error error() const { return error_; }
   rte_mempool* pool() const { return pool_; }
   uint16_t size() const { return n_; }
-  bool empty() const { return n_ == 0; }
   bool full() const { return n_ >= capacity_; }
   /// Staged frame i (0 is the oldest), for tests and captures.
   rte_mbuf* at(uint16_t i) const { return frames_[i]; }
