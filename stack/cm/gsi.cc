@@ -95,6 +95,7 @@ namespace {
 // waits for the next poll.
 void flush(Agent& a) {
   Context& ctx = a.ctx;
+  transport::Env env = ctx.env();
   while (!a.outbox.empty() && !ctx.tx.full()) {
     const Agent::OutMad& o = a.outbox.front();
     auto src = transport::path_source(*ctx.net, o.av);
@@ -109,7 +110,6 @@ void flush(Agent& a) {
     d.ack_req = true;  // as rxe's QP1 sends them
     d.psn = a.gsi_psn;
     rte_mbuf* m = nullptr;
-    transport::Env env = ctx.env();
     uint8_t* p = transport::begin_frame(env, d, &m);
     if (!p) return;  // pool empty: counted there, retried at the next poll
     std::memcpy(p, o.mad.data(), kMadBytes);
