@@ -46,9 +46,6 @@ Status GidTable::set(uint8_t index, const GidEntry& e) {
   if (index >= kSize) return {StatusCode::kInvalidArgument, "GID index out of range"};
   if (is_unspecified(e.gid.raw)) return {StatusCode::kInvalidArgument, "GID is zero"};
   if (is_ipv6_multicast(e.gid.raw)) return {StatusCode::kInvalidArgument, "GID is multicast"};
-  if (e.type == GidType::kRoceV1 && e.gid.is_ipv4_mapped()) {
-    return {StatusCode::kInvalidArgument, "RoCEv1 GID cannot be IPv4-mapped"};
-  }
   if (e.vlan_id != kNoVlan && e.vlan_id > 4094) return {StatusCode::kInvalidArgument, "VLAN id above 4094"};
   if (zero_mac(e.mac) || multicast_mac(e.mac)) return {StatusCode::kInvalidArgument, "source MAC not unicast"};
   if (valid_[index]) return {StatusCode::kBusy, "GID index in use"};

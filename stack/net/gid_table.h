@@ -2,7 +2,8 @@
 // modelled on the kernel's ib_core GID cache that rxe and mlx5 fill): per
 // index a GID, its type, its VLAN (or none) and the source MAC frames sent
 // from it carry. RoCEv2 GIDs are IP addresses, IPv4 mapped as ::ffff:a.b.c.d
-// or native IPv6; RoCEv1 GIDs are the link-local fe80::EUI-64 of the MAC.
+// or native IPv6; RoCEv1 GIDs are the link-local fe80::EUI-64 of the MAC and,
+// as Linux adds them, the same IP addresses (carried in the GRH).
 // Every address in the table is one the stack answers ARP / NS / ping for,
 // on that entry's VLAN. Control path: set/add/remove return Status; find is
 // the per-packet "is this frame for us?" lookup (no allocation).

@@ -61,11 +61,21 @@ TEST(GidTable, AddQueryRemove) {
   EXPECT_EQ(*again, 0);
 }
 
+// Linux (ib_core's roce_gid_mgmt) gives an IPv4 address a RoCEv1 entry too,
+// ::ffff:a.b.c.d in the GRH: a ConnectX's table lists it at index 2 beside
+// the RoCEv2 one at 3, and tools pick those indexes.
+TEST(GidTable, RoceV1TakesAnIpv4MappedGidAsLinuxDoes) {
+  GidTable t;
+  ASSERT_TRUE(t.set(2, {gid("10.0.0.1"), GidType::kRoceV1, kNoVlan, kMacA}).ok());
+  ASSERT_TRUE(t.set(3, {gid("10.0.0.1"), GidType::kRoceV2, kNoVlan, kMacA}).ok());
+  EXPECT_EQ(t.find(gid("10.0.0.1"), kNoVlan, GidType::kRoceV1), std::optional<uint8_t>(2));
+  EXPECT_EQ(t.find(gid("10.0.0.1"), kNoVlan, GidType::kRoceV2), std::optional<uint8_t>(3));
+}
+
 TEST(GidTable, TypedErrors) {
   GidTable t;
   EXPECT_EQ(t.set(0, {Gid{}, GidType::kRoceV2, kNoVlan, kMacA}).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(t.set(0, {gid("ff02::1"), GidType::kRoceV2, kNoVlan, kMacA}).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(t.set(0, {gid("10.0.0.1"), GidType::kRoceV1, kNoVlan, kMacA}).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(t.set(0, {gid("10.0.0.1"), GidType::kRoceV2, 4095, kMacA}).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(t.set(0, {gid("10.0.0.1"), GidType::kRoceV2, kNoVlan, MacAddr{}}).code(),
             StatusCode::kInvalidArgument);

@@ -1,0 +1,224 @@
+#include "apps/libibverbs/provider.h"
+
+#include <pthread.h>
+#include <sched.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <vector>
+
+#include <uroce/eal.h>
+
+#include "apps/common/addr_text.h"
+#include "stack/device/context.h"
+
+namespace uroce::ibv {
+
+namespace {
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : nullptr;
+}
+
+bool read_uint(const char* name, uint64_t lo, uint64_t hi, uint64_t& out, std::string& err) {
+  const char* v = env(name);
+  if (!v) return true;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long x = std::strtoull(v, &end, 0);
+  if (errno || *end || x < lo || x > hi) {
+    err = std::string(name) + "='" + v + "': not a number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+    return false;
+  }
+  out = x;
+  return true;
+}
+
+std::vector<std::string> split_spaces(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+}  // namespace
+
+std::string read_provider_config(ProviderConfig& cfg) {
+  std::string err;
+  if (const char* v = env("UROCE_EAL")) cfg.eal = v;
+  if (const char* v = env("UROCE_DEV")) cfg.dev = v;
+  if (const char* v = env("UROCE_IP")) {
+    cfg.ip4 = apps::parse_ip_gid(v, false);
+    if (!cfg.ip4) return std::string("UROCE_IP='") + v + "': not an IPv4 address";
+  }
+  if (const char* v = env("UROCE_IP6")) {
+    cfg.ip6 = apps::parse_ip_gid(v, true);
+    if (!cfg.ip6) return std::string("UROCE_IP6='") + v + "': not an IPv6 address";
+  }
+  if (const char* v = env("UROCE_MAC")) {
+    cfg.mac = apps::parse_mac(v);
+    if (!cfg.mac) return std::string("UROCE_MAC='") + v + "': not a MAC address";
+  }
+  if (const char* v = env("UROCE_PCAP")) cfg.pcap = v;
+  if (const char* v = env("UROCE_COUNTERS")) cfg.counters = v;
+  uint64_t x = cfg.port_mtu;
+  if (!read_uint("UROCE_PORT_MTU", 576, 9600, x, err)) return err;
+  cfg.port_mtu = uint16_t(x);
+  x = cfg.max_qp;
+  if (!read_uint("UROCE_MAX_QP", 1, 65536, x, err)) return err;
+  cfg.max_qp = uint32_t(x);
+  if (!read_uint("UROCE_DROP_SEED", 0, UINT64_MAX, cfg.drop_seed, err)) return err;
+  if (const char* v = env("UROCE_DROP_RATE")) {
+    char* end = nullptr;
+    cfg.drop_rate = std::strtod(v, &end);
+    if (*end || !(cfg.drop_rate >= 0 && cfg.drop_rate <= 1)) {
+      return std::string("UROCE_DROP_RATE='") + v + "': not a fraction in [0, 1]";
+    }
+  }
+  if (const char* v = env("UROCE_PROGRESS")) {
+    const std::string p = v;
+    if (p != "inline" && p != "thread") return "UROCE_PROGRESS='" + p + "': inline or thread";
+    cfg.progress_thread = p == "thread";
+  }
+  if (!cfg.ip4 && !cfg.ip6) return "neither UROCE_IP nor UROCE_IP6 is set: the device has no address";
+  return "";
+}
+
+int errno_of(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kOk: return 0;
+    case StatusCode::kInvalidArgument: return EINVAL;
+    case StatusCode::kInvalidQpState: return EINVAL;
+    case StatusCode::kResourceExhausted: return ENOMEM;
+    case StatusCode::kNotFound: return ENOENT;
+    case StatusCode::kBusy: return EBUSY;
+    case StatusCode::kPermissionDenied: return EACCES;
+    case StatusCode::kUnavailable: return ENODEV;
+    case StatusCode::kDataLoss: return EIO;
+    case StatusCode::kInternal: return EIO;
+  }
+  return EIO;
+}
+
+Provider* Provider::get() {
+  static Provider* const p = [] {
+    auto* q = new Provider;
+    if (const std::string err = q->open(); !err.empty()) {
+      std::fprintf(stderr, "uroce libibverbs: %s (docs/VERBS.md)\n", err.c_str());
+      return static_cast<Provider*>(nullptr);
+    }
+    // Counters at exit, after the program is done with the device.
+    std::atexit([] { delete Provider::get(); });
+    return q;
+  }();
+  return p;
+}
+
+std::string Provider::open() {
+  if (std::string err = read_provider_config(cfg_); !err.empty()) return err;
+  // rte_eal_init pins the calling thread to the main lcore; the program's
+  // thread keeps the CPUs it had.
+  cpu_set_t cpus;
+  const bool had_affinity = pthread_getaffinity_np(pthread_self(), sizeof cpus, &cpus) == 0;
+  const std::vector<std::string> eal = cfg_.eal.empty() ? default_eal_args() : split_spaces(cfg_.eal);
+  const Status st = init_eal(eal);
+  if (had_affinity) pthread_setaffinity_np(pthread_self(), sizeof cpus, &cpus);
+  if (!st.ok()) return std::string("UROCE_EAL: ") + st.message();
+  clock_.emplace();
+
+  dpdk::DpdkPortConfig pc;
+  pc.device = cfg_.dev;
+  pc.mtu = cfg_.port_mtu;
+  pc.promiscuous = true;  // the stack answers for UROCE_MAC in software
+  pc.pcap_path = cfg_.pcap;
+  auto port = dpdk::DpdkPort::open(pc);
+  if (!port.ok()) return "UROCE_DEV '" + cfg_.dev + "': " + port.status().message();
+  port_ = std::move(port).value();
+
+  DeviceConfig dc;
+  dc.mac = mac();
+  dc.gid = net::link_local_gid(dc.mac);
+  dc.max_qp = cfg_.max_qp;
+  PacketIo* io = &port_->queue(0);
+  if (cfg_.drop_rate > 0) io = &fault_.emplace(*io, cfg_.drop_rate, cfg_.drop_seed);
+  auto ctx = open_device(*io, dc);
+  if (!ctx.ok()) return std::string("open_device: ") + ctx.status().message();
+  ctx_ = std::move(ctx).value();
+
+  // The GID table as Linux fills a RoCE device's (ib_core's roce_gid_mgmt):
+  // the link-local GID of the MAC, then each IP address, each as a RoCEv1
+  // and a RoCEv2 entry. open_device put the link-local RoCEv2 entry at 0.
+  net::GidTable& gids = ctx_->net->gids();
+  (void)gids.remove(0);
+  std::vector<Gid> addrs{dc.gid};
+  if (cfg_.ip4) addrs.push_back(*cfg_.ip4);
+  if (cfg_.ip6) addrs.push_back(*cfg_.ip6);
+  uint8_t index = 0;
+  for (const Gid& g : addrs) {
+    for (net::GidType t : {net::GidType::kRoceV1, net::GidType::kRoceV2}) {
+      if (Status s = gids.set(index++, net::GidEntry{g, t, net::kNoVlan, dc.mac}); !s.ok()) {
+        return "GID " + apps::gid_str(g) + ": " + s.message();
+      }
+    }
+  }
+  step();
+  if (cfg_.progress_thread) {
+    engine_ = std::thread([this] {
+      while (!stop_.load(std::memory_order_relaxed)) {
+        {
+          Guard g(lock_);
+          step();
+        }
+        sched_yield();  // lets a waiting verbs call take the lock
+      }
+    });
+  }
+  return "";
+}
+
+bool Provider::resolve(const Gid& ip, uint8_t sgid_index, MacAddr& mac, uint32_t timeout_ms) {
+  const uint8_t* g = ip.raw;
+  if (g[0] == 0xfe && (g[1] & 0xc0) == 0x80 && g[11] == 0xff && g[12] == 0xfe) {  // fe80::EUI-64 (RFC 4291 App. A)
+    mac = MacAddr{{uint8_t(g[8] ^ 2), g[9], g[10], g[13], g[14], g[15]}};
+    return true;
+  }
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    const net::Resolution r = ctx_->net->resolve(ip, sgid_index, now_ns());
+    if (r.status == net::ResolveStatus::kResolved) {
+      mac = r.mac;
+      return true;
+    }
+    if (r.status == net::ResolveStatus::kFailed || std::chrono::steady_clock::now() >= end) return false;
+    step();
+  }
+}
+
+void Provider::write_counters() const {
+  if (cfg_.counters.empty()) return;
+  FILE* f = cfg_.counters == "stderr" ? stderr : std::fopen(cfg_.counters.c_str(), "w");
+  if (!f) {
+    std::fprintf(stderr, "uroce libibverbs: UROCE_COUNTERS '%s': cannot write\n", cfg_.counters.c_str());
+    return;
+  }
+  const Counters& c = query_counters(ctx_.get());
+  for (size_t i = 0; i < kCounterNames.size(); ++i) {
+    if (c.v[i]) std::fprintf(f, "%.*s %llu\n", int(kCounterNames[i].size()), kCounterNames[i].data(),
+                             static_cast<unsigned long long>(c.v[i]));
+  }
+  if (f != stderr) std::fclose(f);
+}
+
+Provider::~Provider() {
+  stop_ = true;
+  if (engine_.joinable()) engine_.join();
+  if (!ctx_) return;
+  write_counters();
+  if (port_) (void)port_->stop_capture();
+}
+
+}  // namespace uroce::ibv

@@ -1,0 +1,99 @@
+// The uroce device behind libibverbs.so.1: one per process, opened on the
+// first ibv_get_device_list from the UROCE_* environment (docs/VERBS.md),
+// which `uroce run` sets. It owns the DPDK port, the uroce Context on it and
+// the engine's progress.
+//
+// Threads: every verbs entry point takes the device lock (Guard) for the
+// whole call, so calls from any threads are safe. Progress is run-to-
+// completion by default: ibv_poll_cq, the posts and every wait run one engine
+// step (uroce::poll) under the lock before they look. UROCE_PROGRESS=thread
+// gives the engine a thread of its own that polls whenever the lock is free.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include <infiniband/verbs.h>
+
+#include <uroce/verbs.h>
+
+#include "drivers/dpdk/dpdk_io.h"
+#include "drivers/dpdk/fault_io.h"
+#include "drivers/dpdk/tsc_clock.h"
+
+namespace uroce::ibv {
+
+/// What the UROCE_* variables say (read_provider_config).
+struct ProviderConfig {
+  std::string eal;          ///< UROCE_EAL: EAL arguments, split at spaces
+  std::string dev = "0";    ///< UROCE_DEV: the port, as `uroce perf --dev`
+  std::optional<Gid> ip4;   ///< UROCE_IP
+  std::optional<Gid> ip6;   ///< UROCE_IP6
+  std::optional<MacAddr> mac;  ///< UROCE_MAC (the port's if unset)
+  uint16_t port_mtu = 1500;    ///< UROCE_PORT_MTU
+  std::string pcap;            ///< UROCE_PCAP
+  double drop_rate = 0;        ///< UROCE_DROP_RATE
+  uint64_t drop_seed = 1;      ///< UROCE_DROP_SEED
+  std::string counters;        ///< UROCE_COUNTERS: "stderr" or a file, written at exit
+  bool progress_thread = false;  ///< UROCE_PROGRESS=thread
+  uint32_t max_qp = 256;       ///< UROCE_MAX_QP
+};
+
+/// Reads the UROCE_* variables; "" or the error naming the bad one.
+std::string read_provider_config(ProviderConfig& cfg);
+
+class Provider {
+ public:
+  /// The process's device, opened on first use; nullptr (with the reason
+  /// printed once to stderr) when the environment names no working port.
+  static Provider* get();
+
+  Context* ctx() const { return ctx_.get(); }
+  const ProviderConfig& config() const { return cfg_; }
+  const dpdk::PortInfo& port_info() const { return port_->info(); }
+  MacAddr mac() const { return cfg_.mac ? *cfg_.mac : port_->info().mac; }
+  std::mutex& lock() { return lock_; }
+
+  /// One engine step (the lock held). In thread mode the engine thread does
+  /// these, and step() only runs when called from a wait.
+  void step() { (void)poll(ctx_.get(), clock_->now_ns()); }
+  /// A step unless the engine thread makes progress (the lock held).
+  void step_inline() {
+    if (!cfg_.progress_thread) step();
+  }
+  uint64_t now_ns() const { return clock_->now_ns(); }
+
+  /// Resolves ip's MAC from GID index sgid_index, stepping the engine until
+  /// the answer comes or timeout_ms pass (the lock held). Link-local GIDs
+  /// give their MAC without asking. False: no answer.
+  bool resolve(const Gid& ip, uint8_t sgid_index, MacAddr& mac, uint32_t timeout_ms);
+
+  ~Provider();
+
+ private:
+  Provider() = default;
+  std::string open();
+  void write_counters() const;
+
+  ProviderConfig cfg_;
+  std::unique_ptr<dpdk::DpdkPort> port_;
+  std::optional<dpdk::RandomDropIo> fault_;
+  std::optional<dpdk::TscClock> clock_;  // after EAL is up
+  ContextPtr ctx_;
+  std::mutex lock_;
+  std::thread engine_;
+  std::atomic<bool> stop_{false};
+};
+
+/// Holds the device lock for one verbs call.
+using Guard = std::lock_guard<std::mutex>;
+
+/// errno-style code for a uroce Status (0 for ok): EINVAL, ENOMEM, EBUSY, ...
+int errno_of(const Status& s);
+
+}  // namespace uroce::ibv
