@@ -166,18 +166,27 @@ std::string Provider::open() {
     }
   }
   step();
-  if (cfg_.progress_thread) {
-    engine_ = std::thread([this] {
-      while (!stop_.load(std::memory_order_relaxed)) {
-        {
-          Guard g(lock_);
-          step();
-        }
-        sched_yield();  // lets a waiting verbs call take the lock
-      }
-    });
-  }
+  engine_ = std::thread([this] { run_engine_thread(); });
   return "";
+}
+
+void Provider::run_engine_thread() {
+  while (!stop_.load(std::memory_order_relaxed)) {
+    if (cfg_.progress_thread) {
+      {
+        Guard g(lock_);
+        step();
+      }
+      sched_yield();  // lets a waiting verbs call take the lock
+      continue;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+    if (clock_->now_ns() - last_step_ns_.load(std::memory_order_relaxed) < kIdleStepNs) continue;
+    if (lock_.try_lock()) {
+      step();
+      lock_.unlock();
+    }
+  }
 }
 
 bool Provider::resolve(const Gid& ip, uint8_t sgid_index, MacAddr& mac, uint32_t timeout_ms) {

@@ -6,8 +6,11 @@
 // Threads: every verbs entry point takes the device lock (Guard) for the
 // whole call, so calls from any threads are safe. Progress is run-to-
 // completion by default: ibv_poll_cq, the posts and every wait run one engine
-// step (uroce::poll) under the lock before they look. UROCE_PROGRESS=thread
-// gives the engine a thread of its own that polls whenever the lock is free.
+// step (uroce::poll) under the lock before they look. While the program is
+// away (blocked in a socket, computing), a background thread steps the
+// engine once no call has for kIdleStepNs, so the device still answers ARP,
+// ACKs and retransmits as a kernel device would. UROCE_PROGRESS=thread gives
+// the engine a thread of its own that polls whenever the lock is free.
 #pragma once
 
 #include <atomic>
@@ -61,7 +64,11 @@ class Provider {
 
   /// One engine step (the lock held). In thread mode the engine thread does
   /// these, and step() only runs when called from a wait.
-  void step() { (void)poll(ctx_.get(), clock_->now_ns()); }
+  void step() {
+    const uint64_t now = clock_->now_ns();
+    last_step_ns_.store(now, std::memory_order_relaxed);
+    (void)poll(ctx_.get(), now);
+  }
   /// A step unless the engine thread makes progress (the lock held).
   void step_inline() {
     if (!cfg_.progress_thread) step();
@@ -79,6 +86,9 @@ class Provider {
   Provider() = default;
   std::string open();
   void write_counters() const;
+  void run_engine_thread();
+  /// Inline progress: the background thread steps after this long without a step.
+  static constexpr uint64_t kIdleStepNs = 200'000;
 
   ProviderConfig cfg_;
   std::unique_ptr<dpdk::DpdkPort> port_;
@@ -88,6 +98,7 @@ class Provider {
   std::mutex lock_;
   std::thread engine_;
   std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> last_step_ns_{0};
 };
 
 /// Holds the device lock for one verbs call.
