@@ -13,6 +13,7 @@ int cmd_perf(int argc, char** argv);
 int cmd_pingpong(int argc, char** argv);
 int cmd_qperf(int argc, char** argv);
 int cmd_rping(int argc, char** argv);
+int cmd_run(int argc, char** argv);
 int cmd_ucmatose(int argc, char** argv);
 int cmd_udaddy(int argc, char** argv);
 int cmd_sim(int argc, char** argv);

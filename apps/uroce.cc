@@ -25,6 +25,7 @@ constexpr Command kCommands[] = {
     {"pingpong", uroce::apps::cmd_pingpong, "rdma-core's ibv_{rc,uc,ud,srq}_pingpong on uroce (--transport), interoperable with the stock tools"},
     {"qperf", uroce::apps::cmd_qperf, "qperf's rc_lat and rc_bw on uroce (RDMA CM, -cm1): server for the stock client or client of the stock server"},
     {"rping", uroce::apps::cmd_rping, "librdmacm's rping on uroce: RDMA CM over QP1, SEND/READ/WRITE pings, interoperable with the stock tool"},
+    {"run", uroce::apps::cmd_run, "runs an unmodified verbs program (perftest, ibv_*_pingpong) on uroce's libibverbs.so.1"},
     {"sim", uroce::apps::cmd_sim, "randomized workloads over the fault-injecting fabric, checked against a model"},
     {"stat", uroce::apps::cmd_stat, "ports, QPs, counters and congestion control of a running uroce process (DPDK telemetry)"},
     {"ucmatose", uroce::apps::cmd_ucmatose, "librdmacm's ucmatose on uroce: RC connections by RDMA CM, SENDs both ways"},

@@ -135,6 +135,7 @@ std::string Provider::open() {
   pc.mtu = cfg_.port_mtu;
   pc.promiscuous = true;  // the stack answers for UROCE_MAC in software
   pc.pcap_path = cfg_.pcap;
+  pc.link_timeout_ms = 0;  // as a kernel device opens: a memif server waits for its peer otherwise
   auto port = dpdk::DpdkPort::open(pc);
   if (!port.ok()) return "UROCE_DEV '" + cfg_.dev + "': " + port.status().message();
   port_ = std::move(port).value();
@@ -165,7 +166,7 @@ std::string Provider::open() {
       }
     }
   }
-  step();
+  (void)step();
   engine_ = std::thread([this] { run_engine_thread(); });
   return "";
 }
@@ -175,15 +176,18 @@ void Provider::run_engine_thread() {
     if (cfg_.progress_thread) {
       {
         Guard g(lock_);
-        step();
+        (void)step();
       }
       sched_yield();  // lets a waiting verbs call take the lock
       continue;
     }
     std::this_thread::sleep_for(std::chrono::microseconds(50));
     if (clock_->now_ns() - last_step_ns_.load(std::memory_order_relaxed) < kIdleStepNs) continue;
-    if (lock_.try_lock()) {
-      step();
+    // The program is away: step while there is traffic, until kQuietSteps in a row find none.
+    constexpr uint32_t kQuietSteps = 4096;
+    for (uint32_t quiet = 0; quiet < kQuietSteps && !stop_.load(std::memory_order_relaxed);) {
+      if (!lock_.try_lock()) break;  // the program is back
+      quiet = step() ? 0 : quiet + 1;
       lock_.unlock();
     }
   }

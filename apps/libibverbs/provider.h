@@ -7,9 +7,11 @@
 // whole call, so calls from any threads are safe. Progress is run-to-
 // completion by default: ibv_poll_cq, the posts and every wait run one engine
 // step (uroce::poll) under the lock before they look. While the program is
-// away (blocked in a socket, computing), a background thread steps the
-// engine once no call has for kIdleStepNs, so the device still answers ARP,
-// ACKs and retransmits as a kernel device would. UROCE_PROGRESS=thread gives
+// away (blocked in a socket, computing, or watching memory as ib_write_bw's
+// passive side does), a background thread steps the engine once no call has
+// for kIdleStepNs, and keeps stepping without a pause while frames come, so
+// the device still answers ARP, ACKs and RDMA requests as a kernel device
+// would. UROCE_PROGRESS=thread gives
 // the engine a thread of its own that polls whenever the lock is free.
 #pragma once
 
@@ -64,14 +66,14 @@ class Provider {
 
   /// One engine step (the lock held). In thread mode the engine thread does
   /// these, and step() only runs when called from a wait.
-  void step() {
+  uint32_t step() {
     const uint64_t now = clock_->now_ns();
     last_step_ns_.store(now, std::memory_order_relaxed);
-    (void)poll(ctx_.get(), now);
+    return poll(ctx_.get(), now);
   }
   /// A step unless the engine thread makes progress (the lock held).
   void step_inline() {
-    if (!cfg_.progress_thread) step();
+    if (!cfg_.progress_thread) (void)step();
   }
   uint64_t now_ns() const { return clock_->now_ns(); }
 

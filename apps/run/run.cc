@@ -1,0 +1,123 @@
+// `uroce run [EAL args] -- [port options] COMMAND [ARGS...]`: runs an
+// unmodified verbs program on uroce. It puts uroce's libibverbs.so.1 first in
+// the program's library path and hands the port settings over as the UROCE_*
+// variables (docs/VERBS.md), then execs the program: no root, nothing
+// changed outside the program's own environment.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "apps/commands.h"
+#include "apps/common/args.h"
+
+namespace uroce::apps {
+
+namespace {
+
+constexpr OptSpec kRunOptions[] = {
+    {.name = "dev", .kind = OptKind::kString, .def = "0", .help = "the port: an ethdev probed from the EAL args (name or port id) or a device spec", .meta = "SPEC"},
+    {.name = "ip", .kind = OptKind::kString, .def = "", .help = "our IPv4 address (GID indexes 2 and 3: RoCEv1, RoCEv2)", .meta = "A.B.C.D"},
+    {.name = "ip6", .kind = OptKind::kString, .def = "", .help = "our IPv6 address (the next two GID indexes)", .meta = "ADDR"},
+    {.name = "mac", .kind = OptKind::kString, .def = "", .help = "our MAC (the port's if empty)", .meta = "MAC"},
+    {.name = "port-mtu", .kind = OptKind::kUint, .def = "1500", .help = "Ethernet MTU to set on the port", .min = 576, .max = 9600},
+    {.name = "pcap", .kind = OptKind::kString, .def = "", .help = "capture every frame of the port to FILE", .meta = "FILE"},
+    {.name = "drop-rate", .kind = OptKind::kDouble, .def = "0", .help = "lose this fraction of the frames sent and received (fault injection)", .min = 0, .max = 1},
+    {.name = "drop-seed", .kind = OptKind::kUint, .def = "1", .help = "seed of the --drop-rate draws"},
+    {.name = "counters", .kind = OptKind::kString, .def = "", .help = "at exit, write the device counters to FILE ('stderr': there)", .meta = "FILE"},
+    {.name = "progress", .kind = OptKind::kChoice, .def = "inline", .help = "inline: the program's verbs calls step the engine (a background thread while it is away); thread: an engine thread of its own", .choices = "inline|thread"},
+};
+
+constexpr CommandSpec kRunCommand = {
+    .name = "run",
+    .positional = "COMMAND [ARGS...]",
+    .summary = "runs an unmodified verbs program (perftest, ibv_*_pingpong, ...) on uroce's libibverbs.so.1",
+    .options = kRunOptions,
+    .min_positional = 1,
+    .details = "The options end at the first argument that is not one of them: COMMAND.\n"
+               "Without \"--\" EAL gets uroce's defaults (no hugepages, no PCI).\n"
+               "Example: uroce run -- --dev net_memif0,role=server,socket=/tmp/m.sock,socket-abstract=no \\\n"
+               "           --ip 10.0.0.1 ibv_rc_pingpong -g 3\n",
+};
+
+/// Index of COMMAND in argv: the first argument after the options and their values.
+int command_index(int argc, char** argv) {
+  int i = 1;
+  while (i < argc && std::strncmp(argv[i], "--", 2) == 0 && argv[i][2]) {
+    const char* name = argv[i] + 2;
+    bool takes_value = false;
+    for (const OptSpec& o : kRunOptions) {
+      if (o.name == name) takes_value = o.kind != OptKind::kFlag;
+    }
+    i += (takes_value && !std::strchr(name, '=')) ? 2 : 1;
+  }
+  return i;
+}
+
+/// The directory of uroce's libibverbs.so.1: UROCE_LIB_DIR, else the build
+/// tree's (next to this executable), else the installed one.
+std::string library_dir() {
+  if (const char* d = std::getenv("UROCE_LIB_DIR"); d && *d) return d;
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n > 0) {
+    self[n] = 0;
+    std::string dir(self);
+    dir.resize(dir.rfind('/'));
+    const std::string built = dir + "/libibverbs";
+    if (access((built + "/libibverbs.so.1").c_str(), R_OK) == 0) return built;
+  }
+  return UROCE_INSTALLED_LIB_DIR;
+}
+
+}  // namespace
+
+int cmd_run(int argc, char** argv) {
+  // [EAL args] -- : everything before the first "--" that stands alone.
+  int first = 1;
+  std::string eal;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--") == 0) {
+      for (int j = 1; j < i; ++j) eal += std::string(j > 1 ? " " : "") + argv[j];
+      first = i + 1;
+      break;
+    }
+  }
+  // The port options, parsed as a command of their own up to COMMAND.
+  const int n_opts = command_index(argc - first + 1, argv + first - 1) - 1;
+  std::vector<char*> opts(argv + first, argv + first + n_opts);
+  opts.insert(opts.begin(), argv[0]);
+  const int cmd = first + n_opts;
+  if (cmd < argc) opts.push_back(argv[cmd]);  // COMMAND, for the positional count
+  Args args;
+  if (auto rc = parse_command_line(kRunCommand, int(opts.size()), opts.data(), args)) return *rc;
+
+  auto set = [](const char* name, std::string_view v) {
+    if (!v.empty()) setenv(name, std::string(v).c_str(), 1);
+  };
+  set("UROCE_EAL", eal);
+  set("UROCE_DEV", args.get_str("dev"));
+  set("UROCE_IP", args.get_str("ip"));
+  set("UROCE_IP6", args.get_str("ip6"));
+  set("UROCE_MAC", args.get_str("mac"));
+  set("UROCE_PCAP", args.get_str("pcap"));
+  set("UROCE_COUNTERS", args.get_str("counters"));
+  set("UROCE_PROGRESS", args.get_str("progress"));
+  set("UROCE_PORT_MTU", std::to_string(args.get_uint("port-mtu")));
+  if (args.get_double("drop-rate") > 0) {
+    set("UROCE_DROP_RATE", std::to_string(args.get_double("drop-rate")));
+    set("UROCE_DROP_SEED", std::to_string(args.get_uint("drop-seed")));
+  }
+  std::string path = library_dir();
+  if (const char* old = std::getenv("LD_LIBRARY_PATH"); old && *old) path += std::string(":") + old;
+  setenv("LD_LIBRARY_PATH", path.c_str(), 1);
+  execvp(argv[cmd], argv + cmd);
+  std::fprintf(stderr, "uroce run: %s: %s\n", argv[cmd], std::strerror(errno));
+  return 127;
+}
+
+}  // namespace uroce::apps

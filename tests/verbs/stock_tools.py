@@ -1,0 +1,114 @@
+"""tests/verbs: unmodified stock binaries (rdma-core's ibverbs-utils, perftest)
+on uroce's libibverbs.so.1, under `uroce run`, both ends in two processes on
+a net_memif link. Checks:
+  * the library exports rdma-core 44's symbol versions, exactly those of the
+    system's libibverbs.so.1 (objdump -T of both);
+  * ibv_devices / ibv_devinfo -v show the device, the port ACTIVE and the GID
+    table laid out as Linux lays out a RoCE device's (v1 and v2 per address);
+  * each stock pair completes on both ends with its own success output.
+Usage: stock_tools.py UROCE_BIN LIBIBVERBS_SO
+"""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "dpdk"))
+import harness  # noqa: E402
+
+UROCE, OURS = sys.argv[1], sys.argv[2]
+SYSTEM = "/usr/lib/x86_64-linux-gnu/libibverbs.so.1"
+failures = []
+
+
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what, flush=True)
+    if not ok:
+        failures.append(what)
+
+
+def default_versions(lib):
+    out = subprocess.run(["objdump", "-T", lib], check=True, capture_output=True, text=True).stdout
+    syms = set()
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) >= 2 and "UND" not in line and f[-2].startswith("IBVERBS") and not f[-2].startswith("("):
+            syms.add((f[-2], f[-1]))
+    return syms
+
+
+def abi():
+    want, got = default_versions(SYSTEM), default_versions(OURS)
+    check(want == got, f"symbol versions: {len(got)} exported, {len(want)} in the system's library"
+          + (f"; missing {sorted(want - got)[:5]}, extra {sorted(got - want)[:5]}" if want != got else ""))
+
+
+def port(d, role, ip, mac):
+    return ["--dev", f"net_memif0,role={role},socket={d}/memif.sock,socket-abstract=no", "--ip", ip, "--mac", mac]
+
+
+def devinfo(d):
+    argv = [UROCE, "run"] + port(d, "server", "10.77.0.1", "02:00:00:77:00:01")
+    out = subprocess.run(argv + ["ibv_devices"], capture_output=True, text=True, timeout=60).stdout
+    check(re.search(r"^\s+uroce0\s+[0-9a-f]{16}$", out, re.M) is not None, "ibv_devices lists uroce0 with its GUID")
+    out = subprocess.run(argv + ["ibv_devinfo", "-v"], capture_output=True, text=True, timeout=60).stdout
+    check("PORT_ACTIVE (4)" in out and "link_layer:\t\tEthernet" in out, "ibv_devinfo -v: port ACTIVE, Ethernet")
+    gids = dict(re.findall(r"GID\[\s*(\d+)\]:\s+(\S+ RoCE v\d)", out))
+    # 02:00:00:77:00:01 as EUI-64: fe80::ff:fe77:1 (RFC 4291 App. A).
+    check(gids.get("0") == "fe80:0000:0000:0000:0000:00ff:fe77:0001, RoCE v1"
+          and gids.get("1") == "fe80::ff:fe77:1, RoCE v2", f"GID 0/1: link-local, RoCE v1 / v2 ({gids.get('0')}; {gids.get('1')})")
+    check(gids.get("3") == "::ffff:10.77.0.1, RoCE v2", f"GID 3: ::ffff:10.77.0.1 RoCE v2 ({gids.get('3')})")
+    check(gids.get("2", "").endswith("ffff:0a4d:0001, RoCE v1"), f"GID 2: the IPv4 address as RoCE v1 ({gids.get('2')})")
+
+
+# (name, argv, what each end prints on success: one pattern, or the client's and the server's)
+PINGPONG_OK = r"\d+ iters in [\d.]+ seconds"
+PERF_OK = r"^\s*\d+\s+\d+\s+[\d.]+"
+CELLS = [
+    ("rc_pingpong", ["ibv_rc_pingpong", "-g", "3"], PINGPONG_OK),
+    ("uc_pingpong", ["ibv_uc_pingpong", "-g", "3"], PINGPONG_OK),
+    ("ud_pingpong", ["ibv_ud_pingpong", "-g", "3"], PINGPONG_OK),
+    ("srq_pingpong", ["ibv_srq_pingpong", "-g", "3"], PINGPONG_OK),
+    ("rc_pingpong_roce_v1", ["ibv_rc_pingpong", "-g", "2"], PINGPONG_OK),
+    ("write_bw", ["ib_write_bw", "-x", "3", "-n", "2000"], PERF_OK),
+    ("read_bw", ["ib_read_bw", "-x", "3", "-n", "2000"], PERF_OK),
+    ("send_bw", ["ib_send_bw", "-x", "3", "-n", "2000"], PERF_OK),
+    ("send_bw_uc", ["ib_send_bw", "-x", "3", "-c", "UC", "-n", "2000"], PERF_OK),
+    ("send_bw_ud", ["ib_send_bw", "-x", "3", "-c", "UD", "-n", "2000"], PERF_OK),
+    ("atomic_bw", ["ib_atomic_bw", "-x", "3", "-n", "2000"], PERF_OK),
+    ("write_lat", ["ib_write_lat", "-x", "3", "-n", "1000"], PERF_OK),
+    ("send_lat", ["ib_send_lat", "-x", "3", "-n", "1000"], PERF_OK),
+    # The passive side of a READ latency test prints no figures, only the addresses.
+    ("read_lat", ["ib_read_lat", "-x", "3", "-n", "1000"], (PERF_OK, r"remote address:")),
+]
+
+
+def pair(d, tcp_port, name, argv, ok_re):
+    srv = harness.Proc(name + "-server", [UROCE, "run"] + port(d, "server", "10.77.0.1", "02:00:00:77:00:01")
+                       + argv + ["-p", str(tcp_port)], d)
+    time.sleep(1.5)  # the server listens on TCP once its device is open; the stock clients do not retry
+    cli = harness.Proc(name + "-client", [UROCE, "run"] + port(d, "client", "10.77.0.2", "02:00:00:77:00:02")
+                       + argv + ["-p", str(tcp_port), "127.0.0.1"], d)
+    rc_c, rc_s = cli.wait(60), srv.wait(30)
+    oc, os_ = cli.output(), srv.output()
+    cli_re, srv_re = ok_re if isinstance(ok_re, tuple) else (ok_re, ok_re)
+    good = rc_c == 0 and rc_s == 0 and re.search(cli_re, oc, re.M) and re.search(srv_re, os_, re.M)
+    check(bool(good), f"{name}: client rc {rc_c}, server rc {rc_s}")
+    if not good:
+        print(oc[-1500:], "\n---\n", os_[-1500:])
+
+
+def main():
+    abi()
+    with tempfile.TemporaryDirectory(prefix="uroce-verbs-") as d:
+        devinfo(d)
+        for i, (name, argv, ok_re) in enumerate(CELLS):
+            pair(d, 19500 + (os.getpid() % 200) * 20 + i, name, argv, ok_re)
+    print(f"{len(failures)} failed" if failures else "all passed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
