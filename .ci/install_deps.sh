@@ -9,6 +9,7 @@ pkgs=(
   dpdk
   dpdk-dev
   g++
+  ibverbs-utils
   iproute2
   iputils-ping
   libbenchmark-dev
@@ -17,8 +18,10 @@ pkgs=(
   libdpdk-dev
   libgmock-dev
   libgtest-dev
+  libibverbs-dev
   libisal-dev
   make
+  perftest
   meson
   ninja-build
   pkg-config
