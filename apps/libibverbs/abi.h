@@ -24,22 +24,22 @@ struct ContextW {
 
 struct PdW {
   ibv_pd ibv;
-  Pd* pd;
+  Pd* obj;
 };
 
 struct MrW {
   ibv_mr ibv;
-  Mr* mr;
+  Mr* obj;
 };
 
 struct CqW {
   ibv_cq ibv;
-  Cq* cq;
+  Cq* obj;
 };
 
 struct SrqW {
   ibv_srq ibv;
-  Srq* srq;
+  Srq* obj;
 };
 
 /// struct verbs_qp: the QP (or extended QP), comp_mask, xrcd.
@@ -47,12 +47,12 @@ struct QpW {
   ibv_qp_ex qpx;
   uint32_t comp_mask;
   void* xrcd;
-  Qp* qp;
+  Qp* obj;
 };
 
 struct AhW {
   ibv_ah ibv;
-  Ah* ah;
+  Ah* obj;
 };
 
 template <class W, class T>

@@ -70,7 +70,7 @@ void ibv_ah_of(const AhAttr& a, ibv_ah_attr& out) {
 // ---------------------------------------------------------------- data path
 
 int post_send_op(ibv_qp* ibq, ibv_send_wr* wr, ibv_send_wr** bad) {
-  Qp* qp = wrap_of<QpW>(ibq)->qp;
+  Qp* qp = wrap_of<QpW>(ibq)->obj;
   Provider& p = dev();
   Guard g(p.lock());
   int err = 0;
@@ -99,7 +99,7 @@ int post_send_op(ibv_qp* ibq, ibv_send_wr* wr, ibv_send_wr** bad) {
         err = EINVAL;
         break;
       }
-      w.ud = {wrap_of<AhW>(wr->wr.ud.ah)->ah, wr->wr.ud.remote_qpn, wr->wr.ud.remote_qkey};
+      w.ud = {wrap_of<AhW>(wr->wr.ud.ah)->obj, wr->wr.ud.remote_qpn, wr->wr.ud.remote_qkey};
     }
     SendWr* bad_one = nullptr;
     if (Status s = post_send(qp, &w, &bad_one); !s.ok()) {
@@ -130,16 +130,16 @@ int post_recv_chain(Target* t, ibv_recv_wr* wr, ibv_recv_wr** bad, Post post) {
 }
 
 int post_recv_op(ibv_qp* q, ibv_recv_wr* wr, ibv_recv_wr** bad) {
-  return post_recv_chain(wrap_of<QpW>(q)->qp, wr, bad, post_recv);
+  return post_recv_chain(wrap_of<QpW>(q)->obj, wr, bad, post_recv);
 }
 
 int post_srq_recv_op(ibv_srq* s, ibv_recv_wr* wr, ibv_recv_wr** bad) {
-  return post_recv_chain(wrap_of<SrqW>(s)->srq, wr, bad, post_srq_recv);
+  return post_recv_chain(wrap_of<SrqW>(s)->obj, wr, bad, post_srq_recv);
 }
 
 int poll_cq_op(ibv_cq* ibcq, int n, ibv_wc* out) {
   if (n < 0) return -1;
-  Cq* cq = wrap_of<CqW>(ibcq)->cq;
+  Cq* cq = wrap_of<CqW>(ibcq)->obj;
   Provider& p = dev();
   Guard g(p.lock());
   p.step_inline();
@@ -173,6 +173,22 @@ int poll_cq_op(ibv_cq* ibcq, int n, ibv_wc* out) {
 
 int req_notify_cq_op(ibv_cq*, int) { return EOPNOTSUPP; }
 
+/// Destroys the uroce object behind an rdma-core one, then its wrapper:
+/// 0, or the errno of the uroce verb (the object then stays).
+template <class W, class T, class Destroy>
+int release(T* p, Destroy destroy) {
+  if (!p) return EINVAL;
+  Guard g(dev().lock());
+  W* w = wrap_of<W>(p);
+  if (Status s = destroy(w->obj); !s.ok()) return errno_of(s);
+  if constexpr (requires { p->cond; }) {
+    pthread_mutex_destroy(&p->mutex);
+    pthread_cond_destroy(&p->cond);
+  }
+  delete w;
+  return 0;
+}
+
 }  // namespace
 
 void install_ops(verbs_context& v) {
@@ -200,17 +216,11 @@ ibv_pd* ibv_alloc_pd(ibv_context* c) {
   auto* w = new PdW{};
   w->ibv.context = c;
   w->ibv.handle = (*pd)->handle;
-  w->pd = *pd;
+  w->obj = *pd;
   return &w->ibv;
 }
 
-int ibv_dealloc_pd(ibv_pd* p) {
-  if (!p) return EINVAL;
-  Guard g(dev().lock());
-  if (Status s = dealloc_pd(wrap_of<PdW>(p)->pd); !s.ok()) return errno_of(s);
-  delete wrap_of<PdW>(p);
-  return 0;
-}
+int ibv_dealloc_pd(ibv_pd* p) { return release<PdW>(p, dealloc_pd); }
 
 ibv_mr* ibv_reg_mr_iova2(ibv_pd* p, void* addr, size_t length, uint64_t iova, unsigned int access) {
   if (!p) return fail<ibv_mr>(EINVAL);
@@ -218,11 +228,11 @@ ibv_mr* ibv_reg_mr_iova2(ibv_pd* p, void* addr, size_t length, uint64_t iova, un
   access &= ~uint32_t(IBV_ACCESS_OPTIONAL_RANGE);  // optional hints (relaxed ordering): ignored, as allowed
   if (access & ~kAccessBits) return fail<ibv_mr>(EOPNOTSUPP);  // MW bind, zero-based, ODP, huge pages
   Guard g(dev().lock());
-  auto mr = reg_mr(wrap_of<PdW>(p)->pd, addr, length, access);
+  auto mr = reg_mr(wrap_of<PdW>(p)->obj, addr, length, access);
   if (!mr.ok()) return fail<ibv_mr>(errno_of(mr.status()));
   auto* w = new MrW{};
   w->ibv = ibv_mr{p->context, p, addr, length, (*mr)->lkey, (*mr)->lkey, (*mr)->rkey};
-  w->mr = *mr;
+  w->obj = *mr;
   return &w->ibv;
 }
 
@@ -238,13 +248,7 @@ ibv_mr* ibv_reg_dmabuf_mr(ibv_pd*, uint64_t, size_t, uint64_t, int, int) {
   return fail<ibv_mr>(EOPNOTSUPP);  // no device memory: a software device reads host memory only
 }
 
-int ibv_dereg_mr(ibv_mr* m) {
-  if (!m) return EINVAL;
-  Guard g(dev().lock());
-  if (Status s = dereg_mr(wrap_of<MrW>(m)->mr); !s.ok()) return errno_of(s);
-  delete wrap_of<MrW>(m);
-  return 0;
-}
+int ibv_dereg_mr(ibv_mr* m) { return release<MrW>(m, dereg_mr); }
 
 // ---------------------------------------------------------------- CQ
 
@@ -260,19 +264,11 @@ ibv_cq* ibv_create_cq(ibv_context* c, int cqe, void* cq_context, ibv_comp_channe
   w->ibv.cqe = int((*cq)->cqe);
   pthread_mutex_init(&w->ibv.mutex, nullptr);
   pthread_cond_init(&w->ibv.cond, nullptr);
-  w->cq = *cq;
+  w->obj = *cq;
   return &w->ibv;
 }
 
-int ibv_destroy_cq(ibv_cq* c) {
-  if (!c) return EINVAL;
-  Guard g(dev().lock());
-  if (Status s = destroy_cq(wrap_of<CqW>(c)->cq); !s.ok()) return errno_of(s);
-  pthread_mutex_destroy(&c->mutex);
-  pthread_cond_destroy(&c->cond);
-  delete wrap_of<CqW>(c);
-  return 0;
-}
+int ibv_destroy_cq(ibv_cq* c) { return release<CqW>(c, destroy_cq); }
 
 // ---------------------------------------------------------------- SRQ
 
@@ -280,7 +276,7 @@ ibv_srq* ibv_create_srq(ibv_pd* p, ibv_srq_init_attr* a) {
   if (!p || !a) return fail<ibv_srq>(EINVAL);
   Guard g(dev().lock());
   SrqInitAttr sa{a->srq_context, a->attr.max_wr, a->attr.max_sge, a->attr.srq_limit};
-  auto srq = create_srq(wrap_of<PdW>(p)->pd, sa);
+  auto srq = create_srq(wrap_of<PdW>(p)->obj, sa);
   if (!srq.ok()) return fail<ibv_srq>(errno_of(srq.status()));
   auto* w = new SrqW{};
   w->ibv.context = p->context;
@@ -288,17 +284,11 @@ ibv_srq* ibv_create_srq(ibv_pd* p, ibv_srq_init_attr* a) {
   w->ibv.pd = p;
   pthread_mutex_init(&w->ibv.mutex, nullptr);
   pthread_cond_init(&w->ibv.cond, nullptr);
-  w->srq = *srq;
+  w->obj = *srq;
   return &w->ibv;
 }
 
-int ibv_destroy_srq(ibv_srq* s) {
-  if (!s) return EINVAL;
-  Guard g(dev().lock());
-  if (Status st = destroy_srq(wrap_of<SrqW>(s)->srq); !st.ok()) return errno_of(st);
-  delete wrap_of<SrqW>(s);
-  return 0;
-}
+int ibv_destroy_srq(ibv_srq* s) { return release<SrqW>(s, destroy_srq); }
 
 int ibv_modify_srq(ibv_srq*, ibv_srq_attr*, int) { return EOPNOTSUPP; }  // SRQ limit events: not yet
 int ibv_query_srq(ibv_srq*, ibv_srq_attr*) { return EOPNOTSUPP; }
@@ -311,13 +301,13 @@ ibv_qp* ibv_create_qp(ibv_pd* p, ibv_qp_init_attr* a) {
   Guard g(dev().lock());
   QpInitAttr qa;
   qa.qp_context = a->qp_context;
-  qa.send_cq = wrap_of<CqW>(a->send_cq)->cq;
-  qa.recv_cq = wrap_of<CqW>(a->recv_cq)->cq;
-  qa.srq = a->srq ? wrap_of<SrqW>(a->srq)->srq : nullptr;
+  qa.send_cq = wrap_of<CqW>(a->send_cq)->obj;
+  qa.recv_cq = wrap_of<CqW>(a->recv_cq)->obj;
+  qa.srq = a->srq ? wrap_of<SrqW>(a->srq)->obj : nullptr;
   qa.cap = qp_cap(a->cap);
   qa.qp_type = QpType(a->qp_type);
   qa.sq_sig_all = a->sq_sig_all != 0;
-  auto qp = create_qp(wrap_of<PdW>(p)->pd, qa);
+  auto qp = create_qp(wrap_of<PdW>(p)->obj, qa);
   if (!qp.ok()) return fail<ibv_qp>(errno_of(qp.status()));
   QpInitAttr got;
   (void)query_qp(*qp, nullptr, &got);
@@ -335,7 +325,7 @@ ibv_qp* ibv_create_qp(ibv_pd* p, ibv_qp_init_attr* a) {
   q.qp_type = a->qp_type;
   pthread_mutex_init(&q.mutex, nullptr);
   pthread_cond_init(&q.cond, nullptr);
-  w->qp = *qp;
+  w->obj = *qp;
   return &q;
 }
 
@@ -345,7 +335,7 @@ int ibv_modify_qp(ibv_qp* ibq, ibv_qp_attr* a, int mask) {
   if (!ibq || !a) return EINVAL;
   const uint32_t m = uint32_t(mask);
   if (m & ~kQpMaskKnown) return EINVAL;  // alternate paths, SQD notify, rate limit: not in uroce
-  Qp* qp = wrap_of<QpW>(ibq)->qp;
+  Qp* qp = wrap_of<QpW>(ibq)->obj;
   Guard g(dev().lock());
   QpAttr q;
   q.qp_state = QpState(a->qp_state);
@@ -378,7 +368,7 @@ int ibv_query_qp(ibv_qp* ibq, ibv_qp_attr* a, int, ibv_qp_init_attr* init) {
   Guard g(dev().lock());
   QpAttr q;
   QpInitAttr qi;
-  if (Status s = query_qp(wrap_of<QpW>(ibq)->qp, &q, &qi); !s.ok()) return errno_of(s);
+  if (Status s = query_qp(wrap_of<QpW>(ibq)->obj, &q, &qi); !s.ok()) return errno_of(s);
   std::memset(a, 0, sizeof *a);
   a->qp_state = ibv_qp_state(q.qp_state);
   a->cur_qp_state = ibv_qp_state(q.cur_qp_state);
@@ -411,15 +401,7 @@ int ibv_query_qp(ibv_qp* ibq, ibv_qp_attr* a, int, ibv_qp_init_attr* init) {
   return 0;
 }
 
-int ibv_destroy_qp(ibv_qp* ibq) {
-  if (!ibq) return EINVAL;
-  Guard g(dev().lock());
-  if (Status s = destroy_qp(wrap_of<QpW>(ibq)->qp); !s.ok()) return errno_of(s);
-  pthread_mutex_destroy(&ibq->mutex);
-  pthread_cond_destroy(&ibq->cond);
-  delete wrap_of<QpW>(ibq);
-  return 0;
-}
+int ibv_destroy_qp(ibv_qp* ibq) { return release<QpW>(ibq, destroy_qp); }
 
 // ---------------------------------------------------------------- AH
 
@@ -428,21 +410,15 @@ ibv_ah* ibv_create_ah(ibv_pd* p, ibv_ah_attr* a) {
   Guard g(dev().lock());
   AhAttr aa;
   if (int e = ah_attr(*a, aa)) return fail<ibv_ah>(e);
-  auto ah = create_ah(wrap_of<PdW>(p)->pd, aa);
+  auto ah = create_ah(wrap_of<PdW>(p)->obj, aa);
   if (!ah.ok()) return fail<ibv_ah>(errno_of(ah.status()));
   auto* w = new AhW{};
   w->ibv.context = p->context;
   w->ibv.pd = p;
-  w->ah = *ah;
+  w->obj = *ah;
   return &w->ibv;
 }
 
-int ibv_destroy_ah(ibv_ah* a) {
-  if (!a) return EINVAL;
-  Guard g(dev().lock());
-  if (Status s = destroy_ah(wrap_of<AhW>(a)->ah); !s.ok()) return errno_of(s);
-  delete wrap_of<AhW>(a);
-  return 0;
-}
+int ibv_destroy_ah(ibv_ah* a) { return release<AhW>(a, destroy_ah); }
 
 }  // extern "C"
