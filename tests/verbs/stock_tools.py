@@ -5,7 +5,8 @@ a net_memif link. Checks:
     system's libibverbs.so.1 (objdump -T of both);
   * ibv_devices / ibv_devinfo -v show the device, the port ACTIVE and the GID
     table laid out as Linux lays out a RoCE device's (v1 and v2 per address);
-  * each stock pair completes on both ends with its own success output.
+  * each stock pair completes on both ends with its own success output;
+  * ibv_rc_pingpong on a RoCEv1 GID sends only what tshark decodes as RoCEv1.
 Usage: stock_tools.py UROCE_BIN LIBIBVERBS_SO
 """
 import os
@@ -71,7 +72,6 @@ CELLS = [
     ("uc_pingpong", ["ibv_uc_pingpong", "-g", "3"], PINGPONG_OK),
     ("ud_pingpong", ["ibv_ud_pingpong", "-g", "3"], PINGPONG_OK),
     ("srq_pingpong", ["ibv_srq_pingpong", "-g", "3"], PINGPONG_OK),
-    ("rc_pingpong_roce_v1", ["ibv_rc_pingpong", "-g", "2"], PINGPONG_OK),
     ("write_bw", ["ib_write_bw", "-x", "3", "-n", "2000"], PERF_OK),
     ("read_bw", ["ib_read_bw", "-x", "3", "-n", "2000"], PERF_OK),
     ("send_bw", ["ib_send_bw", "-x", "3", "-n", "2000"], PERF_OK),
@@ -85,12 +85,12 @@ CELLS = [
 ]
 
 
-def pair(d, tcp_port, name, argv, ok_re):
+def pair(d, tcp_port, name, argv, ok_re, cli_port_args=()):
     srv = harness.Proc(name + "-server", [UROCE, "run"] + port(d, "server", "10.77.0.1", "02:00:00:77:00:01")
                        + argv + ["-p", str(tcp_port)], d)
     time.sleep(1.5)  # the server listens on TCP once its device is open; the stock clients do not retry
     cli = harness.Proc(name + "-client", [UROCE, "run"] + port(d, "client", "10.77.0.2", "02:00:00:77:00:02")
-                       + argv + ["-p", str(tcp_port), "127.0.0.1"], d)
+                       + list(cli_port_args) + argv + ["-p", str(tcp_port), "127.0.0.1"], d)
     rc_c, rc_s = cli.wait(60), srv.wait(30)
     oc, os_ = cli.output(), srv.output()
     cli_re, srv_re = ok_re if isinstance(ok_re, tuple) else (ok_re, ok_re)
@@ -100,12 +100,27 @@ def pair(d, tcp_port, name, argv, ok_re):
         print(oc[-1500:], "\n---\n", os_[-1500:])
 
 
+def roce_v1(d, tcp_port):
+    """ibv_rc_pingpong on GID index 2 (::ffff:IPv4, RoCE v1): every RoCE frame
+    of the client's capture must be what tshark decodes as RoCEv1, ethertype
+    0x8915 with a BTH, and none may be RoCEv2 (UDP 4791)."""
+    pcap = os.path.join(d, "roce_v1.pcap")
+    pair(d, tcp_port, "rc_pingpong_roce_v1", ["ibv_rc_pingpong", "-g", "2"], PINGPONG_OK, ["--pcap", pcap])
+    out = subprocess.run(["tshark", "-r", pcap, "-T", "fields", "-e", "eth.type", "-e", "infiniband.bth.opcode",
+                          "-e", "udp.dstport"], capture_output=True, text=True, timeout=60).stdout.splitlines()
+    rows = [r.split("\t") for r in out]
+    v1 = [r for r in rows if r[0] == "0x8915"]
+    check(len(v1) >= 2000 and all(r[1] != "" for r in v1), f"RoCEv1: {len(v1)} frames of ethertype 0x8915, each with a BTH by tshark")
+    check(not any(len(r) > 2 and r[2] == "4791" for r in rows), "RoCEv1: no RoCEv2 (UDP 4791) frame")
+
+
 def main():
     abi()
     with tempfile.TemporaryDirectory(prefix="uroce-verbs-") as d:
         devinfo(d)
         for i, (name, argv, ok_re) in enumerate(CELLS):
             pair(d, 19500 + (os.getpid() % 200) * 20 + i, name, argv, ok_re)
+        roce_v1(d, 19500 + (os.getpid() % 200) * 20 + len(CELLS))
     print(f"{len(failures)} failed" if failures else "all passed")
     return 1 if failures else 0
 
