@@ -13,6 +13,7 @@
 #include <uroce/eal.h>
 
 #include "apps/common/addr_text.h"
+#include "apps/common/args.h"
 #include "stack/device/context.h"
 
 namespace uroce::ibv {
@@ -27,14 +28,12 @@ const char* env(const char* name) {
 bool read_uint(const char* name, uint64_t lo, uint64_t hi, uint64_t& out, std::string& err) {
   const char* v = env(name);
   if (!v) return true;
-  char* end = nullptr;
-  errno = 0;
-  const unsigned long long x = std::strtoull(v, &end, 0);
-  if (errno || *end || x < lo || x > hi) {
+  const std::optional<uint64_t> x = apps::parse_uint(v);
+  if (!x || *x < lo || *x > hi) {
     err = std::string(name) + "='" + v + "': not a number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
     return false;
   }
-  out = x;
+  out = *x;
   return true;
 }
 
@@ -73,9 +72,8 @@ std::string read_provider_config(ProviderConfig& cfg) {
   cfg.max_qp = uint32_t(x);
   if (!read_uint("UROCE_DROP_SEED", 0, UINT64_MAX, cfg.drop_seed, err)) return err;
   if (const char* v = env("UROCE_DROP_RATE")) {
-    char* end = nullptr;
-    cfg.drop_rate = std::strtod(v, &end);
-    if (*end || !(cfg.drop_rate >= 0 && cfg.drop_rate <= 1)) {
+    cfg.drop_rate = apps::parse_double(v).value_or(-1);
+    if (!(cfg.drop_rate >= 0 && cfg.drop_rate <= 1)) {
       return std::string("UROCE_DROP_RATE='") + v + "': not a fraction in [0, 1]";
     }
   }
