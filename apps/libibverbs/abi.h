@@ -4,6 +4,8 @@
 // reach into (verbs_device, verbs_qp) are kept as its driver.h has them.
 #pragma once
 
+#include <deque>
+
 #include <infiniband/verbs.h>
 
 #include <uroce/verbs.h>
@@ -35,6 +37,14 @@ struct MrW {
 struct CqW {
   ibv_cq ibv;
   Cq* obj;
+  uint32_t events = 0;  // completion events handed out by ibv_get_cq_event
+};
+
+/// A completion channel: CQs whose events are ready, in the order they came,
+/// and an eventfd (ibv_comp_channel::fd) that counts them.
+struct ChannelW {
+  ibv_comp_channel ibv;
+  std::deque<CqW*> ready;
 };
 
 struct SrqW {
@@ -75,4 +85,12 @@ T* fail(int e) {
 namespace uroce::ibv {
 /// Fills the data-path operations (poll_cq, post_send, ...) of a new context.
 void install_ops(verbs_context& v);
+
+/// Completion events of cq go to channel from now on (the device lock held).
+void attach_channel(CqW& cq, ibv_comp_channel* channel);
+/// Before cq is destroyed: waits until the program has acked every event it
+/// got from ibv_get_cq_event (the device lock not held), as rdma-core does.
+void wait_events_acked(CqW& cq);
+/// Once cq is destroyed: drops the events nobody got yet (the lock held).
+void detach_channel(CqW& cq);
 }  // namespace uroce::ibv

@@ -104,13 +104,6 @@ int ibv_read_sysfs_file(const char*, const char*, char*, size_t) {
 
 // ---------------------------------------------------------------- not in uroce (docs/VERBS.md)
 
-ibv_comp_channel* ibv_create_comp_channel(ibv_context*) { return fail<ibv_comp_channel>(EOPNOTSUPP); }
-int ibv_destroy_comp_channel(ibv_comp_channel*) { return EINVAL; }
-int ibv_get_cq_event(ibv_comp_channel*, ibv_cq**, void**) {
-  errno = EOPNOTSUPP;
-  return -1;
-}
-void ibv_ack_cq_events(ibv_cq*, unsigned int) {}
 int ibv_get_async_event(ibv_context*, ibv_async_event*) {
   errno = EOPNOTSUPP;
   return -1;

@@ -171,7 +171,10 @@ int poll_cq_op(ibv_cq* ibcq, int n, ibv_wc* out) {
   return got;
 }
 
-int req_notify_cq_op(ibv_cq*, int) { return EOPNOTSUPP; }
+int req_notify_cq_op(ibv_cq* c, int solicited_only) {
+  Guard g(dev().lock());
+  return errno_of(req_notify_cq(wrap_of<CqW>(c)->obj, solicited_only != 0));
+}
 
 /// Destroys the uroce object behind an rdma-core one, then its wrapper:
 /// 0, or the errno of the uroce verb (the object then stays).
@@ -254,7 +257,6 @@ int ibv_dereg_mr(ibv_mr* m) { return release<MrW>(m, dereg_mr); }
 
 ibv_cq* ibv_create_cq(ibv_context* c, int cqe, void* cq_context, ibv_comp_channel* channel, int comp_vector) {
   if (!c || cqe <= 0 || comp_vector < 0 || comp_vector >= c->num_comp_vectors) return fail<ibv_cq>(EINVAL);
-  if (channel) return fail<ibv_cq>(EOPNOTSUPP);  // completion events: not yet (docs/VERBS.md)
   Guard g(dev().lock());
   auto cq = create_cq(device_of(c), uint32_t(cqe), cq_context);
   if (!cq.ok()) return fail<ibv_cq>(errno_of(cq.status()));
@@ -265,10 +267,20 @@ ibv_cq* ibv_create_cq(ibv_context* c, int cqe, void* cq_context, ibv_comp_channe
   pthread_mutex_init(&w->ibv.mutex, nullptr);
   pthread_cond_init(&w->ibv.cond, nullptr);
   w->obj = *cq;
+  attach_channel(*w, channel);
   return &w->ibv;
 }
 
-int ibv_destroy_cq(ibv_cq* c) { return release<CqW>(c, destroy_cq); }
+int ibv_destroy_cq(ibv_cq* c) {
+  if (!c) return EINVAL;
+  CqW& w = *wrap_of<CqW>(c);
+  wait_events_acked(w);
+  return release<CqW>(c, [&w](Cq* cq) {
+    Status s = destroy_cq(cq);
+    if (s.ok()) detach_channel(w);
+    return s;
+  });
+}
 
 // ---------------------------------------------------------------- SRQ
 

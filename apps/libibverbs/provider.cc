@@ -171,7 +171,7 @@ std::string Provider::open() {
 
 void Provider::run_engine_thread() {
   while (!stop_.load(std::memory_order_relaxed)) {
-    if (cfg_.progress_thread) {
+    if (cfg_.progress_thread || waiters_.load(std::memory_order_relaxed) > 0) {
       {
         Guard g(lock_);
         (void)step();

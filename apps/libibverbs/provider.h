@@ -11,8 +11,9 @@
 // passive side does), a background thread steps the engine once no call has
 // for kIdleStepNs, and keeps stepping without a pause while frames come, so
 // the device still answers ARP, ACKs and RDMA requests as a kernel device
-// would. UROCE_PROGRESS=thread gives
-// the engine a thread of its own that polls whenever the lock is free.
+// would, and steps without a pause while a call blocks (ibv_get_cq_event).
+// UROCE_PROGRESS=thread gives the engine a thread of its own that polls
+// whenever the lock is free.
 #pragma once
 
 #include <atomic>
@@ -77,6 +78,15 @@ class Provider {
   }
   uint64_t now_ns() const { return clock_->now_ns(); }
 
+  /// A blocking call (ibv_get_cq_event) waits without the lock: while one
+  /// does, the background thread steps without a pause, so what it waits for
+  /// comes as soon as the frames do.
+  struct Waiting {
+    explicit Waiting(Provider& p) : p_(p) { p_.waiters_.fetch_add(1, std::memory_order_relaxed); }
+    ~Waiting() { p_.waiters_.fetch_sub(1, std::memory_order_relaxed); }
+    Provider& p_;
+  };
+
   /// Resolves ip's MAC from GID index sgid_index, stepping the engine until
   /// the answer comes or timeout_ms pass (the lock held). Link-local GIDs
   /// give their MAC without asking. False: no answer.
@@ -101,6 +111,7 @@ class Provider {
   std::thread engine_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> last_step_ns_{0};
+  std::atomic<int> waiters_{0};
 };
 
 /// Holds the device lock for one verbs call.

@@ -81,7 +81,8 @@ namespace uroce {
   X(unsent_psn_response)       /* ACK/response for a PSN never sent: dropped */            \
   X(completer_bad_resp)        /* response that fits no outstanding request */             \
   X(uc_msg_dropped)            /* UC message abandoned after a PSN gap */                  \
-  X(cq_overflow)
+  X(cq_overflow)                                                                           \
+  X(cq_events)                 /* completion events raised (req_notify_cq) */
 
 enum class Counter : uint16_t {
 #define UROCE_COUNTER_ENUM(name) name,

@@ -476,6 +476,18 @@ Status destroy_cq(Cq* cq);
 /// Reaps up to num_entries completions into wc; returns how many (data path).
 int poll_cq(Cq* cq, int num_entries, Wc* wc);
 
+/// Called from inside poll when an armed CQ gets a completion its arming asks
+/// for; the CQ is disarmed first (one event per req_notify_cq).
+using CqEventFn = void (*)(Cq* cq, void* arg);
+/// Sets (or with nullptr clears) the handler of cq's completion events.
+void set_cq_event_handler(Cq* cq, CqEventFn fn, void* arg);
+/// Arms cq for one completion event (IBA 11.4.2.2): on the next completion
+/// added, or with solicited_only on the next solicited one (a receive of a
+/// message whose last packet has the BTH SE bit) or unsuccessful one.
+/// Completions already in the CQ do not count: poll after arming. Errors:
+/// kInvalidArgument (null cq).
+Status req_notify_cq(Cq* cq, bool solicited_only);
+
 /// Creates an SRQ. Control path. Errors: kInvalidArgument (null PD, max_wr or
 /// max_sge out of range), kResourceExhausted (max_srq).
 Result<Srq*> create_srq(Pd* pd, const SrqInitAttr& attr);

@@ -51,4 +51,18 @@ int poll_cq(Cq* cq, int num_entries, Wc* wc) {
   return n;
 }
 
+void set_cq_event_handler(Cq* cq, CqEventFn fn, void* arg) {
+  transport::CqImpl& c = transport::impl(cq);
+  c.on_event = fn;
+  c.event_arg = arg;
+}
+
+Status req_notify_cq(Cq* cq, bool solicited_only) {
+  if (!cq) return Status(StatusCode::kInvalidArgument, "null cq");
+  transport::CqImpl& c = transport::impl(cq);
+  // A next-completion arming is not narrowed by a later solicited-only one.
+  if (c.arm != transport::CqArm::kNext) c.arm = solicited_only ? transport::CqArm::kSolicited : transport::CqArm::kNext;
+  return {};
+}
+
 }  // namespace uroce

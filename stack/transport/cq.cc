@@ -3,13 +3,22 @@
 
 namespace uroce::transport {
 
-bool cq_push(Env& env, Cq* cq, const Wc& wc) {
-  auto& ring = impl(cq).ring;
-  if (ring.full()) {
+bool cq_push(Env& env, Cq* cq, const Wc& wc, bool solicited) {
+  CqImpl& c = impl(cq);
+  if (c.ring.full()) {
     env.inc(Counter::cq_overflow);
     return false;
   }
-  ring.push() = wc;
+  c.ring.push() = wc;
+  // IBA 11.4.2.2: a solicited-only arming also fires on an unsuccessful
+  // completion, so a consumer that waits for solicited ones sees errors.
+  const bool fire = c.arm == CqArm::kNext ||
+                    (c.arm == CqArm::kSolicited && (solicited || wc.status != WcStatus::kSuccess));
+  if (fire) {
+    c.arm = CqArm::kNone;
+    env.inc(Counter::cq_events);
+    if (c.on_event) c.on_event(cq, c.event_arg);
+  }
   return true;
 }
 

@@ -316,7 +316,7 @@ RespState complete(Req& r) {
   }
   r.s.has_rwqe = false;
   r.s.rwqe_off = 0;
-  if (!cq_push(r.env, r.qp.recv_cq, wc)) return RespState::kErrCqOverflow;
+  if (!cq_push(r.env, r.qp.recv_cq, wc, r.pkt.se)) return RespState::kErrCqOverflow;
   return RespState::kAcknowledge;
 }
 

@@ -4,7 +4,10 @@
 // may crash. Prints one line per case; exits 1 if any case is wrong.
 #include <infiniband/verbs.h>
 
+#include <fcntl.h>
+
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <vector>
@@ -20,9 +23,46 @@ void expect(const char* what, int got, int want) {
   g_failed += !ok;
 }
 
+void expect_wc(const char* what, int got, ibv_wc_status want) {
+  const bool ok = got == int(want);
+  std::printf("%s %s: got %s, want %s\n", ok ? "ok  " : "FAIL", what,
+              got < 0 ? "no completion" : ibv_wc_status_str(ibv_wc_status(got)), ibv_wc_status_str(want));
+  g_failed += !ok;
+}
+
 int to_state(ibv_qp* qp, ibv_qp_state s, int mask, ibv_qp_attr a = {}) {
   a.qp_state = s;
   return ibv_modify_qp(qp, &a, IBV_QP_STATE | mask);
+}
+
+/// A UD QP in RTS on pd, completing into cq.
+ibv_qp* ud_qp(ibv_pd* pd, ibv_cq* cq, uint32_t max_send_wr) {
+  ibv_qp_init_attr ia{};
+  ia.send_cq = cq;
+  ia.recv_cq = cq;
+  ia.cap = {max_send_wr, 4, 1, 1, 0};
+  ia.qp_type = IBV_QPT_UD;
+  ia.sq_sig_all = 1;
+  ibv_qp* qp = ibv_create_qp(pd, &ia);
+  ibv_qp_attr a{};
+  a.port_num = 1;
+  a.qkey = 0x11111111;
+  a.sq_psn = 1;
+  if (!qp || to_state(qp, IBV_QPS_INIT, IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY, a) ||
+      to_state(qp, IBV_QPS_RTR, 0) || to_state(qp, IBV_QPS_RTS, IBV_QP_SQ_PSN, a)) {
+    return nullptr;
+  }
+  return qp;
+}
+
+/// The status of wr_id's completion on cq; -1 if none comes within 2 s.
+int wc_status(ibv_cq* cq, uint64_t wr_id) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  ibv_wc wc;
+  while (std::chrono::steady_clock::now() < end) {
+    if (ibv_poll_cq(cq, 1, &wc) == 1 && wc.wr_id == wr_id) return wc.status;
+  }
+  return -1;
 }
 
 }  // namespace
@@ -128,9 +168,56 @@ int main() {
     swr.opcode = IBV_WR_SEND;
     swr.num_sge = 2;
     expect("more SGEs than max_send_sge", ibv_post_send(ud, &swr, &bad_s), EINVAL);
+
+    // A bad lkey is found when the send is executed, not when posted: the
+    // WR completes with a local protection error (IBA 10.6.3.2; rxe too).
+    ibv_cq* cq2 = ibv_create_cq(ctx, 64, nullptr, nullptr, 0);
+    ibv_qp* ud2 = cq2 ? ud_qp(pd, cq2, 4) : nullptr;
+    ibv_sge bad_key{reinterpret_cast<uintptr_t>(buf), 64, mr->lkey ^ 0x5a5a00};
+    swr.sg_list = &bad_key;
+    swr.num_sge = 1;
+    swr.wr_id = 77;
+    expect("post_send with a bad lkey", ud2 ? ibv_post_send(ud2, &swr, &bad_s) : -1, 0);
+    expect_wc("its completion", ud2 ? wc_status(cq2, 77) : -1, IBV_WC_LOC_PROT_ERR);
+
+    // An overfull CQ: one completion more than it holds puts the QP in ERR
+    // (IBA 11.4.2.1: CQ overrun), and nothing in the CQ is overwritten.
+    ibv_cq* small = ibv_create_cq(ctx, 4, nullptr, nullptr, 0);
+    ibv_qp* ud3 = small ? ud_qp(pd, small, uint32_t(small->cqe) + 1) : nullptr;
+    swr.sg_list = &sge;
+    int posted = 0;
+    for (int i = 0; ud3 && i <= small->cqe; ++i) {
+      swr.wr_id = uint64_t(i);
+      posted += ibv_post_send(ud3, &swr, &bad_s) == 0;
+    }
+    ibv_qp_attr qa{};
+    ibv_qp_init_attr qi{};
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (ud3 && std::chrono::steady_clock::now() < end && qa.qp_state != IBV_QPS_ERR) {
+      (void)ibv_query_qp(ud3, &qa, IBV_QP_STATE, &qi);
+    }
+    expect("overfull CQ: the QP goes to ERR", ud3 && posted == small->cqe + 1 && qa.qp_state == IBV_QPS_ERR ? 0 : -1,
+           0);
+    expect_wc("overfull CQ: the first completion is still there", small ? wc_status(small, 0) : -1, IBV_WC_SUCCESS);
   } else {
     expect("create_ah to a link-local GID", errno, 0);
   }
+
+  // Completion channels: a channel with a CQ on it cannot go; a non-blocking
+  // fd with no event gives EAGAIN, as a kernel channel's read does.
+  ibv_comp_channel* ch = ibv_create_comp_channel(ctx);
+  ibv_cq* ecq = ch ? ibv_create_cq(ctx, 16, nullptr, ch, 0) : nullptr;
+  expect("req_notify_cq", ecq ? ibv_req_notify_cq(ecq, 0) : -1, 0);
+  expect("destroy_comp_channel with a CQ on it", ch ? ibv_destroy_comp_channel(ch) : -1, EBUSY);
+  ibv_cq* got = nullptr;
+  void* got_ctx = nullptr;
+  errno = 0;
+  if (ch) fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK);
+  expect("get_cq_event with none, non-blocking", ch && ibv_get_cq_event(ch, &got, &got_ctx) == -1 ? errno : 0, EAGAIN);
+  errno = 0;
+  expect("create_cq on comp_vector 1 (there is one)", ibv_create_cq(ctx, 16, nullptr, ch, 1) ? 0 : errno, EINVAL);
+  expect("destroy_cq", ecq ? ibv_destroy_cq(ecq) : -1, 0);
+  expect("destroy_comp_channel", ch ? ibv_destroy_comp_channel(ch) : -1, 0);
 
   std::printf("%d wrong\n", g_failed);
   return g_failed ? 1 : 0;

@@ -5,7 +5,8 @@ a net_memif link. Checks:
     system's libibverbs.so.1 (objdump -T of both);
   * ibv_devices / ibv_devinfo -v show the device, the port ACTIVE and the GID
     table laid out as Linux lays out a RoCE device's (v1 and v2 per address);
-  * each stock pair completes on both ends with its own success output;
+  * each stock pair completes on both ends with its own success output, also
+    with -e (completion channels);
   * ibv_rc_pingpong on a RoCEv1 GID sends only what tshark decodes as RoCEv1.
 Usage: stock_tools.py UROCE_BIN LIBIBVERBS_SO
 """
@@ -82,6 +83,15 @@ CELLS = [
     ("send_lat", ["ib_send_lat", "-x", "3", "-n", "1000"], PERF_OK),
     # The passive side of a READ latency test prints no figures, only the addresses.
     ("read_lat", ["ib_read_lat", "-x", "3", "-n", "1000"], (PERF_OK, r"remote address:")),
+    # -e: each end sleeps in ibv_get_cq_event on a completion channel between
+    # completions (perftest has no -e for WRITE).
+    ("rc_pingpong_events", ["ibv_rc_pingpong", "-g", "3", "-e"], PINGPONG_OK),
+    ("uc_pingpong_events", ["ibv_uc_pingpong", "-g", "3", "-e"], PINGPONG_OK),
+    ("ud_pingpong_events", ["ibv_ud_pingpong", "-g", "3", "-e"], PINGPONG_OK),
+    ("srq_pingpong_events", ["ibv_srq_pingpong", "-g", "3", "-e"], PINGPONG_OK),
+    ("send_lat_events", ["ib_send_lat", "-x", "3", "-e", "-n", "1000"], PERF_OK),
+    ("send_bw_events", ["ib_send_bw", "-x", "3", "-e", "-n", "2000"], PERF_OK),
+    ("read_bw_events", ["ib_read_bw", "-x", "3", "-e", "-n", "2000"], PERF_OK),
 ]
 
 
@@ -119,8 +129,8 @@ def main():
     with tempfile.TemporaryDirectory(prefix="uroce-verbs-") as d:
         devinfo(d)
         for i, (name, argv, ok_re) in enumerate(CELLS):
-            pair(d, 19500 + (os.getpid() % 200) * 20 + i, name, argv, ok_re)
-        roce_v1(d, 19500 + (os.getpid() % 200) * 20 + len(CELLS))
+            pair(d, 19500 + (os.getpid() % 100) * 40 + i, name, argv, ok_re)
+        roce_v1(d, 19500 + (os.getpid() % 100) * 40 + len(CELLS))
     print(f"{len(failures)} failed" if failures else "all passed")
     return 1 if failures else 0
 
