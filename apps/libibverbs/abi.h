@@ -4,7 +4,9 @@
 // reach into (verbs_device, verbs_qp) are kept as its driver.h has them.
 #pragma once
 
+#include <cstddef>
 #include <deque>
+#include <memory>
 
 #include <infiniband/verbs.h>
 
@@ -34,11 +36,29 @@ struct MrW {
   Mr* obj;
 };
 
+/// struct verbs_cq: one wrapper for the CQs of ibv_create_cq and of
+/// ibv_create_cq_ex. An ibv_cq_ex starts with the fields of an ibv_cq
+/// (ibv_cq_ex_to_cq is a cast), so every verb that takes an ibv_cq takes both.
 struct CqW {
-  ibv_cq ibv;
+  union {
+    ibv_cq ibv;    // what ibv_create_cq and ibv_cq_ex_to_cq hand out
+    ibv_cq_ex ex;  // ibv_create_cq_ex's: the same fields, then the iterator (extended.cc)
+  };
   Cq* obj;
   uint32_t events = 0;  // completion events handed out by ibv_get_cq_event
+  ibv_wc polled;        // the completion an ibv_cq_ex iterator is at (start_poll, next_poll)
 };
+#define UROCE_SAME_CQ_FIELD(f) static_assert(offsetof(ibv_cq, f) == offsetof(ibv_cq_ex, f));
+UROCE_SAME_CQ_FIELD(context)
+UROCE_SAME_CQ_FIELD(channel)
+UROCE_SAME_CQ_FIELD(cq_context)
+UROCE_SAME_CQ_FIELD(handle)
+UROCE_SAME_CQ_FIELD(cqe)
+UROCE_SAME_CQ_FIELD(mutex)
+UROCE_SAME_CQ_FIELD(cond)
+UROCE_SAME_CQ_FIELD(comp_events_completed)
+UROCE_SAME_CQ_FIELD(async_events_completed)
+#undef UROCE_SAME_CQ_FIELD
 
 /// A completion channel: CQs whose events are ready, in the order they came,
 /// and an eventfd (ibv_comp_channel::fd) that counts them.
@@ -52,12 +72,23 @@ struct SrqW {
   Srq* obj;
 };
 
+/// The ibv_wr_* WRs an extended QP builds between wr_start and wr_complete
+/// (extended.cc).
+struct WrBatch;
+struct WrBatchDeleter {
+  void operator()(WrBatch* b) const;
+};
+
+/// verbs_qp's comp_mask bit (driver.h's VERBS_QP_EX): qpx has the ibv_wr_* API.
+inline constexpr uint32_t kVerbsQpEx = 1u << 1;
+
 /// struct verbs_qp: the QP (or extended QP), comp_mask, xrcd.
 struct QpW {
   ibv_qp_ex qpx;
   uint32_t comp_mask;
   void* xrcd;
   Qp* obj;
+  std::unique_ptr<WrBatch, WrBatchDeleter> batch;  // with kVerbsQpEx only
 };
 
 struct AhW {
@@ -85,6 +116,14 @@ T* fail(int e) {
 namespace uroce::ibv {
 /// Fills the data-path operations (poll_cq, post_send, ...) of a new context.
 void install_ops(verbs_context& v);
+/// Fills the extended verbs of a new context: create_cq_ex, create_qp_ex (extended.cc).
+void install_extended_ops(verbs_context& v);
+
+/// A new CQ, its channel attached (the device lock taken inside); nullptr
+/// with errno set on failure. ibv_create_cq and ibv_create_cq_ex share it.
+CqW* new_cq(ibv_context* c, int cqe, void* cq_context, ibv_comp_channel* channel, int comp_vector);
+/// A uroce completion as rdma-core's ibv_wc (ibv_poll_cq and the ibv_cq_ex iterator).
+ibv_wc ibv_wc_of(const Wc& w);
 
 /// Completion events of cq go to channel from now on (the device lock held).
 void attach_channel(CqW& cq, ibv_comp_channel* channel);

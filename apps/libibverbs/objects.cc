@@ -148,23 +148,7 @@ int poll_cq_op(ibv_cq* ibcq, int n, ibv_wc* out) {
   int got = 0;
   while (got < n) {
     const int k = poll_cq(cq, std::min(kChunk, n - got), wc);
-    for (int i = 0; i < k; ++i) {
-      const Wc& w = wc[i];
-      ibv_wc& o = out[got + i];
-      o.wr_id = w.wr_id;
-      o.status = ibv_wc_status(w.status);
-      o.opcode = ibv_wc_opcode(w.opcode);
-      o.vendor_err = w.vendor_err;
-      o.byte_len = w.byte_len;
-      o.imm_data = (w.wc_flags & kWcWithInv) ? w.invalidated_rkey : htobe32(w.imm_data);
-      o.qp_num = w.qp_num;
-      o.src_qp = w.src_qp;
-      o.wc_flags = w.wc_flags;
-      o.pkey_index = w.pkey_index;
-      o.slid = 0;
-      o.sl = w.sl;
-      o.dlid_path_bits = 0;
-    }
+    for (int i = 0; i < k; ++i) out[got + i] = ibv_wc_of(wc[i]);
     got += k;
     if (k < kChunk) break;
   }
@@ -194,12 +178,47 @@ int release(T* p, Destroy destroy) {
 
 }  // namespace
 
+ibv_wc ibv_wc_of(const Wc& w) {
+  ibv_wc o{};
+  o.wr_id = w.wr_id;
+  o.status = ibv_wc_status(w.status);
+  o.opcode = ibv_wc_opcode(w.opcode);
+  o.vendor_err = w.vendor_err;
+  o.byte_len = w.byte_len;
+  o.imm_data = (w.wc_flags & kWcWithInv) ? w.invalidated_rkey : htobe32(w.imm_data);
+  o.qp_num = w.qp_num;
+  o.src_qp = w.src_qp;
+  o.wc_flags = w.wc_flags;
+  o.pkey_index = w.pkey_index;
+  o.slid = 0;  // RoCE has no LIDs
+  o.sl = w.sl;
+  o.dlid_path_bits = 0;
+  return o;
+}
+
+CqW* new_cq(ibv_context* c, int cqe, void* cq_context, ibv_comp_channel* channel, int comp_vector) {
+  if (!c || cqe <= 0 || comp_vector < 0 || comp_vector >= c->num_comp_vectors) return fail<CqW>(EINVAL);
+  Guard g(dev().lock());
+  auto cq = create_cq(device_of(c), uint32_t(cqe), cq_context);
+  if (!cq.ok()) return fail<CqW>(errno_of(cq.status()));
+  auto* w = new CqW{};
+  w->ibv.context = c;
+  w->ibv.cq_context = cq_context;
+  w->ibv.cqe = int((*cq)->cqe);
+  pthread_mutex_init(&w->ibv.mutex, nullptr);
+  pthread_cond_init(&w->ibv.cond, nullptr);
+  w->obj = *cq;
+  attach_channel(*w, channel);
+  return w;
+}
+
 void install_ops(verbs_context& v) {
   v.context.ops.post_send = post_send_op;
   v.context.ops.post_recv = post_recv_op;
   v.context.ops.post_srq_recv = post_srq_recv_op;
   v.context.ops.poll_cq = poll_cq_op;
   v.context.ops.req_notify_cq = req_notify_cq_op;
+  install_extended_ops(v);
 }
 
 }  // namespace uroce::ibv
@@ -256,19 +275,8 @@ int ibv_dereg_mr(ibv_mr* m) { return release<MrW>(m, dereg_mr); }
 // ---------------------------------------------------------------- CQ
 
 ibv_cq* ibv_create_cq(ibv_context* c, int cqe, void* cq_context, ibv_comp_channel* channel, int comp_vector) {
-  if (!c || cqe <= 0 || comp_vector < 0 || comp_vector >= c->num_comp_vectors) return fail<ibv_cq>(EINVAL);
-  Guard g(dev().lock());
-  auto cq = create_cq(device_of(c), uint32_t(cqe), cq_context);
-  if (!cq.ok()) return fail<ibv_cq>(errno_of(cq.status()));
-  auto* w = new CqW{};
-  w->ibv.context = c;
-  w->ibv.cq_context = cq_context;
-  w->ibv.cqe = int((*cq)->cqe);
-  pthread_mutex_init(&w->ibv.mutex, nullptr);
-  pthread_cond_init(&w->ibv.cond, nullptr);
-  w->obj = *cq;
-  attach_channel(*w, channel);
-  return &w->ibv;
+  CqW* w = new_cq(c, cqe, cq_context, channel, comp_vector);
+  return w ? &w->ibv : nullptr;
 }
 
 int ibv_destroy_cq(ibv_cq* c) {
@@ -340,8 +348,6 @@ ibv_qp* ibv_create_qp(ibv_pd* p, ibv_qp_init_attr* a) {
   w->obj = *qp;
   return &q;
 }
-
-ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp*) { return nullptr; }  // QPs made by ibv_create_qp have no ibv_wr_* API
 
 int ibv_modify_qp(ibv_qp* ibq, ibv_qp_attr* a, int mask) {
   if (!ibq || !a) return EINVAL;

@@ -3,11 +3,14 @@
 // which `uroce run` sets. It owns the DPDK port, the uroce Context on it and
 // the engine's progress.
 //
-// Threads: every verbs entry point takes the device lock (Guard) for the
-// whole call, so calls from any threads are safe. Progress is run-to-
-// completion by default: ibv_poll_cq, the posts and every wait run one engine
-// step (uroce::poll) under the lock before they look. While the program is
-// away (blocked in a socket, computing, or watching memory as ib_write_bw's
+// Threads: every verbs entry point takes the device lock (Guard) for the whole
+// call, so calls from any threads are safe. The lock is recursive: an
+// ibv_cq_ex iterator holds it from start_poll to end_poll, as a provider holds
+// its CQ lock, and the thread may post in between (ibv_rc_pingpong -t reposts
+// its receives there), as a provider's separate QP locks allow. Progress is
+// run-to-completion by default: ibv_poll_cq, the posts and every wait run one
+// engine step (uroce::poll) under the lock before they look. While the program
+// is away (blocked in a socket, computing, or watching memory as ib_write_bw's
 // passive side does), a background thread steps the engine once no call has
 // for kIdleStepNs, and keeps stepping without a pause while frames come, so
 // the device still answers ARP, ACKs and RDMA requests as a kernel device
@@ -63,7 +66,7 @@ class Provider {
   const ProviderConfig& config() const { return cfg_; }
   const dpdk::PortInfo& port_info() const { return port_->info(); }
   MacAddr mac() const { return cfg_.mac ? *cfg_.mac : port_->info().mac; }
-  std::mutex& lock() { return lock_; }
+  std::recursive_mutex& lock() { return lock_; }
 
   /// One engine step (the lock held). In thread mode the engine thread does
   /// these, and step() only runs when called from a wait.
@@ -107,7 +110,7 @@ class Provider {
   std::optional<dpdk::RandomDropIo> fault_;
   std::optional<dpdk::TscClock> clock_;  // after EAL is up
   ContextPtr ctx_;
-  std::mutex lock_;
+  std::recursive_mutex lock_;
   std::thread engine_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> last_step_ns_{0};
@@ -115,7 +118,7 @@ class Provider {
 };
 
 /// Holds the device lock for one verbs call.
-using Guard = std::lock_guard<std::mutex>;
+using Guard = std::lock_guard<std::recursive_mutex>;
 
 /// errno-style code for a uroce Status (0 for ok): EINVAL, ENOMEM, EBUSY, ...
 int errno_of(const Status& s);

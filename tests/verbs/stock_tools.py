@@ -8,7 +8,9 @@ a net_memif link. Checks:
   * each stock pair completes on both ends with its own success output, also
     with -e (completion channels);
   * ibv_rc_pingpong on a RoCEv1 GID sends only what tshark decodes as RoCEv1.
-Usage: stock_tools.py UROCE_BIN LIBIBVERBS_SO
+With --wr-api, only tests/verbs/wr_api.cc's pair instead: the extended CQ and
+QP verbs and the ibv_wr_* post API (the verbs_wr_api test).
+Usage: stock_tools.py UROCE_BIN LIBIBVERBS_SO [--wr-api WR_API_BIN]
 """
 import os
 import re
@@ -21,6 +23,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "dpdk"))
 import harness  # noqa: E402
 
 UROCE, OURS = sys.argv[1], sys.argv[2]
+WR_API = sys.argv[4] if sys.argv[3:4] == ["--wr-api"] else None
 SYSTEM = "/usr/lib/x86_64-linux-gnu/libibverbs.so.1"
 failures = []
 
@@ -31,12 +34,12 @@ def check(ok, what):
         failures.append(what)
 
 
-def default_versions(lib):
+def default_versions(lib, prefix="IBVERBS"):
     out = subprocess.run(["objdump", "-T", lib], check=True, capture_output=True, text=True).stdout
     syms = set()
     for line in out.splitlines():
         f = line.split()
-        if len(f) >= 2 and "UND" not in line and f[-2].startswith("IBVERBS") and not f[-2].startswith("("):
+        if len(f) >= 2 and "UND" not in line and f[-2].startswith(prefix) and not f[-2].startswith("("):
             syms.add((f[-2], f[-1]))
     return syms
 
@@ -108,6 +111,7 @@ def pair(d, tcp_port, name, argv, ok_re, cli_port_args=()):
     check(bool(good), f"{name}: client rc {rc_c}, server rc {rc_s}")
     if not good:
         print(oc[-1500:], "\n---\n", os_[-1500:])
+    return oc, os_
 
 
 def roce_v1(d, tcp_port):
@@ -124,13 +128,25 @@ def roce_v1(d, tcp_port):
     check(not any(len(r) > 2 and r[2] == "4791" for r in rows), "RoCEv1: no RoCEv2 (UDP 4791) frame")
 
 
+def wr_api(d, tcp_port):
+    """tests/verbs/wr_api.cc on both ends: each prints one ok/FAIL line per
+    check and exits non-zero on any FAIL; its lines are shown here."""
+    oc, os_ = pair(d, tcp_port, "wr_api", [WR_API], r"^wr_api \w+: \d+ ok, 0 FAIL$")
+    for role, out in (("server", os_), ("client", oc)):
+        print("\n".join(f"  [{role}] {line}" for line in out.splitlines() if line.startswith(("ok", "FAIL", "wr_api"))))
+
+
 def main():
-    abi()
     with tempfile.TemporaryDirectory(prefix="uroce-verbs-") as d:
-        devinfo(d)
-        for i, (name, argv, ok_re) in enumerate(CELLS):
-            pair(d, 19500 + (os.getpid() % 100) * 40 + i, name, argv, ok_re)
-        roce_v1(d, 19500 + (os.getpid() % 100) * 40 + len(CELLS))
+        if WR_API:
+            # Clear of the ports below (19500 + (pid % 100) * 40 + i, i < 40).
+            wr_api(d, 23500 + os.getpid() % 100)
+        else:
+            abi()
+            devinfo(d)
+            for i, (name, argv, ok_re) in enumerate(CELLS):
+                pair(d, 19500 + (os.getpid() % 100) * 40 + i, name, argv, ok_re)
+            roce_v1(d, 19500 + (os.getpid() % 100) * 40 + len(CELLS))
     print(f"{len(failures)} failed" if failures else "all passed")
     return 1 if failures else 0
 
