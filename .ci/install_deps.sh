@@ -20,11 +20,13 @@ pkgs=(
   libgtest-dev
   libibverbs-dev
   libisal-dev
+  librdmacm-dev
   make
   perftest
   meson
   ninja-build
   pkg-config
+  rdmacm-utils
   python3
   python3-matplotlib
   tshark

@@ -12,6 +12,8 @@
 
 #include <uroce/verbs.h>
 
+#include "apps/libibverbs/ready_queue.h"
+
 namespace uroce::ibv {
 
 /// struct verbs_device: the device, then the provider's ops. libmlx5 and
@@ -64,7 +66,7 @@ UROCE_SAME_CQ_FIELD(async_events_completed)
 /// and an eventfd (ibv_comp_channel::fd) that counts them.
 struct ChannelW {
   ibv_comp_channel ibv;
-  std::deque<CqW*> ready;
+  ReadyQueue<CqW*> ready;
 };
 
 struct SrqW {

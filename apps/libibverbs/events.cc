@@ -1,11 +1,10 @@
 // Completion channels (IBA 11.4.2.2, verbs.h's ibv_comp_channel): an armed
-// CQ's event, raised inside an engine step, queues the CQ on its channel and
-// counts one on the channel's eventfd, so the program can poll() the fd and
-// then take the event with ibv_get_cq_event, as from a kernel device.
-#include <sys/eventfd.h>
+// CQ's event, raised inside an engine step, queues the CQ on its channel
+// (ReadyQueue, counted on the channel's eventfd), so the program can poll()
+// the fd and then take the event with ibv_get_cq_event, as from a kernel
+// device.
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 
 #include "apps/libibverbs/abi.h"
@@ -21,9 +20,7 @@ ChannelW& channel_of(ibv_comp_channel* c) { return *wrap_of<ChannelW>(c); }
 void on_cq_event(Cq*, void* arg) {
   auto* cq = static_cast<CqW*>(arg);
   ChannelW& ch = channel_of(cq->ibv.channel);
-  ch.ready.push_back(cq);
-  const uint64_t one = 1;
-  if (write(ch.ibv.fd, &one, sizeof one) != sizeof one) std::abort();  // an eventfd counts to 2^64-2
+  ch.ready.push(ch.ibv.fd, cq);
 }
 
 }  // namespace
@@ -43,8 +40,8 @@ void wait_events_acked(CqW& cq) {
 
 void detach_channel(CqW& cq) {
   if (!cq.ibv.channel) return;
-  std::deque<CqW*>& ready = channel_of(cq.ibv.channel).ready;
-  ready.erase(std::remove(ready.begin(), ready.end(), &cq), ready.end());
+  ChannelW& ch = channel_of(cq.ibv.channel);
+  ch.ready.erase_if(ch.ibv.fd, [&cq](const CqW* c) { return c == &cq; });
   --cq.ibv.channel->refcnt;
 }
 
@@ -57,8 +54,7 @@ extern "C" {
 
 ibv_comp_channel* ibv_create_comp_channel(ibv_context* c) {
   if (!c) return fail<ibv_comp_channel>(EINVAL);
-  // Blocking, as a kernel channel's fd; a program may set O_NONBLOCK on it.
-  const int fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
+  const int fd = make_channel_fd();
   if (fd < 0) return nullptr;  // errno from eventfd
   auto* ch = new ChannelW{};
   ch->ibv.context = c;
@@ -69,12 +65,10 @@ ibv_comp_channel* ibv_create_comp_channel(ibv_context* c) {
 
 int ibv_destroy_comp_channel(ibv_comp_channel* c) {
   if (!c || !Provider::get()) return EINVAL;
-  {
-    Guard g(Provider::get()->lock());
-    if (c->refcnt) return EBUSY;  // CQs still deliver to it
-  }
+  Guard g(Provider::get()->lock());
+  if (c->refcnt) return EBUSY;  // CQs still deliver to it
   close(c->fd);
-  delete &channel_of(c);
+  if (channel_of(c).ready.close()) delete &channel_of(c);  // else kept for the threads still waiting in it
   return 0;
 }
 
@@ -84,24 +78,12 @@ int ibv_get_cq_event(ibv_comp_channel* c, ibv_cq** cq, void** cq_context) {
     errno = EINVAL;
     return -1;
   }
-  ChannelW& ch = channel_of(c);
-  for (;;) {
-    uint64_t one;
-    ssize_t n;
-    {
-      Provider::Waiting w(*p);
-      n = read(c->fd, &one, sizeof one);  // one event (EFD_SEMAPHORE)
-    }
-    if (n != sizeof one) return -1;  // errno from read: EAGAIN (O_NONBLOCK), EINTR
-    Guard g(p->lock());
-    if (ch.ready.empty()) continue;  // its CQ was destroyed before the event was taken
-    CqW* w = ch.ready.front();
-    ch.ready.pop_front();
-    ++w->events;
-    *cq = &w->ibv;
-    *cq_context = w->ibv.cq_context;
-    return 0;
-  }
+  CqW* w = nullptr;
+  if (channel_of(c).ready.take(*p, c->fd, w)) return -1;
+  ++w->events;
+  *cq = &w->ibv;
+  *cq_context = w->ibv.cq_context;
+  return 0;
 }
 
 void ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {

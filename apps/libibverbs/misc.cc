@@ -113,8 +113,6 @@ int ibv_resize_cq(ibv_cq*, int) { return EOPNOTSUPP; }
 int ibv_rereg_mr(ibv_mr*, int, ibv_pd*, void*, size_t, int) { return IBV_REREG_MR_ERR_INPUT; }
 int ibv_attach_mcast(ibv_qp*, const ibv_gid*, uint16_t) { return EOPNOTSUPP; }
 int ibv_detach_mcast(ibv_qp*, const ibv_gid*, uint16_t) { return EOPNOTSUPP; }
-ibv_ah* ibv_create_ah_from_wc(ibv_pd*, ibv_wc*, ibv_grh*, uint8_t) { return fail<ibv_ah>(EOPNOTSUPP); }
-int ibv_init_ah_from_wc(ibv_context*, uint8_t, ibv_wc*, ibv_grh*, ibv_ah_attr*) { return EOPNOTSUPP; }
 int ibv_resolve_eth_l2_from_gid(ibv_context*, ibv_ah_attr*, uint8_t*, uint16_t*) { return EOPNOTSUPP; }
 int ibv_query_ece(ibv_qp*, ibv_ece*) { return EOPNOTSUPP; }
 int ibv_set_ece(ibv_qp*, ibv_ece*) { return EOPNOTSUPP; }

@@ -73,7 +73,15 @@ class Provider {
   uint32_t step() {
     const uint64_t now = clock_->now_ns();
     last_step_ns_.store(now, std::memory_order_relaxed);
-    return poll(ctx_.get(), now);
+    const uint32_t n = poll(ctx_.get(), now);
+    if (after_step_) after_step_(after_step_arg_);
+    return n;
+  }
+  /// fn(arg) runs after every engine step, the lock held: uroce's
+  /// librdmacm.so.1 moves the CM's events to its channels there.
+  void set_after_step(void (*fn)(void*), void* arg) {
+    after_step_ = fn;
+    after_step_arg_ = arg;
   }
   /// A step unless the engine thread makes progress (the lock held).
   void step_inline() {
@@ -115,6 +123,8 @@ class Provider {
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> last_step_ns_{0};
   std::atomic<int> waiters_{0};
+  void (*after_step_)(void*) = nullptr;
+  void* after_step_arg_ = nullptr;
 };
 
 /// Holds the device lock for one verbs call.

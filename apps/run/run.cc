@@ -1,8 +1,8 @@
 // `uroce run [EAL args] -- [port options] COMMAND [ARGS...]`: runs an
-// unmodified verbs program on uroce. It puts uroce's libibverbs.so.1 first in
-// the program's library path and hands the port settings over as the UROCE_*
-// variables (docs/VERBS.md), then execs the program: no root, nothing
-// changed outside the program's own environment.
+// unmodified verbs or rdma_cm program on uroce. It puts uroce's libibverbs.so.1
+// and librdmacm.so.1 first in the program's library path and hands the port
+// settings over as the UROCE_* variables (docs/VERBS.md), then execs the
+// program: no root, nothing changed outside the program's own environment.
 #include <unistd.h>
 
 #include <cerrno>
@@ -35,7 +35,7 @@ constexpr OptSpec kRunOptions[] = {
 constexpr CommandSpec kRunCommand = {
     .name = "run",
     .positional = "COMMAND [ARGS...]",
-    .summary = "runs an unmodified verbs program (perftest, ibv_*_pingpong, ...) on uroce's libibverbs.so.1",
+    .summary = "runs an unmodified verbs or rdma_cm program (perftest, ibv_*_pingpong, rping, ...) on uroce's libibverbs.so.1 and librdmacm.so.1",
     .options = kRunOptions,
     .min_positional = 1,
     .details = "The options end at the first argument that is not one of them: COMMAND.\n"
@@ -58,9 +58,10 @@ int command_index(int argc, char** argv) {
   return i;
 }
 
-/// The directory of uroce's libibverbs.so.1: UROCE_LIB_DIR, else the build
-/// tree's (next to this executable), else the installed one.
-std::string library_dir() {
+/// The directories of uroce's libibverbs.so.1 and librdmacm.so.1, as a
+/// library path: UROCE_LIB_DIR, else the build tree's (next to this
+/// executable, one folder each), else the installed one (both in one).
+std::string library_path() {
   if (const char* d = std::getenv("UROCE_LIB_DIR"); d && *d) return d;
   char self[4096];
   const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -68,8 +69,9 @@ std::string library_dir() {
     self[n] = 0;
     std::string dir(self);
     dir.resize(dir.rfind('/'));
-    const std::string built = dir + "/libibverbs";
-    if (access((built + "/libibverbs.so.1").c_str(), R_OK) == 0) return built;
+    if (access((dir + "/libibverbs/libibverbs.so.1").c_str(), R_OK) == 0) {
+      return dir + "/libibverbs:" + dir + "/librdmacm";
+    }
   }
   return UROCE_INSTALLED_LIB_DIR;
 }
@@ -112,7 +114,7 @@ int cmd_run(int argc, char** argv) {
     set("UROCE_DROP_RATE", std::to_string(args.get_double("drop-rate")));
     set("UROCE_DROP_SEED", std::to_string(args.get_uint("drop-seed")));
   }
-  std::string path = library_dir();
+  std::string path = library_path();
   if (const char* old = std::getenv("LD_LIBRARY_PATH"); old && *old) path += std::string(":") + old;
   setenv("LD_LIBRARY_PATH", path.c_str(), 1);
   execvp(argv[cmd], argv + cmd);

@@ -126,6 +126,11 @@ Status cm_resolve_route(CmId* id, int timeout_ms);
 /// Creates the id's QP in pd and moves it to INIT, a UD QP on to RTS with
 /// Q_Key kRdmaUdpQkey (rdma_create_qp).
 Status cm_create_qp(CmId* id, Pd* pd, QpInitAttr attr);
+/// Gives the id a QP the caller made (in RESET) and keeps: moved as by
+/// cm_create_qp, connected by the id, but not destroyed with it.
+Status cm_attach_qp(CmId* id, Qp* qp);
+/// Takes an attached QP away from the id (before the caller destroys it).
+Status cm_detach_qp(CmId* id);
 
 /// Active side: sends the REQ (kTcp, kIb) or SIDR REQ (kUdp). kEstablished
 /// (QP moved to RTS, RTU sent), kRejected, kUnreachable or kConnectError follow;

@@ -162,45 +162,66 @@ Status cm_resolve_route(CmId* id, int /*timeout_ms*/) {
   return {};
 }
 
-Status cm_create_qp(CmId* id, Pd* pd, QpInitAttr attr) {
-  if (!id || !pd) return Status(StatusCode::kInvalidArgument, "null cm id or pd");
-  CmIdImpl& d = impl(id);
+namespace {
+
+// Moves qp to INIT as librdmacm does for an id's QP (ucma_init_conn_qp), a
+// UD QP on to RTS with rdma_cm's Q_Key (ucma_init_ud_qp), and gives it to id.
+Status give_qp(CmIdImpl& d, Qp* qp, bool own) {
   if (d.qp) return Status(StatusCode::kInvalidArgument, "cm id already has a qp");
-  if ((d.ps == CmPortSpace::kUdp) != (attr.qp_type == QpType::kUd)) {
+  if ((d.ps == CmPortSpace::kUdp) != (qp->qp_type == QpType::kUd)) {
     return Status(StatusCode::kInvalidArgument, "UDP port space takes UD qps, TCP/IB take RC/UC");
   }
-  auto qp = create_qp(pd, attr);
-  if (!qp.ok()) return qp.status();
   QpAttr at;
   at.qp_state = QpState::kInit;
   at.pkey_index = 0;
   at.port_num = 1;
   uint32_t mask = kQpState | kQpPkeyIndex | kQpPort;
-  if (attr.qp_type == QpType::kUd) {
+  if (qp->qp_type == QpType::kUd) {
     at.qkey = kRdmaUdpQkey;  // rdma_cm's UD Q_Key
     mask |= kQpQkey;
   } else {
-    at.qp_access_flags = attr.qp_type == QpType::kRc
+    at.qp_access_flags = qp->qp_type == QpType::kRc
                              ? kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic
                              : kAccessRemoteWrite;
     mask |= kQpAccessFlags;
   }
-  Status st = modify_qp(*qp, at, mask);
-  if (st.ok() && attr.qp_type == QpType::kUd) {
-    // librdmacm takes a UD QP straight on to RTS (ucma_init_ud_qp): it
-    // needs no peer, and SIDR only tells the other side where it is.
+  Status st = modify_qp(qp, at, mask);
+  if (st.ok() && qp->qp_type == QpType::kUd) {
+    // It needs no peer, and SIDR only tells the other side where it is.
     at.qp_state = QpState::kRtr;
-    st = modify_qp(*qp, at, kQpState);
+    st = modify_qp(qp, at, kQpState);
     at.qp_state = QpState::kRts;
     at.sq_psn = 0;
-    if (st.ok()) st = modify_qp(*qp, at, kQpState | kQpSqPsn);
+    if (st.ok()) st = modify_qp(qp, at, kQpState | kQpSqPsn);
   }
-  if (!st.ok()) {
-    (void)destroy_qp(*qp);
-    return st;
-  }
-  d.qp = *qp;
-  d.own_qp = true;
+  if (!st.ok()) return st;
+  d.qp = qp;
+  d.own_qp = own;
+  return {};
+}
+
+}  // namespace
+
+Status cm_create_qp(CmId* id, Pd* pd, QpInitAttr attr) {
+  if (!id || !pd) return Status(StatusCode::kInvalidArgument, "null cm id or pd");
+  if (id->qp) return Status(StatusCode::kInvalidArgument, "cm id already has a qp");
+  auto qp = create_qp(pd, attr);
+  if (!qp.ok()) return qp.status();
+  Status st = give_qp(impl(id), *qp, true);
+  if (!st.ok()) (void)destroy_qp(*qp);
+  return st;
+}
+
+Status cm_attach_qp(CmId* id, Qp* qp) {
+  if (!id || !qp || qp->state != QpState::kReset) return Status(StatusCode::kInvalidArgument, "null id, or qp not in RESET");
+  return give_qp(impl(id), qp, false);
+}
+
+Status cm_detach_qp(CmId* id) {
+  if (!id) return Status(StatusCode::kInvalidArgument, "null cm id");
+  CmIdImpl& d = impl(id);
+  if (d.own_qp) return Status(StatusCode::kInvalidArgument, "the id's qp is its own: cm_destroy_id frees it");
+  d.qp = nullptr;
   return {};
 }
 

@@ -1,0 +1,122 @@
+// What a program's channel fd stands for: the items ready for it (CQs with a
+// completion event, rdma_cm events), counted on an eventfd so that poll()
+// on the fd says whether there is one. The count equals the number of items
+// whenever the device lock is free: push, take and erase change both under
+// the lock, so a read of the fd there never blocks, and an item dropped
+// (its CQ or id destroyed) never leaves a count that would wake a poll() for
+// nothing and then block its read.
+#pragma once
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <deque>
+
+#include "apps/libibverbs/provider.h"
+
+namespace uroce::ibv {
+
+/// A channel's fd: blocking, as a kernel channel's; the program may set
+/// O_NONBLOCK on it. -1 with errno on failure.
+inline int make_channel_fd() { return eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE); }
+
+template <class T>
+class ReadyQueue {
+ public:
+  /// Adds v (the lock held).
+  void push(int fd, T v) {
+    items_.push_back(v);
+    const uint64_t one = 1;
+    if (write(fd, &one, sizeof one) != sizeof one) std::abort();  // an eventfd counts to 2^64-2
+  }
+
+  /// Drops the items pred selects (the lock held).
+  template <class Pred>
+  void erase_if(int fd, Pred pred) {
+    for (auto it = items_.begin(); it != items_.end();) {
+      if (pred(*it)) {
+        it = items_.erase(it);
+        uncount(fd);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  /// The items left, for their owner to free (the lock held).
+  std::deque<T>& items() { return items_; }
+
+  /// Waits for an item and takes it: 0, or -1 with errno EAGAIN (the fd is
+  /// O_NONBLOCK and nothing is ready) or EINTR. The engine keeps stepping
+  /// while the caller waits (Provider::Waiting). It waits on a duplicate of
+  /// fd: a program that destroys the channel while a thread waits in it (as
+  /// rping does at exit) leaves that thread waiting, as a read of a kernel
+  /// fd that another thread closes waits on.
+  int take(Provider& p, int fd, T& out) {
+    int mine = -1;
+    {
+      Guard g(p.lock());
+      if (pop(fd, out)) return 0;
+      if (fcntl(fd, F_GETFL) & O_NONBLOCK) {
+        errno = EAGAIN;
+        return -1;
+      }
+      mine = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+      if (mine < 0) return -1;
+      ++waiters_;
+    }
+    struct Leave {  // also when a cancelled thread unwinds out of poll()
+      ~Leave() {
+        Guard g(p.lock());
+        --q.waiters_;
+        ::close(mine);
+      }
+      Provider& p;
+      ReadyQueue& q;
+      int mine;
+    } leave{p, *this, mine};
+    for (;;) {
+      {
+        Provider::Waiting w(p);
+        pollfd pfd{mine, POLLIN, 0};
+        if (poll(&pfd, 1, -1) < 0) return -1;  // errno: EINTR
+      }
+      Guard g(p.lock());
+      if (!closed_ && pop(mine, out)) return 0;
+    }
+  }
+
+  /// The owner destroys the channel (the lock held): true if it may free
+  /// this now; false while threads still wait in it, which then wait on.
+  bool close() {
+    closed_ = true;
+    return waiters_ == 0;
+  }
+
+ private:
+  bool pop(int fd, T& out) {
+    if (items_.empty()) return false;
+    out = items_.front();
+    items_.pop_front();
+    uncount(fd);
+    return true;
+  }
+
+  // The lock held and the count >= 1, so this read does not block.
+  static void uncount(int fd) {
+    uint64_t one;
+    if (read(fd, &one, sizeof one) != sizeof one) std::abort();
+  }
+
+  std::deque<T> items_;
+  int waiters_ = 0;  // threads in take()
+  bool closed_ = false;
+};
+
+}  // namespace uroce::ibv

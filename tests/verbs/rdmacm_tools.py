@@ -1,0 +1,85 @@
+"""tests/verbs: unmodified rdmacm-utils (rping, ucmatose, udaddy,
+rdma_server/rdma_client) and perftest -R on uroce's librdmacm.so.1 and
+libibverbs.so.1, under `uroce run`, both ends in two processes on a
+net_memif link. Checks:
+  * the library exports rdma-core 44's librdmacm symbol versions, exactly
+    those of the system's librdmacm.so.1;
+  * each stock pair connects through rdma_cm (the IBA CM on QP1, with
+    rdma_cm's IP addressing), moves its data and ends with its own success
+    output on both ends, rc 0.
+Usage: rdmacm_tools.py UROCE_BIN LIBIBVERBS_SO LIBRDMACM_SO
+"""
+import os
+import re
+import sys
+import tempfile
+import time
+
+import stock_tools as st  # noqa: E402  (check, port, symbol tables; reads argv[1:3])
+
+OURS = sys.argv[3]
+SYSTEM = "/usr/lib/x86_64-linux-gnu/librdmacm.so.1"
+SERVER_IP = "10.77.0.1"
+
+# (name, server argv, client argv, what the client and the server print on success)
+CELLS = [
+    ("rping", ["rping", "-s", "-v", "-C", "10", "-a", SERVER_IP],
+     ["rping", "-c", "-v", "-V", "-C", "10", "-a", SERVER_IP], (r"(?s)(ping data: rdma-ping-\d.*){10}", r"ping data")),
+    ("rping_64k", ["rping", "-s", "-S", "65536", "-C", "20", "-a", SERVER_IP],
+     ["rping", "-c", "-V", "-S", "65536", "-C", "20", "-a", SERVER_IP], (r"\A(?![\s\S]*mismatch)", r"\A(?![\s\S]*mismatch)")),
+    ("ucmatose", ["ucmatose", "-b", SERVER_IP, "-C", "100"], ["ucmatose", "-s", SERVER_IP, "-C", "100"],
+     (r"return status 0", r"return status 0")),
+    ("ucmatose_4_conns", ["ucmatose", "-b", SERVER_IP, "-c", "4", "-C", "50"],
+     ["ucmatose", "-s", SERVER_IP, "-c", "4", "-C", "50"], (r"return status 0", r"return status 0")),
+    ("udaddy", ["udaddy", "-b", SERVER_IP, "-C", "100"], ["udaddy", "-s", SERVER_IP, "-C", "100"],
+     (r"return status 0", r"return status 0")),
+    ("rdma_server_client", ["rdma_server", "-s", SERVER_IP], ["rdma_client", "-s", SERVER_IP],
+     (r"rdma_client: end 0", r"rdma_server: end 0")),
+    ("send_lat_rdma_cm", ["ib_send_lat", "-R", "-n", "1000"], ["ib_send_lat", "-R", "-n", "1000", SERVER_IP],
+     (st.PERF_OK, st.PERF_OK)),
+    ("write_bw_rdma_cm", ["ib_write_bw", "-R", "-n", "2000"], ["ib_write_bw", "-R", "-n", "2000", SERVER_IP],
+     (st.PERF_OK, st.PERF_OK)),
+    ("read_lat_rdma_cm", ["ib_read_lat", "-R", "-n", "1000"], ["ib_read_lat", "-R", "-n", "1000", SERVER_IP],
+     (st.PERF_OK, r"remote address:")),
+]
+
+
+def abi():
+    want, got = st.default_versions(SYSTEM, "RDMACM"), st.default_versions(OURS, "RDMACM")
+    st.check(want == got, f"librdmacm symbol versions: {len(got)} exported, {len(want)} in the system's library"
+             + (f"; missing {sorted(want - got)[:5]}, extra {sorted(got - want)[:5]}" if want != got else ""))
+
+
+def pair(d, port_no, name, srv_argv, cli_argv, ok_re):
+    """Server first (it listens once its device is up), then the client; each
+    pair on a memif socket of its own, so that one that fails leaves the
+    others theirs."""
+    d = os.path.join(d, name)
+    os.mkdir(d)
+    # The rdma_cm port, for rdmacm-utils and perftest -R alike; udaddy has
+    # none (its -p is the port space) and listens on 7174.
+    port_opt = [] if srv_argv[0] == "udaddy" else ["-p", str(port_no)]
+    srv = st.harness.Proc(name + "-server", [st.UROCE, "run"] + st.port(d, "server", SERVER_IP, "02:00:00:77:00:01")
+                          + srv_argv + port_opt, d)
+    time.sleep(1.5)
+    cli = st.harness.Proc(name + "-client", [st.UROCE, "run"] + st.port(d, "client", "10.77.0.2", "02:00:00:77:00:02")
+                          + cli_argv[:1] + port_opt + cli_argv[1:], d)
+    rc_c, rc_s = cli.wait(90), srv.wait(30)
+    oc, os_ = cli.output(), srv.output()
+    good = rc_c == 0 and rc_s == 0 and re.search(ok_re[0], oc, re.M) and re.search(ok_re[1], os_, re.M)
+    st.check(bool(good), f"{name}: client rc {rc_c}, server rc {rc_s}")
+    if not good:
+        print(oc[-1500:], "\n---\n", os_[-1500:])
+
+
+def main():
+    abi()
+    with tempfile.TemporaryDirectory(prefix="uroce-rdmacm-") as d:
+        for i, (name, srv, cli, ok_re) in enumerate(CELLS):
+            pair(d, 7000 + (os.getpid() % 100) * 40 + i, name, srv, cli, ok_re)
+    print(f"{len(st.failures)} failed" if st.failures else "all passed")
+    return 1 if st.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
