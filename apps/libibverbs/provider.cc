@@ -228,6 +228,14 @@ Provider::~Provider() {
   stop_ = true;
   if (engine_.joinable()) engine_.join();
   if (!ctx_) return;
+  // The frames the program's last calls queued (a DREP, the DREQ of an id
+  // it destroyed, the last ACKs) still go out before the port closes.
+  // librdmacm's channels may be gone by now: no more CM events to them.
+  after_step_ = nullptr;
+  for (const uint64_t end = now_ns() + kExitDrainNs; now_ns() < end;) {
+    Guard g(lock_);
+    (void)step();
+  }
   write_counters();
   if (port_) (void)port_->stop_capture();
 }

@@ -112,6 +112,8 @@ class Provider {
   void run_engine_thread();
   /// Inline progress: the background thread steps after this long without a step.
   static constexpr uint64_t kIdleStepNs = 200'000;
+  /// At exit, the engine steps this long so that queued frames leave.
+  static constexpr uint64_t kExitDrainNs = 2'000'000;
 
   ProviderConfig cfg_;
   std::unique_ptr<dpdk::DpdkPort> port_;

@@ -108,8 +108,9 @@ struct CmId {
 inline constexpr uint32_t kRdmaUdpQkey = 0x01234567;
 
 Result<CmId*> cm_create_id(Context* ctx, void* user_context, CmPortSpace ps);
-/// Frees the id (and the QP cm_create_qp made for it). A connected id is torn
-/// down without a DREQ (as rdma_destroy_id without rdma_disconnect).
+/// Frees the id (and the QP cm_create_qp made for it). A connected id sends
+/// one DREQ first, not retried, as Linux ib_cm does when a connected id goes;
+/// a request not accepted yet is rejected.
 Status cm_destroy_id(CmId* id);
 
 /// Binds the id to a local address (ip may be zero: any of ours) and port.

@@ -70,6 +70,10 @@ Status cm_destroy_id(CmId* id) {
   if (d.state == CmState::kReqRcvd || d.state == CmState::kMraReqSent || d.state == CmState::kSidrReqRcvd) {
     (void)cm::send_reject(a, d, {});
   }
+  // A connection still up gets one DREQ (not retried: the id is gone), as
+  // Linux ib_cm sends when a connected id is destroyed, so the peer sees
+  // kDisconnected now rather than after its own DREQ's retries run out.
+  if (d.state == CmState::kEstablished && d.ps != CmPortSpace::kUdp) (void)cm::send_disconnect(a, d);
   a.timers.cancel(d.index);
   if (d.own_qp && d.qp) {
     const Status st = destroy_qp(d.qp);

@@ -199,6 +199,12 @@ int main() {
     expect("overfull CQ: the QP goes to ERR", ud3 && posted == small->cqe + 1 && qa.qp_state == IBV_QPS_ERR ? 0 : -1,
            0);
     expect_wc("overfull CQ: the first completion is still there", small ? wc_status(small, 0) : -1, IBV_WC_SUCCESS);
+    // Everything made here goes again (the ASan build checks nothing leaks):
+    // a QP before its CQ, as the verbs require.
+    int down = 0;
+    for (ibv_qp* q : {ud2, ud3}) down |= q ? ibv_destroy_qp(q) : 0;
+    for (ibv_cq* c : {cq2, small}) down |= c ? ibv_destroy_cq(c) : 0;
+    expect("destroy the QPs, then their CQs, and the AH", down | ibv_destroy_ah(ah), 0);
   } else {
     expect("create_ah to a link-local GID", errno, 0);
   }
@@ -218,6 +224,11 @@ int main() {
   expect("create_cq on comp_vector 1 (there is one)", ibv_create_cq(ctx, 16, nullptr, ch, 1) ? 0 : errno, EINVAL);
   expect("destroy_cq", ecq ? ibv_destroy_cq(ecq) : -1, 0);
   expect("destroy_comp_channel", ch ? ibv_destroy_comp_channel(ch) : -1, 0);
+
+  expect("destroy_cq while a QP completes into it", ibv_destroy_cq(cq), EBUSY);
+  expect("destroy the last QPs", ibv_destroy_qp(ud) | ibv_destroy_qp(rc), 0);
+  expect("destroy the CQ, MR and PD, close the device",
+         ibv_destroy_cq(cq) | ibv_dereg_mr(mr) | ibv_dealloc_pd(pd) | ibv_close_device(ctx), 0);
 
   std::printf("%d wrong\n", g_failed);
   return g_failed ? 1 : 0;

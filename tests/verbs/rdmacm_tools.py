@@ -59,12 +59,14 @@ def pair(d, port_no, name, srv_argv, cli_argv, ok_re):
     # The rdma_cm port, for rdmacm-utils and perftest -R alike; udaddy has
     # none (its -p is the port space) and listens on 7174.
     port_opt = [] if srv_argv[0] == "udaddy" else ["-p", str(port_no)]
-    srv = st.harness.Proc(name + "-server", [st.UROCE, "run"] + st.port(d, "server", SERVER_IP, "02:00:00:77:00:01")
+    srv = st.harness.Proc(name + "-server", st.RUN + st.port(d, "server", SERVER_IP, "02:00:00:77:00:01")
                           + srv_argv + port_opt, d)
     time.sleep(1.5)
-    cli = st.harness.Proc(name + "-client", [st.UROCE, "run"] + st.port(d, "client", "10.77.0.2", "02:00:00:77:00:02")
+    cli = st.harness.Proc(name + "-client", st.RUN + st.port(d, "client", "10.77.0.2", "02:00:00:77:00:02")
                           + cli_argv[:1] + port_opt + cli_argv[1:], d)
+    start = time.monotonic()
     rc_c, rc_s = cli.wait(90), srv.wait(30)
+    print(f"[{name}] both ended after {time.monotonic() - start:.1f} s", flush=True)
     oc, os_ = cli.output(), srv.output()
     good = rc_c == 0 and rc_s == 0 and re.search(ok_re[0], oc, re.M) and re.search(ok_re[1], os_, re.M)
     st.check(bool(good), f"{name}: client rc {rc_c}, server rc {rc_s}")

@@ -28,6 +28,23 @@ SYSTEM = "/usr/lib/x86_64-linux-gnu/libibverbs.so.1"
 failures = []
 
 
+def sanitizer_env(lib, leaks):
+    """An ASan/UBSan build of the library needs its sanitizer runtimes loaded
+    first in binaries not built with them. Stock binaries exit without
+    freeing what they took (perftest never frees its device list), and every
+    allocation of ours has one of their frames above it, so leak checks are
+    for our own programs (wr_api, bad_calls), which free everything."""
+    out = subprocess.run(["ldd", lib], check=True, capture_output=True, text=True).stdout
+    libs = [f.split()[2] for f in out.splitlines() if re.search(r"lib(asan|ubsan)\.so", f) and "=>" in f]
+    if not libs:
+        return []
+    return ["env", "LD_PRELOAD=" + " ".join(libs)] + ([] if leaks else ["ASAN_OPTIONS=detect_leaks=0"])
+
+
+RUN = sanitizer_env(OURS, leaks=False) + [UROCE, "run"]  # `uroce run`, as each stock pair starts
+RUN_OURS = sanitizer_env(OURS, leaks=True) + [UROCE, "run"]  # for our own test programs
+
+
 def check(ok, what):
     print(("ok   " if ok else "FAIL ") + what, flush=True)
     if not ok:
@@ -55,7 +72,7 @@ def port(d, role, ip, mac):
 
 
 def devinfo(d):
-    argv = [UROCE, "run"] + port(d, "server", "10.77.0.1", "02:00:00:77:00:01")
+    argv = RUN + port(d, "server", "10.77.0.1", "02:00:00:77:00:01")
     out = subprocess.run(argv + ["ibv_devices"], capture_output=True, text=True, timeout=60).stdout
     check(re.search(r"^\s+uroce0\s+[0-9a-f]{16}$", out, re.M) is not None, "ibv_devices lists uroce0 with its GUID")
     out = subprocess.run(argv + ["ibv_devinfo", "-v"], capture_output=True, text=True, timeout=60).stdout
@@ -98,11 +115,11 @@ CELLS = [
 ]
 
 
-def pair(d, tcp_port, name, argv, ok_re, cli_port_args=()):
-    srv = harness.Proc(name + "-server", [UROCE, "run"] + port(d, "server", "10.77.0.1", "02:00:00:77:00:01")
+def pair(d, tcp_port, name, argv, ok_re, cli_port_args=(), run=RUN):
+    srv = harness.Proc(name + "-server", run + port(d, "server", "10.77.0.1", "02:00:00:77:00:01")
                        + argv + ["-p", str(tcp_port)], d)
     time.sleep(1.5)  # the server listens on TCP once its device is open; the stock clients do not retry
-    cli = harness.Proc(name + "-client", [UROCE, "run"] + port(d, "client", "10.77.0.2", "02:00:00:77:00:02")
+    cli = harness.Proc(name + "-client", run + port(d, "client", "10.77.0.2", "02:00:00:77:00:02")
                        + list(cli_port_args) + argv + ["-p", str(tcp_port), "127.0.0.1"], d)
     rc_c, rc_s = cli.wait(60), srv.wait(30)
     oc, os_ = cli.output(), srv.output()
@@ -131,7 +148,7 @@ def roce_v1(d, tcp_port):
 def wr_api(d, tcp_port):
     """tests/verbs/wr_api.cc on both ends: each prints one ok/FAIL line per
     check and exits non-zero on any FAIL; its lines are shown here."""
-    oc, os_ = pair(d, tcp_port, "wr_api", [WR_API], r"^wr_api \w+: \d+ ok, 0 FAIL$")
+    oc, os_ = pair(d, tcp_port, "wr_api", [WR_API], r"^wr_api \w+: \d+ ok, 0 FAIL$", run=RUN_OURS)
     for role, out in (("server", os_), ("client", oc)):
         print("\n".join(f"  [{role}] {line}" for line in out.splitlines() if line.startswith(("ok", "FAIL", "wr_api"))))
 
