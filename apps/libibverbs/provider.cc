@@ -144,6 +144,7 @@ std::string Provider::open() {
   dc.max_qp = cfg_.max_qp;
   PacketIo* io = &port_->queue(0);
   if (cfg_.drop_rate > 0) io = &fault_.emplace(*io, cfg_.drop_rate, cfg_.drop_seed);
+  io = &self_loop_.emplace(*io, dc.mac);  // QPs of this device may connect to each other
   auto ctx = open_device(*io, dc);
   if (!ctx.ok()) return std::string("open_device: ") + ctx.status().message();
   ctx_ = std::move(ctx).value();

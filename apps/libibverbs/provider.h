@@ -33,6 +33,7 @@
 
 #include "drivers/dpdk/dpdk_io.h"
 #include "drivers/dpdk/fault_io.h"
+#include "drivers/dpdk/self_loop_io.h"
 #include "drivers/dpdk/tsc_clock.h"
 
 namespace uroce::ibv {
@@ -118,6 +119,7 @@ class Provider {
   ProviderConfig cfg_;
   std::unique_ptr<dpdk::DpdkPort> port_;
   std::optional<dpdk::RandomDropIo> fault_;
+  std::optional<dpdk::SelfLoopIo> self_loop_;
   std::optional<dpdk::TscClock> clock_;  // after EAL is up
   ContextPtr ctx_;
   std::recursive_mutex lock_;

@@ -1,10 +1,10 @@
 // What a program's channel fd stands for: the items ready for it (CQs with a
-// completion event, rdma_cm events), counted on an eventfd so that poll()
-// on the fd says whether there is one. The count equals the number of items
-// whenever the device lock is free: push, take and erase change both under
-// the lock, so a read of the fd there never blocks, and an item dropped
-// (its CQ or id destroyed) never leaves a count that would wake a poll() for
-// nothing and then block its read.
+// completion event, rdma_cm events, a context's asynchronous events),
+// counted on an eventfd so that poll() on the fd says whether there is one.
+// The count equals the number of items whenever the device lock is free:
+// push, take and erase change both under the lock, so a read of the fd there
+// never blocks, and an item dropped (its CQ or id destroyed) never leaves a
+// count that would wake a poll() for nothing and then block its read.
 #pragma once
 
 #include <fcntl.h>
@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
@@ -53,50 +54,59 @@ class ReadyQueue {
   std::deque<T>& items() { return items_; }
 
   /// Waits for an item and takes it: 0, or -1 with errno EAGAIN (the fd is
-  /// O_NONBLOCK and nothing is ready) or EINTR. The engine keeps stepping
-  /// while the caller waits (Provider::Waiting). It waits on a duplicate of
-  /// fd: a program that destroys the channel while a thread waits in it (as
-  /// rping does at exit) leaves that thread waiting, as a read of a kernel
-  /// fd that another thread closes waits on.
-  int take(Provider& p, int fd, T& out) {
-    int mine = -1;
-    {
-      Guard g(p.lock());
-      if (pop(fd, out)) return 0;
-      if (fcntl(fd, F_GETFL) & O_NONBLOCK) {
-        errno = EAGAIN;
-        return -1;
-      }
-      mine = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-      if (mine < 0) return -1;
-      ++waiters_;
-    }
+  /// O_NONBLOCK and nothing is ready), EINTR, or EBADF (the fd was closed
+  /// before the call). The engine keeps stepping while the caller waits
+  /// (Provider::Waiting). The caller is counted and holds a duplicate of fd
+  /// before it takes the device lock, so a program that destroys the channel
+  /// while a thread is in here (rping does so at exit, its CM thread on its
+  /// way back into rdma_get_cm_event) leaves that thread waiting, as a read
+  /// of a kernel fd that another thread closes waits on.
+  /// on_take(out) runs under the lock once the item is taken (to count it
+  /// against its object before anyone can destroy that).
+  template <class OnTake>
+  int take(Provider& p, int fd, T& out, OnTake on_take) {
+    waiters_.fetch_add(1, std::memory_order_relaxed);
+    const int mine = fcntl(fd, F_DUPFD_CLOEXEC, 0);
     struct Leave {  // also when a cancelled thread unwinds out of poll()
       ~Leave() {
         Guard g(p.lock());
-        --q.waiters_;
-        ::close(mine);
+        q.waiters_.fetch_sub(1, std::memory_order_relaxed);
+        if (mine >= 0) ::close(mine);
       }
       Provider& p;
       ReadyQueue& q;
       int mine;
     } leave{p, *this, mine};
+    if (mine < 0) return -1;  // errno from fcntl: EBADF
     for (;;) {
+      bool gone;  // the channel was destroyed: wait on, nothing will come
       {
-        Provider::Waiting w(p);
-        pollfd pfd{mine, POLLIN, 0};
-        if (poll(&pfd, 1, -1) < 0) return -1;  // errno: EINTR
+        Guard g(p.lock());
+        gone = closed_;
+        if (!gone && pop(mine, out)) {
+          on_take(out);
+          return 0;
+        }
       }
-      Guard g(p.lock());
-      if (!closed_ && pop(mine, out)) return 0;
+      if (!gone && (fcntl(mine, F_GETFL) & O_NONBLOCK)) {
+        errno = EAGAIN;
+        return -1;
+      }
+      Provider::Waiting w(p);
+      pollfd pfd{mine, POLLIN, 0};
+      if (poll(&pfd, 1, -1) < 0) return -1;  // errno: EINTR
     }
+  }
+
+  int take(Provider& p, int fd, T& out) {
+    return take(p, fd, out, [](const T&) {});
   }
 
   /// The owner destroys the channel (the lock held): true if it may free
   /// this now; false while threads still wait in it, which then wait on.
   bool close() {
     closed_ = true;
-    return waiters_ == 0;
+    return waiters_.load(std::memory_order_relaxed) == 0;
   }
 
  private:
@@ -115,7 +125,7 @@ class ReadyQueue {
   }
 
   std::deque<T> items_;
-  int waiters_ = 0;  // threads in take()
+  std::atomic<int> waiters_{0};  // threads in take(), counted before they take the lock
   bool closed_ = false;
 };
 

@@ -355,6 +355,9 @@ Resolution NetStack::resolve(const Gid& ip, uint8_t sgid_index, uint64_t now_ns)
     counters_.inc(NetCounter::neigh_no_source);
     return {ResolveStatus::kFailed, {}};
   }
+  // One of our own addresses: the frames go to our MAC (the port or a
+  // loopback wrapper delivers them back), as a RoCE device reaches its own GID.
+  if (const std::optional<uint8_t> own = gids_.find(ip, g->vlan_id)) return {ResolveStatus::kResolved, gids_.at(*own)->mac};
   return neigh_.resolve(ip, g->vlan_id, sgid_index, now_ns);
 }
 

@@ -10,10 +10,8 @@ net_memif link. Checks:
 Usage: rdmacm_tools.py UROCE_BIN LIBIBVERBS_SO LIBRDMACM_SO
 """
 import os
-import re
 import sys
 import tempfile
-import time
 
 import stock_tools as st  # noqa: E402  (check, port, symbol tables; reads argv[1:3])
 
@@ -51,27 +49,13 @@ def abi():
 
 
 def pair(d, port_no, name, srv_argv, cli_argv, ok_re):
-    """Server first (it listens once its device is up), then the client; each
-    pair on a memif socket of its own, so that one that fails leaves the
-    others theirs."""
-    d = os.path.join(d, name)
-    os.mkdir(d)
+    """Server first (it listens once its device is up), then the client."""
+    d = st.cell_dir(d, name)
     # The rdma_cm port, for rdmacm-utils and perftest -R alike; udaddy has
     # none (its -p is the port space) and listens on 7174.
     port_opt = [] if srv_argv[0] == "udaddy" else ["-p", str(port_no)]
-    srv = st.harness.Proc(name + "-server", st.RUN + st.port(d, "server", SERVER_IP, "02:00:00:77:00:01")
-                          + srv_argv + port_opt, d)
-    time.sleep(1.5)
-    cli = st.harness.Proc(name + "-client", st.RUN + st.port(d, "client", "10.77.0.2", "02:00:00:77:00:02")
-                          + cli_argv[:1] + port_opt + cli_argv[1:], d)
-    start = time.monotonic()
-    rc_c, rc_s = cli.wait(90), srv.wait(30)
-    print(f"[{name}] both ended after {time.monotonic() - start:.1f} s", flush=True)
-    oc, os_ = cli.output(), srv.output()
-    good = rc_c == 0 and rc_s == 0 and re.search(ok_re[0], oc, re.M) and re.search(ok_re[1], os_, re.M)
-    st.check(bool(good), f"{name}: client rc {rc_c}, server rc {rc_s}")
-    if not good:
-        print(oc[-1500:], "\n---\n", os_[-1500:])
+    st.run_pair(d, name, st.stock(d, "server", srv_argv + port_opt), st.stock(d, "client", cli_argv[:1] + port_opt + cli_argv[1:]),
+                ok_re)
 
 
 def main():

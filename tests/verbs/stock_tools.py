@@ -112,23 +112,104 @@ CELLS = [
     ("send_lat_events", ["ib_send_lat", "-x", "3", "-e", "-n", "1000"], PERF_OK),
     ("send_bw_events", ["ib_send_bw", "-x", "3", "-e", "-n", "2000"], PERF_OK),
     ("read_bw_events", ["ib_read_bw", "-x", "3", "-e", "-n", "2000"], PERF_OK),
+    # -q 4: four QPs in one test; -b: both ends send at once; -a: every size
+    # from 2 B to 8 MB (the last line is the 8 MB one).
+    ("write_bw_4_qps", ["ib_write_bw", "-x", "3", "-q", "4", "-n", "2000"], PERF_OK),
+    ("send_bw_bidirectional", ["ib_send_bw", "-x", "3", "-b", "-n", "2000"], PERF_OK),
+    ("write_bw_all_sizes", ["ib_write_bw", "-x", "3", "-a", "-n", "100"], r"^\s*8388608\s+100\s+[\d.]+"),
+    ("send_lat_all_sizes", ["ib_send_lat", "-x", "3", "-a", "-n", "100"], r"^\s*8388608\s+100\s+[\d.]+"),
 ]
 
 
-def pair(d, tcp_port, name, argv, ok_re, cli_port_args=(), run=RUN):
-    srv = harness.Proc(name + "-server", run + port(d, "server", "10.77.0.1", "02:00:00:77:00:01")
-                       + argv + ["-p", str(tcp_port)], d)
-    time.sleep(1.5)  # the server listens on TCP once its device is open; the stock clients do not retry
-    cli = harness.Proc(name + "-client", run + port(d, "client", "10.77.0.2", "02:00:00:77:00:02")
-                       + list(cli_port_args) + argv + ["-p", str(tcp_port), "127.0.0.1"], d)
-    rc_c, rc_s = cli.wait(60), srv.wait(30)
+# Each end's address on the link.
+ENDS = {"server": ("10.77.0.1", "02:00:00:77:00:01"), "client": ("10.77.0.2", "02:00:00:77:00:02")}
+
+
+def stock(d, role, argv, run=RUN):
+    """A stock binary on uroce's libraries, under `uroce run`."""
+    return run + port(d, role, *ENDS[role]) + argv
+
+
+def native(d, role, argv):
+    """uroce's own tool (`uroce pingpong`, `uroce perf`) on its own port; each
+    end on a core of its own (EAL pins the calling thread to its main lcore)."""
+    eal = ["--no-huge", "--no-pci", "--no-shconf", "-m", "256", "-l", "0" if role == "server" else "1",
+           "--log-level=lib.*:error", "--"]
+    return [UROCE, argv[0]] + eal + port(d, role, *ENDS[role]) + argv[1:]
+
+
+NO_LISTENER = "Couldn't connect to"  # what the stock clients print when nothing listens yet
+
+
+def run_pair(d, name, srv_argv, cli_argv, ok_re):
+    """The server, then the client once the server's device is up; both must
+    exit 0 with their success output. The stock clients do not retry their
+    TCP connect, and uroce's own tools listen only once their link is up,
+    which needs the client's device: a client that found no listener is
+    started again (as the interop harness retries the stock tools)."""
+    srv = harness.Proc(name + "-server", srv_argv, d)
+    time.sleep(1.5)
+    start = time.monotonic()
+    for attempt in range(10):
+        cli = harness.Proc(f"{name}-client{attempt or ''}", cli_argv, d)
+        rc_c = cli.wait(90)
+        if rc_c == 0 or NO_LISTENER not in cli.output() or srv.p.poll() is not None:
+            break
+        time.sleep(0.5)
+    rc_s = srv.wait(30)
     oc, os_ = cli.output(), srv.output()
     cli_re, srv_re = ok_re if isinstance(ok_re, tuple) else (ok_re, ok_re)
     good = rc_c == 0 and rc_s == 0 and re.search(cli_re, oc, re.M) and re.search(srv_re, os_, re.M)
-    check(bool(good), f"{name}: client rc {rc_c}, server rc {rc_s}")
+    check(bool(good), f"{name}: client rc {rc_c}, server rc {rc_s}, both done {time.monotonic() - start:.1f} s after the client started")
     if not good:
         print(oc[-1500:], "\n---\n", os_[-1500:])
     return oc, os_
+
+
+def cell_dir(d, name):
+    """A folder (and so a memif socket) for each pair: one that fails leaves
+    its socket behind, and the next pair must not trip on it."""
+    d = os.path.join(d, name)
+    os.mkdir(d)
+    return d
+
+
+def pair(d, tcp_port, name, argv, ok_re, cli_port_args=(), run=RUN):
+    """Both ends the same stock command, out of band over TCP on 127.0.0.1."""
+    d = cell_dir(d, name)
+    tcp = ["-p", str(tcp_port)]
+    return run_pair(d, name, stock(d, "server", argv + tcp, run),
+                    run + port(d, "client", *ENDS["client"]) + list(cli_port_args) + argv + tcp + ["127.0.0.1"], ok_re)
+
+
+# Stock against uroce's own tools, which speak the stock ones' wire and
+# out-of-band formats: (name, server, client), each end "stock" or "native"
+# with its argv; the client's server argument comes last.
+NATIVE_PAIRS = [
+    ("rc_pingpong_native_server", ("native", ["pingpong", "-T", "rc", "-n", "500", "-c"]),
+     ("stock", ["ibv_rc_pingpong", "-g", "3", "-n", "500", "-c"])),
+    ("rc_pingpong_native_client", ("stock", ["ibv_rc_pingpong", "-g", "3", "-n", "500", "-c"]),
+     ("native", ["pingpong", "-T", "rc", "-n", "500", "-c"])),
+    # -s 1000: a UD message fits the path MTU of a 1500-byte link (1024).
+    ("ud_pingpong_native_server", ("native", ["pingpong", "-T", "ud", "-n", "500", "-s", "1000"]),
+     ("stock", ["ibv_ud_pingpong", "-g", "3", "-n", "500", "-s", "1000"])),
+    ("write_bw_native_server", ("native", ["perf", "write_bw", "-n", "2000"]),
+     ("stock", ["ib_write_bw", "-x", "3", "-n", "2000"])),
+    ("send_lat_native_client", ("stock", ["ib_send_lat", "-x", "3", "-n", "1000"]),
+     ("native", ["perf", "send_lat", "-n", "1000"])),
+    ("read_bw_native_client", ("stock", ["ib_read_bw", "-x", "3", "-n", "2000"]),
+     ("native", ["perf", "read_bw", "-n", "2000"])),
+]
+
+
+def native_pairs(d, base_port):
+    for i, (name, (srv_kind, srv), (cli_kind, cli)) in enumerate(NATIVE_PAIRS):
+        cd = cell_dir(d, name)
+        tcp = ["-p", str(base_port + i)]
+        end = {"stock": stock, "native": native}
+        # uroce's tools print the stock ones' result lines.
+        run_pair(cd, name, end[srv_kind](cd, "server", srv + tcp), end[cli_kind](cd, "client", cli + tcp + ["127.0.0.1"]),
+                 PINGPONG_OK if "pingpong" in name else PERF_OK)
 
 
 def roce_v1(d, tcp_port):
@@ -164,6 +245,7 @@ def main():
             for i, (name, argv, ok_re) in enumerate(CELLS):
                 pair(d, 19500 + (os.getpid() % 100) * 40 + i, name, argv, ok_re)
             roce_v1(d, 19500 + (os.getpid() % 100) * 40 + len(CELLS))
+            native_pairs(d, 19500 + (os.getpid() % 100) * 40 + len(CELLS) + 1)
     print(f"{len(failures)} failed" if failures else "all passed")
     return 1 if failures else 0
 
