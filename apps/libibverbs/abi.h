@@ -118,6 +118,9 @@ T* fail(int e) {
 namespace uroce::ibv {
 /// Fills the data-path operations (poll_cq, post_send, ...) of a new context.
 void install_ops(verbs_context& v);
+
+/// A uroce address vector as verbs.h's (the GRH always: RoCE addresses by GID).
+void ibv_ah_of(const AhAttr& a, ibv_ah_attr& out);
 /// Fills the extended verbs of a new context: create_cq_ex, create_qp_ex (extended.cc).
 void install_extended_ops(verbs_context& v);
 

@@ -55,17 +55,6 @@ int ah_attr(const ibv_ah_attr& in, AhAttr& out) {
   return 0;
 }
 
-void ibv_ah_of(const AhAttr& a, ibv_ah_attr& out) {
-  std::memset(&out, 0, sizeof out);
-  out.is_global = 1;
-  std::memcpy(out.grh.dgid.raw, a.dgid.raw, 16);
-  out.grh.sgid_index = a.sgid_index;
-  out.grh.hop_limit = a.hop_limit;
-  out.grh.traffic_class = a.traffic_class;
-  out.grh.flow_label = a.flow_label;
-  out.sl = a.sl;
-  out.port_num = a.port_num;
-}
 
 // ---------------------------------------------------------------- data path
 
@@ -177,6 +166,18 @@ int release(T* p, Destroy destroy) {
 }
 
 }  // namespace
+
+void ibv_ah_of(const AhAttr& a, ibv_ah_attr& out) {
+  std::memset(&out, 0, sizeof out);
+  out.is_global = 1;
+  std::memcpy(out.grh.dgid.raw, a.dgid.raw, 16);
+  out.grh.sgid_index = a.sgid_index;
+  out.grh.hop_limit = a.hop_limit;
+  out.grh.traffic_class = a.traffic_class;
+  out.grh.flow_label = a.flow_label;
+  out.sl = a.sl;
+  out.port_num = a.port_num;
+}
 
 ibv_wc ibv_wc_of(const Wc& w) {
   ibv_wc o{};

@@ -45,19 +45,6 @@ void drop_own_channel(IdW& w) {
   w.own_channel.reset();
 }
 
-ibv_ah_attr ah_of(const AhAttr& a) {
-  ibv_ah_attr o{};
-  o.is_global = 1;
-  std::memcpy(o.grh.dgid.raw, a.dgid.raw, 16);
-  o.grh.sgid_index = a.sgid_index;
-  o.grh.hop_limit = a.hop_limit;
-  o.grh.traffic_class = a.traffic_class;
-  o.grh.flow_label = a.flow_label;
-  o.sl = a.sl;
-  o.port_num = a.port_num;
-  return o;
-}
-
 // The addresses and path of a uroce id, as rdma_cm_id shows them.
 void show_route(IdW& w) {
   to_sockaddr(w.obj->src, w.id.route.addr.src_storage);
@@ -111,7 +98,7 @@ void deliver(const CmEvent& raw) {
   if (target->id.ps == RDMA_PS_UDP) {
     ev.param.ud.private_data = pd;
     ev.param.ud.private_data_len = e->raw.private_data_len;
-    ev.param.ud.ah_attr = ah_of(raw.ud_ah);
+    ibv::ibv_ah_of(raw.ud_ah, ev.param.ud.ah_attr);
     ev.param.ud.qp_num = raw.ud_qp_num;
     ev.param.ud.qkey = raw.ud_qkey;
   } else {
