@@ -24,8 +24,16 @@ struct Device {
   const void* ops;
 };
 
+/// An asynchronous event waiting on a context's async_fd: its type and the
+/// wrapper it is about (CqW, QpW or SrqW; none for a port event).
+struct AsyncItem {
+  ibv_event_type type;
+  void* obj;
+};
+
 struct ContextW {
   verbs_context vctx;  // ends with the ibv_context the program holds
+  ReadyQueue<AsyncItem> async;  // its asynchronous events (async.cc)
 };
 
 struct PdW {
@@ -47,7 +55,8 @@ struct CqW {
     ibv_cq_ex ex;  // ibv_create_cq_ex's: the same fields, then the iterator (extended.cc)
   };
   Cq* obj;
-  uint32_t events = 0;  // completion events handed out by ibv_get_cq_event
+  uint32_t events = 0;        // completion events handed out by ibv_get_cq_event
+  uint32_t async_events = 0;  // asynchronous events about it handed out (async.cc)
   ibv_wc polled;        // the completion an ibv_cq_ex iterator is at (start_poll, next_poll)
 };
 #define UROCE_SAME_CQ_FIELD(f) static_assert(offsetof(ibv_cq, f) == offsetof(ibv_cq_ex, f));
@@ -72,6 +81,7 @@ struct ChannelW {
 struct SrqW {
   ibv_srq ibv;
   Srq* obj;
+  uint32_t events = 0;  // asynchronous events about it handed out (async.cc)
 };
 
 /// The ibv_wr_* WRs an extended QP builds between wr_start and wr_complete
@@ -91,6 +101,7 @@ struct QpW {
   void* xrcd;
   Qp* obj;
   std::unique_ptr<WrBatch, WrBatchDeleter> batch;  // with kVerbsQpEx only
+  uint32_t events = 0;  // asynchronous events about it handed out (async.cc)
 };
 
 struct AhW {
@@ -121,6 +132,16 @@ void install_ops(verbs_context& v);
 
 /// A uroce address vector as verbs.h's (the GRH always: RoCE addresses by GID).
 void ibv_ah_of(const AhAttr& a, ibv_ah_attr& out);
+
+/// Asynchronous events (async.cc): the device's go to the async_fd of their
+/// object's context from now on (the lock held).
+void start_async_events(Provider& p);
+/// Before a QP or SRQ is destroyed: waits until every asynchronous event
+/// about it that the program got was acked (the lock not held).
+void wait_async_acked(QpW& qp);
+void wait_async_acked(SrqW& srq);
+/// Once obj is destroyed: drops the events about it nobody got (the lock held).
+void drop_async_events(ibv_context* c, const void* obj);
 /// Fills the extended verbs of a new context: create_cq_ex, create_qp_ex (extended.cc).
 void install_extended_ops(verbs_context& v);
 

@@ -1,7 +1,7 @@
-// The device verbs: the device list, open and close, and the queries of the
-// device, its port and its GID table (as Linux shows a RoCE device's).
+// The device verbs: the device list, open and close (with the context's
+// async_fd, async.cc), and the queries of the device, its port and its GID
+// table (as Linux shows a RoCE device's).
 #include <endian.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -52,7 +52,7 @@ void fill_device_attr(Provider& p, ibv_device_attr& a) {
   a.vendor_id = 0xffffff;  // no OUI: a software device, as rxe reports
   a.max_qp = int(p.config().max_qp);
   a.max_qp_wr = int(transport::kMaxWr);
-  a.device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_SRQ_RESIZE;
+  a.device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT;  // no SRQ resize
   a.max_sge = int(transport::kMaxSge);
   a.max_sge_rd = int(transport::kMaxSge);
   const DeviceConfig& dc = p.ctx()->cfg;
@@ -152,6 +152,12 @@ int ibv_get_device_index(ibv_device* d) { return d == &g_device.dev ? 0 : -1; }
 ibv_context* ibv_open_device(ibv_device* d) {
   Provider* p = Provider::get();
   if (d != &g_device.dev || !p) return fail<ibv_context>(ENODEV);
+  const int async_fd = make_channel_fd();  // blocking, as a kernel context's; counts the events ready (async.cc)
+  if (async_fd < 0) return nullptr;       // errno from eventfd
+  {
+    Guard g(p->lock());
+    start_async_events(*p);
+  }
   auto* w = new ContextW{};
   verbs_context& v = w->vctx;
   v.sz = sizeof v;
@@ -161,7 +167,7 @@ ibv_context* ibv_open_device(ibv_device* d) {
   ibv_context& c = v.context;
   c.device = d;
   c.cmd_fd = -1;
-  c.async_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);  // pollable; no async event is raised yet
+  c.async_fd = async_fd;
   c.num_comp_vectors = 1;
   c.abi_compat = __VERBS_ABI_IS_EXTENDED;
   pthread_mutex_init(&c.mutex, nullptr);
@@ -170,10 +176,11 @@ ibv_context* ibv_open_device(ibv_device* d) {
 
 int ibv_close_device(ibv_context* c) {
   if (!c) return EINVAL;
-  auto* v = verbs_get_ctx(c);
-  if (c->async_fd >= 0) close(c->async_fd);
+  auto* w = reinterpret_cast<ContextW*>(verbs_get_ctx(c));
+  Guard g(Provider::get()->lock());
+  close(c->async_fd);
   pthread_mutex_destroy(&c->mutex);
-  delete reinterpret_cast<ContextW*>(v);
+  if (w->async.close()) delete w;  // else kept for the threads still waiting in ibv_get_async_event
   return 0;
 }
 

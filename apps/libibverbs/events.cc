@@ -34,7 +34,9 @@ void attach_channel(CqW& cq, ibv_comp_channel* channel) {
 
 void wait_events_acked(CqW& cq) {
   pthread_mutex_lock(&cq.ibv.mutex);
-  while (cq.ibv.comp_events_completed != cq.events) pthread_cond_wait(&cq.ibv.cond, &cq.ibv.mutex);
+  while (cq.ibv.comp_events_completed != cq.events || cq.ibv.async_events_completed != cq.async_events) {
+    pthread_cond_wait(&cq.ibv.cond, &cq.ibv.mutex);
+  }
   pthread_mutex_unlock(&cq.ibv.mutex);
 }
 
@@ -79,8 +81,7 @@ int ibv_get_cq_event(ibv_comp_channel* c, ibv_cq** cq, void** cq_context) {
     return -1;
   }
   CqW* w = nullptr;
-  if (channel_of(c).ready.take(*p, c->fd, w)) return -1;
-  ++w->events;
+  if (channel_of(c).ready.take(*p, c->fd, w, [](CqW* got) { ++got->events; })) return -1;
   *cq = &w->ibv;
   *cq_context = w->ibv.cq_context;
   return 0;

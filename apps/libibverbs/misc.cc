@@ -104,11 +104,6 @@ int ibv_read_sysfs_file(const char*, const char*, char*, size_t) {
 
 // ---------------------------------------------------------------- not in uroce (docs/VERBS.md)
 
-int ibv_get_async_event(ibv_context*, ibv_async_event*) {
-  errno = EOPNOTSUPP;
-  return -1;
-}
-void ibv_ack_async_event(ibv_async_event*) {}
 int ibv_resize_cq(ibv_cq*, int) { return EOPNOTSUPP; }
 int ibv_rereg_mr(ibv_mr*, int, ibv_pd*, void*, size_t, int) { return IBV_REREG_MR_ERR_INPUT; }
 int ibv_attach_mcast(ibv_qp*, const ibv_gid*, uint16_t) { return EOPNOTSUPP; }

@@ -200,9 +200,12 @@ ibv_wc ibv_wc_of(const Wc& w) {
 CqW* new_cq(ibv_context* c, int cqe, void* cq_context, ibv_comp_channel* channel, int comp_vector) {
   if (!c || cqe <= 0 || comp_vector < 0 || comp_vector >= c->num_comp_vectors) return fail<CqW>(EINVAL);
   Guard g(dev().lock());
-  auto cq = create_cq(device_of(c), uint32_t(cqe), cq_context);
-  if (!cq.ok()) return fail<CqW>(errno_of(cq.status()));
   auto* w = new CqW{};
+  auto cq = create_cq(device_of(c), uint32_t(cqe), w);  // cq_context: the wrapper (async.cc)
+  if (!cq.ok()) {
+    delete w;
+    return fail<CqW>(errno_of(cq.status()));
+  }
   w->ibv.context = c;
   w->ibv.cq_context = cq_context;
   w->ibv.cqe = int((*cq)->cqe);
@@ -286,7 +289,10 @@ int ibv_destroy_cq(ibv_cq* c) {
   wait_events_acked(w);
   return release<CqW>(c, [&w](Cq* cq) {
     Status s = destroy_cq(cq);
-    if (s.ok()) detach_channel(w);
+    if (s.ok()) {
+      detach_channel(w);
+      drop_async_events(w.ibv.context, &w);
+    }
     return s;
   });
 }
@@ -296,10 +302,15 @@ int ibv_destroy_cq(ibv_cq* c) {
 ibv_srq* ibv_create_srq(ibv_pd* p, ibv_srq_init_attr* a) {
   if (!p || !a) return fail<ibv_srq>(EINVAL);
   Guard g(dev().lock());
-  SrqInitAttr sa{a->srq_context, a->attr.max_wr, a->attr.max_sge, a->attr.srq_limit};
-  auto srq = create_srq(wrap_of<PdW>(p)->obj, sa);
-  if (!srq.ok()) return fail<ibv_srq>(errno_of(srq.status()));
   auto* w = new SrqW{};
+  // srq_context: the wrapper (async.cc); srq_limit is ignored here, as
+  // ibv_create_srq(3) says: ibv_modify_srq arms it.
+  SrqInitAttr sa{w, a->attr.max_wr, a->attr.max_sge, 0};
+  auto srq = create_srq(wrap_of<PdW>(p)->obj, sa);
+  if (!srq.ok()) {
+    delete w;
+    return fail<ibv_srq>(errno_of(srq.status()));
+  }
   w->ibv.context = p->context;
   w->ibv.srq_context = a->srq_context;
   w->ibv.pd = p;
@@ -309,10 +320,33 @@ ibv_srq* ibv_create_srq(ibv_pd* p, ibv_srq_init_attr* a) {
   return &w->ibv;
 }
 
-int ibv_destroy_srq(ibv_srq* s) { return release<SrqW>(s, destroy_srq); }
+int ibv_destroy_srq(ibv_srq* s) {
+  if (!s) return EINVAL;
+  SrqW& w = *wrap_of<SrqW>(s);
+  wait_async_acked(w);
+  return release<SrqW>(s, [&w](Srq* srq) {
+    Status st = destroy_srq(srq);
+    if (st.ok()) drop_async_events(w.ibv.context, &w);
+    return st;
+  });
+}
 
-int ibv_modify_srq(ibv_srq*, ibv_srq_attr*, int) { return EOPNOTSUPP; }  // SRQ limit events: not yet
-int ibv_query_srq(ibv_srq*, ibv_srq_attr*) { return EOPNOTSUPP; }
+int ibv_modify_srq(ibv_srq* s, ibv_srq_attr* a, int mask) {
+  if (!s || !a || (mask & ~int(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT))) return EINVAL;
+  if (mask & IBV_SRQ_MAX_WR) return EOPNOTSUPP;  // no resize: the ring is allocated at create
+  if (!(mask & IBV_SRQ_LIMIT)) return 0;
+  Guard g(dev().lock());
+  return errno_of(modify_srq(wrap_of<SrqW>(s)->obj, a->srq_limit));
+}
+
+int ibv_query_srq(ibv_srq* s, ibv_srq_attr* a) {
+  if (!s || !a) return EINVAL;
+  Guard g(dev().lock());
+  SrqInitAttr q;
+  if (Status st = query_srq(wrap_of<SrqW>(s)->obj, &q); !st.ok()) return errno_of(st);
+  *a = ibv_srq_attr{q.max_wr, q.max_sge, q.srq_limit};
+  return 0;
+}
 
 // ---------------------------------------------------------------- QP
 
@@ -320,8 +354,9 @@ ibv_qp* ibv_create_qp(ibv_pd* p, ibv_qp_init_attr* a) {
   if (!p || !a || !a->send_cq || !a->recv_cq) return fail<ibv_qp>(EINVAL);
   if (a->qp_type != IBV_QPT_RC && a->qp_type != IBV_QPT_UC && a->qp_type != IBV_QPT_UD) return fail<ibv_qp>(EOPNOTSUPP);
   Guard g(dev().lock());
+  auto* w = new QpW{};
   QpInitAttr qa;
-  qa.qp_context = a->qp_context;
+  qa.qp_context = w;  // the wrapper (async.cc)
   qa.send_cq = wrap_of<CqW>(a->send_cq)->obj;
   qa.recv_cq = wrap_of<CqW>(a->recv_cq)->obj;
   qa.srq = a->srq ? wrap_of<SrqW>(a->srq)->obj : nullptr;
@@ -329,11 +364,13 @@ ibv_qp* ibv_create_qp(ibv_pd* p, ibv_qp_init_attr* a) {
   qa.qp_type = QpType(a->qp_type);
   qa.sq_sig_all = a->sq_sig_all != 0;
   auto qp = create_qp(wrap_of<PdW>(p)->obj, qa);
-  if (!qp.ok()) return fail<ibv_qp>(errno_of(qp.status()));
+  if (!qp.ok()) {
+    delete w;
+    return fail<ibv_qp>(errno_of(qp.status()));
+  }
   QpInitAttr got;
   (void)query_qp(*qp, nullptr, &got);
   a->cap = ibv_cap(got.cap);  // what was allocated, as providers report it
-  auto* w = new QpW{};
   ibv_qp& q = w->qpx.qp_base;
   q.context = p->context;
   q.qp_context = a->qp_context;
@@ -420,7 +457,16 @@ int ibv_query_qp(ibv_qp* ibq, ibv_qp_attr* a, int, ibv_qp_init_attr* init) {
   return 0;
 }
 
-int ibv_destroy_qp(ibv_qp* ibq) { return release<QpW>(ibq, destroy_qp); }
+int ibv_destroy_qp(ibv_qp* ibq) {
+  if (!ibq) return EINVAL;
+  QpW& w = *wrap_of<QpW>(ibq);
+  wait_async_acked(w);
+  return release<QpW>(ibq, [&w](Qp* qp) {
+    Status s = destroy_qp(qp);
+    if (s.ok()) drop_async_events(w.qpx.qp_base.context, &w);
+    return s;
+  });
+}
 
 // ---------------------------------------------------------------- AH
 

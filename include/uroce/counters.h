@@ -82,7 +82,8 @@ namespace uroce {
   X(completer_bad_resp)        /* response that fits no outstanding request */             \
   X(uc_msg_dropped)            /* UC message abandoned after a PSN gap */                  \
   X(cq_overflow)                                                                           \
-  X(cq_events)                 /* completion events raised (req_notify_cq) */
+  X(cq_events)                 /* completion events raised (req_notify_cq) */              \
+  X(async_events)              /* asynchronous events raised (IBA 11.6.3) */
 
 enum class Counter : uint16_t {
 #define UROCE_COUNTER_ENUM(name) name,

@@ -488,9 +488,63 @@ void set_cq_event_handler(Cq* cq, CqEventFn fn, void* arg);
 /// kInvalidArgument (null cq).
 Status req_notify_cq(Cq* cq, bool solicited_only);
 
-/// Creates an SRQ. Control path. Errors: kInvalidArgument (null PD, max_wr or
+/// Asynchronous events (IBA 11.6.3): what the device reports outside any
+/// completion, affiliated with a CQ, a QP or an SRQ. Values are libibverbs'
+/// IBV_EVENT_*. uroce raises only these:
+enum class AsyncEventType : uint8_t {
+  /// A completion found its CQ full (IBA 11.4.2.1, CQ overrun): once per CQ.
+  kCqErr = 0,
+  /// Local Work Queue Catastrophic Error: the QP went to ERR because it could
+  /// not write a completion (its CQ overran), as ConnectX reports it.
+  kQpFatal = 1,
+  /// Invalid Request Local Work Queue Error: an RC responder moved to ERR on
+  /// an unsupported opcode or an opcode out of sequence (class C, IBA 9.9.3.1.2).
+  kQpReqErr = 2,
+  /// Local Access Violation Work Queue Error: an RC responder moved to ERR on
+  /// an R_Key violation, a length error, a misaligned atomic, too many READs
+  /// or atomics, or an R_Key it may not invalidate (class C).
+  kQpAccessErr = 3,
+  /// Communication Established: an RC or UC QP in RTR received its first
+  /// request (IBA 11.6.3.1; the passive side of a connection may move to RTS
+  /// on it before the CM's RTU arrives). Once per RTR.
+  kCommEst = 4,
+  /// SRQ Limit Reached: a WQE taken left fewer than the SRQ's armed limit
+  /// in it (modify_srq; IBA 10.2.9.3). The limit is disarmed: once per arming.
+  kSrqLimitReached = 15,
+  /// Last WQE Reached: a QP attached to an SRQ went to ERR (any way, modify_qp
+  /// too) and will take no more WQEs from the SRQ (IBA 10.2.9.5, 11.6.3.1).
+  kQpLastWqeReached = 16,
+};
+
+/// One asynchronous event: its type and the object it is affiliated with
+/// (qp for the QP events, cq for kCqErr, srq for kSrqLimitReached; the others null).
+struct AsyncEvent {
+  AsyncEventType type;
+  Qp* qp = nullptr;
+  Cq* cq = nullptr;
+  Srq* srq = nullptr;
+};
+
+/// Called from inside poll (or from modify_qp, for kQpLastWqeReached) when
+/// the device raises an asynchronous event; ev is valid for the call only.
+/// The handler must not destroy the object the event names.
+using AsyncEventFn = void (*)(const AsyncEvent& ev, void* arg);
+/// Sets (or with nullptr clears) the handler of ctx's asynchronous events.
+/// Without one, events are only counted (async_events). Control path.
+void set_async_event_handler(Context* ctx, AsyncEventFn fn, void* arg);
+
+/// Creates an SRQ, its limit armed with attr.srq_limit (0: not armed), as
+/// rxe does. Control path. Errors: kInvalidArgument (null PD, max_wr or
 /// max_sge out of range), kResourceExhausted (max_srq).
 Result<Srq*> create_srq(Pd* pd, const SrqInitAttr& attr);
+/// Arms srq's limit (IBA 10.2.9.3): once a WQE taken leaves fewer than
+/// srq_limit in the SRQ, kSrqLimitReached fires and the limit goes back to 0.
+/// 0 disarms. Control path. Errors: kInvalidArgument (null srq, srq_limit
+/// above the WQEs the SRQ holds).
+Status modify_srq(Srq* srq, uint32_t srq_limit);
+/// The SRQ's sizes as allocated (max_wr, max_sge) and its armed limit
+/// (srq_limit); srq_context as created. Errors: kInvalidArgument.
+Status query_srq(Srq* srq, SrqInitAttr* attr);
 /// Errors: kBusy (a QP still uses it), kNotFound, kInvalidArgument.
 Status destroy_srq(Srq* srq);
 /// Posts receive WRs to an SRQ, as post_recv. Data path.

@@ -87,6 +87,7 @@ struct Context {
 
   net::TxStage tx;  // frames built, not yet taken by the port
   transport::TxOptions tx_options;
+  transport::AsyncSink async;  // set_async_event_handler
 
   // Per-QP counters (query_qp_counters): the same names as the device's,
   // counted while the engine works for one QP (its received frames, timer,
@@ -98,7 +99,7 @@ struct Context {
   /// The transport roles' view of this device for one unit of work; qc is
   /// the counter block of the QP it is for (qp_counters_of), or null.
   transport::Env env(QpCounters* qc = nullptr) {
-    return transport::Env{mrs, *net, tx, ready, timers, pace_timers, counters, qc, now_ns, tx_options};
+    return transport::Env{mrs, *net, tx, ready, timers, pace_timers, counters, qc, now_ns, tx_options, async};
   }
 };
 

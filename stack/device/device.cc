@@ -1,4 +1,4 @@
-// Opening and closing a device, and its counters.
+// Opening and closing a device, its counters and its asynchronous event handler.
 #include "stack/device/context.h"
 
 #include <algorithm>
@@ -63,6 +63,8 @@ void close_device(Context* ctx) {
 }
 
 const Counters& query_counters(const Context* ctx) { return ctx->counters; }
+
+void set_async_event_handler(Context* ctx, AsyncEventFn fn, void* arg) { ctx->async = {fn, fn ? arg : nullptr}; }
 
 Counters query_qp_counters(Qp* qp) {
   const QpCounters& q = qp_counters_of(*qp->context, transport::impl(qp));

@@ -358,7 +358,7 @@ void retire_done(Env& env, QpImpl& qp) {
     wc.qp_num = qp.qp_num;
     overflow |= !cq_push(env, qp.send_cq, wc);
   }
-  if (overflow && qp.state != QpState::kErr) qp_to_error(env, qp);  // IBA 11.4.2.1: CQ overrun
+  if (overflow) qp_fail(env, qp, AsyncEventType::kQpFatal);  // IBA 11.4.2.1: CQ overrun
   if (retired) mark_ready(env, qp);
 }
 

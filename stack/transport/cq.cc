@@ -7,6 +7,10 @@ bool cq_push(Env& env, Cq* cq, const Wc& wc, bool solicited) {
   CqImpl& c = impl(cq);
   if (c.ring.full()) {
     env.inc(Counter::cq_overflow);
+    if (!c.overrun) {
+      c.overrun = true;
+      env.raise(AsyncEvent{AsyncEventType::kCqErr, nullptr, cq});
+    }
     return false;
   }
   c.ring.push() = wc;

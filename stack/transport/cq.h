@@ -17,14 +17,16 @@ struct CqImpl : Cq {
   CqArm arm = CqArm::kNone;
   CqEventFn on_event = nullptr;
   void* event_arg = nullptr;
+  bool overrun = false;  // IBA 11.4.2.1: overran once; its CQ error event was raised
 };
 
 inline CqImpl& impl(Cq* cq) { return *static_cast<CqImpl*>(cq); }
 
 /// Appends wc, raising the CQ's event if its arming asks for this one
 /// (solicited: a receive whose message had the SE bit). On a full CQ counts
-/// cq_overflow and returns false: the caller moves the QP to the error state
-/// (IBA 11.4.2.1: CQ overrun is a QP error).
+/// cq_overflow, raises the CQ error event the first time (IBA 11.4.2.1, as
+/// rxe_cq_post does) and returns false: the caller moves the QP to the error
+/// state with a QP fatal event (qp_fail).
 bool cq_push(Env& env, Cq* cq, const Wc& wc, bool solicited = false);
 
 }  // namespace uroce::transport

@@ -1,6 +1,7 @@
 // What the transport roles use of their device, passed to each call: the MR
 // table, the addressing layer's path and QoS state, the transmit stage, the
-// transmit schedule, the timers, the clock and the counters. The engine (or
+// transmit schedule, the timers, the clock, the counters and the handler of
+// asynchronous events. The engine (or
 // a verb on the control path) builds one for each unit of work; when the work
 // is for one QP (its received frames, its timer, its transmit turn) the QP's
 // counter block comes with it, so every count lands in both the device's
@@ -10,6 +11,7 @@
 #include <cstdint>
 
 #include <uroce/counters.h>
+#include <uroce/verbs.h>
 
 #include "stack/common/ring.h"
 #include "stack/common/state_memory.h"
@@ -57,6 +59,12 @@ struct TxOptions {
   uint32_t zero_copy_min_bytes = 0; // DeviceConfig::tx_zero_copy_min_bytes
 };
 
+/// The device's asynchronous event handler (set_async_event_handler).
+struct AsyncSink {
+  AsyncEventFn fn = nullptr;
+  void* arg = nullptr;
+};
+
 struct Env {
   mem::MrTable& mrs;
   const net::NetStack& net;   // GID table, QoS policy
@@ -68,10 +76,16 @@ struct Env {
   QpCounters* qp_counters;    // the block of the QP this work is for, or null
   uint64_t now_ns;            // time of the poll in progress (injected)
   TxOptions tx_options;
+  const AsyncSink& async;     // where affiliated asynchronous events go (IBA 11.6.3)
 
   void inc(Counter c, uint64_t n = 1) {
     counters.inc(c, n);
     if (qp_counters) qp_counters->inc(c, n);
+  }
+  /// Counts ev (async_events) and hands it to the device's handler, if any.
+  void raise(const AsyncEvent& ev) {
+    inc(Counter::async_events);
+    if (async.fn) async.fn(ev, async.arg);
   }
 };
 

@@ -1,6 +1,6 @@
 // The error paths of a queue pair, shared by its roles and the verbs: ending
 // a WQE, flushing the send and receive queues, and the moves to SQE and ERR
-// (IBA 10.3.1.10-11).
+// (IBA 10.3.1.10-11) with their asynchronous events (IBA 11.6.3.1).
 #include "stack/transport/qp.h"
 
 #include "stack/transport/cq.h"
@@ -42,8 +42,10 @@ void flush_rq(Env& env, QpImpl& qp) {
   for (; !qp.rq.ring.empty(); qp.rq.ring.pop()) flush_recv(env, qp, qp.rq.ring.front().wr_id);
 }
 
-void qp_to_error(Env& env, QpImpl& qp) {
-  if (qp.state == QpState::kErr) return;
+namespace {
+
+// The move to ERR itself, before its Last WQE Reached event.
+void enter_error(Env& env, QpImpl& qp) {
   qp.state = QpState::kErr;
   qp.attr.qp_state = QpState::kErr;
   env.timers.cancel(qp.index);
@@ -51,6 +53,27 @@ void qp_to_error(Env& env, QpImpl& qp) {
   flush_sq(env, qp);
   flush_rq(env, qp);
   mark_ready(env, qp);  // a final NAK may still be pending
+}
+
+// IBA 10.2.9.5: once in ERR, a QP on an SRQ takes no more of its WQEs (the
+// one in progress was flushed): the consumer may now destroy it.
+void last_wqe_reached(Env& env, QpImpl& qp) {
+  if (qp.srq) env.raise(AsyncEvent{AsyncEventType::kQpLastWqeReached, &qp});
+}
+
+}  // namespace
+
+void qp_to_error(Env& env, QpImpl& qp) {
+  if (qp.state == QpState::kErr) return;
+  enter_error(env, qp);
+  last_wqe_reached(env, qp);
+}
+
+void qp_fail(Env& env, QpImpl& qp, AsyncEventType event) {
+  if (qp.state == QpState::kErr) return;
+  enter_error(env, qp);
+  env.raise(AsyncEvent{event, &qp});
+  last_wqe_reached(env, qp);
 }
 
 void qp_to_sqe(Env& env, QpImpl& qp) {

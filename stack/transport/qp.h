@@ -155,6 +155,7 @@ struct ResponderState {
   bool nak_sent = false;   // C9-110/111: a PSN-sequence or RNR NAK is out until the gap is repaired
   bool uc_drop = false;    // UC: dropping the rest of a message after a PSN gap
   bool has_rwqe = false;   // rwqe holds the receive WQE of the message in progress
+  bool comm_est = false;   // IBA 11.6.3.1: Communication Established raised (RTR's first request)
   RecvWqe rwqe;            // its scatter list is QpImpl::rwqe_sges
   uint32_t rwqe_off = 0;   // bytes placed so far
   uint64_t write_va = 0;   // next byte an RDMA WRITE in progress writes
@@ -239,8 +240,14 @@ void requester_rewind(QpImpl& qp, uint32_t psn);
 /// Ends a WQE with status (it is retired in order by retire_done).
 void complete_wqe(SendWqe& wqe, WcStatus status);
 /// Moves qp to ERR (IBA 10.3.1.11): stops its timer and flushes every
-/// outstanding and later WQE, send and receive, with kWrFlushErr.
+/// outstanding and later WQE, send and receive, with kWrFlushErr. A QP on an
+/// SRQ then raises Last WQE Reached (IBA 10.2.9.5): it takes no more WQEs
+/// from the SRQ. A no-op in ERR.
 void qp_to_error(Env& env, QpImpl& qp);
+/// An error no completion of this QP reports (IBA 11.6.3.1, affiliated
+/// errors): raises event (kQpFatal, kQpReqErr, kQpAccessErr) for qp and
+/// moves it to ERR. A no-op in ERR (the first error is the one reported).
+void qp_fail(Env& env, QpImpl& qp, AsyncEventType event);
 /// UC/UD send-side local error: to SQE, flushing the send queue (IBA 10.3.1.10).
 void qp_to_sqe(Env& env, QpImpl& qp);
 /// Flushes the send queue (in ERR and SQE) or the receive queue (in ERR) with kWrFlushErr.

@@ -30,7 +30,8 @@ struct RecvQueue {
 
 struct SrqImpl : Srq {
   RecvQueue rq;
-  uint32_t refs = 0;  // QPs attached
+  uint32_t refs = 0;   // QPs attached
+  uint32_t limit = 0;  // IBA 10.2.9.3: the armed SRQ limit; 0 not armed
 };
 
 inline SrqImpl& impl(Srq* srq) { return *static_cast<SrqImpl*>(srq); }

@@ -147,6 +147,13 @@ RespState take_rwqe(Req& r) {
   s.rwqe = q.ring.front();
   std::copy_n(q.sges_of(q.ring.tail()), s.rwqe.num_sge, r.qp.rwqe_sges.get());
   q.ring.pop();
+  if (r.qp.srq) [[unlikely]] {
+    SrqImpl& srq = impl(r.qp.srq);
+    if (srq.limit && q.ring.size() < srq.limit) {  // IBA 10.2.9.3: once per arming, as rxe's get_srq_wqe
+      srq.limit = 0;
+      r.env.raise(AsyncEvent{AsyncEventType::kSrqLimitReached, nullptr, nullptr, r.qp.srq});
+    }
+  }
   s.has_rwqe = true;
   s.rwqe_off = 0;
   for (uint32_t i = 0; i < s.rwqe.num_sge; ++i) {
@@ -347,9 +354,10 @@ RespState duplicate(Req& r) {
   return RespState::kDone;
 }
 
-// Class C (IBA 9.9.3.1.2): RC NAKs and the QP goes to ERR, the receive WQE in
-// use completing with wc; UC and UD drop the message (classes D1/E).
-RespState class_c(Req& r, NakCode nak, WcStatus wc) {
+// Class C (IBA 9.9.3.1.2): RC NAKs and the QP goes to ERR with the affiliated
+// error event (IBA 11.6.3.1), the receive WQE in use completing with wc; UC
+// and UD drop the message (classes D1/E).
+RespState class_c(Req& r, NakCode nak, WcStatus wc, AsyncEventType event) {
   if (r.qp.qp_type != QpType::kRc) {  // a receive WQE already taken is kept for the next message
     if (r.qp.qp_type == QpType::kUc) uc_drop_message(r);
     return RespState::kDone;
@@ -359,7 +367,7 @@ RespState class_c(Req& r, NakCode nak, WcStatus wc) {
     r.s.has_rwqe = false;
     cq_push(r.env, r.qp.recv_cq, recv_wc(r, wc));
   }
-  qp_to_error(r.env, r.qp);
+  qp_fail(r.env, r.qp, event);
   return RespState::kDone;
 }
 
@@ -384,20 +392,24 @@ RespState do_error(Req& r, RespState err) {
         if (r.qp.qp_type == QpType::kUc) uc_drop_message(r);
       }
       return RespState::kDone;
-    case RespState::kErrLength:
-      r.env.inc(Counter::resp_local_length_error);
-      [[fallthrough]];
+    // The event names the error as ConnectX does: a transport error (opcode)
+    // is an invalid request, the request's own faults an access violation.
     case RespState::kErrMissingOpcodeFirst:
     case RespState::kErrMissingOpcodeLast:
     case RespState::kErrUnsupportedOpcode:
+      r.env.inc(Counter::resp_remote_invalid_request);
+      return class_c(r, NakCode::kInvalidRequest, WcStatus::kRemInvReqErr, AsyncEventType::kQpReqErr);
+    case RespState::kErrLength:
+      r.env.inc(Counter::resp_local_length_error);
+      [[fallthrough]];
     case RespState::kErrMisalignedAtomic:
     case RespState::kErrTooManyRdAtomic:
     case RespState::kErrInvalidateRkey:
       r.env.inc(Counter::resp_remote_invalid_request);
-      return class_c(r, NakCode::kInvalidRequest, WcStatus::kRemInvReqErr);
+      return class_c(r, NakCode::kInvalidRequest, WcStatus::kRemInvReqErr, AsyncEventType::kQpAccessErr);
     case RespState::kErrRkeyViolation:
       r.env.inc(Counter::resp_remote_access_errors);
-      return class_c(r, NakCode::kRemoteAccessError, WcStatus::kRemAccessErr);
+      return class_c(r, NakCode::kRemoteAccessError, WcStatus::kRemAccessErr, AsyncEventType::kQpAccessErr);
     case RespState::kErrMalformedWqe:  // class A, all QP types: the receive WQE is unusable
       r.env.inc(Counter::resp_remote_operational_error);
       if (r.qp.qp_type == QpType::kRc) set_ack(r, nak_syndrome(NakCode::kRemoteOperationalError), r.pkt.psn);
@@ -405,8 +417,8 @@ RespState do_error(Req& r, RespState err) {
       cq_push(r.env, r.qp.recv_cq, recv_wc(r, WcStatus::kLocProtErr));
       qp_to_error(r.env, r.qp);
       return RespState::kDone;
-    case RespState::kErrCqOverflow:  // class G
-      qp_to_error(r.env, r.qp);
+    case RespState::kErrCqOverflow:  // class G: no completion can report it
+      qp_fail(r.env, r.qp, AsyncEventType::kQpFatal);
       return RespState::kDone;
     case RespState::kChkPsn:
     case RespState::kChkOpSeq:
@@ -528,6 +540,11 @@ template <bool kTraced>
 }  // namespace
 
 void responder_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const uint8_t* frame) {
+  // IBA 11.6.3.1: the first request a connected QP in RTR receives.
+  if (qp.state == QpState::kRtr && !qp.resp.comm_est && qp.qp_type != QpType::kUd) [[unlikely]] {
+    qp.resp.comm_est = true;
+    env.raise(AsyncEvent{AsyncEventType::kCommEst, &qp});
+  }
   if (qp.trace) [[unlikely]] return run_traced(env, qp, pkt, frame);
   Req r{env, qp, qp.resp, pkt, frame, frame + pkt.payload_off, pkt.op().flags};
   run<false>(r);

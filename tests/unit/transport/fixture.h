@@ -41,6 +41,7 @@ struct PairOptions {
   uint32_t qkey = 0x11111111;
   bool sq_sig_all = true;
   bool b_srq = false;  // b's QP takes receive WQEs from an SRQ
+  bool b_stops_in_rtr = false;  // b's QP is left in RTR (it receives, does not send)
   /// Edits each side's DeviceConfig before open_device (QoS, zero-copy, ...).
   std::function<void(DeviceConfig&)> device;
   /// Adds GID table entries to a side after open_device (index 0 is its IPv4 GID).
