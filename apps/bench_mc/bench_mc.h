@@ -19,10 +19,11 @@
 #include <uroce/engine_group.h>
 #include <uroce/verbs.h>
 
-#include "stack/common/rng.h"
+#include "apps/common/page_buffer.h"
 #include "drivers/dpdk/dpdk_io.h"
 #include "drivers/dpdk/fault_io.h"
 #include "drivers/dpdk/tsc_clock.h"
+#include "stack/common/rng.h"
 
 namespace uroce::apps::bench_mc {
 
@@ -168,7 +169,7 @@ class EngineGroupSide {
   std::vector<Cq*> scqs_, rcqs_;
   std::vector<Mr*> mrs_;
   uint32_t key_ = 0;
-  std::unique_ptr<uint8_t[]> mem_;
+  PageBuffer mem_;  // page-aligned
   uint8_t* atomics_ = nullptr;
   uint8_t* area_ = nullptr;
   uint8_t* local_ = nullptr;

@@ -98,7 +98,7 @@ bool EngineGroupSide::open(std::string& err) {
   const uint64_t atomics = 3 * 8 * uint64_t(kMaxQps);
   const uint64_t recv = uint64_t(cfg_.qps) * kRecvPerQp * slot_bytes_;
   const uint64_t total = atomics + 2 * slot_bytes_ * cfg_.qps + recv;
-  mem_.reset(new (std::align_val_t(4096)) uint8_t[total]);
+  mem_ = page_buffer(total);
   std::memset(mem_.get(), 0, total);
   atomics_ = mem_.get();
   area_ = atomics_ + atomics;

@@ -20,6 +20,7 @@
 #include "apps/common/endpoint.h"
 #include "apps/common/launch.h"
 #include "apps/common/oob.h"
+#include "apps/common/page_buffer.h"
 #include "stack/common/rng.h"
 #include "drivers/dpdk/dpdk_io.h"
 #include "drivers/dpdk/fault_io.h"
@@ -197,7 +198,7 @@ class DemoPeer {
   Qp* ud_ = nullptr;
   Ah* ah_ = nullptr;
   Mr* mr_ = nullptr;
-  std::unique_ptr<uint8_t[]> mem_;
+  PageBuffer mem_;  // page-aligned
   uint64_t area_bytes_ = 0;
   Info me_, peer_;
   uint32_t path_mtu_ = 0;

@@ -39,7 +39,7 @@ bool DemoPeer::open(std::string& err) {
   area_bytes_ = std::max<uint64_t>({cfg_.stream_bytes, biggest * 4, 1u << 20});
   area_bytes_ = (area_bytes_ + 4095) & ~uint64_t(4095);
   const size_t total = kAtomicArea + 2 * area_bytes_;
-  mem_.reset(new (std::align_val_t(4096)) uint8_t[total]);
+  mem_ = page_buffer(total);
   std::memset(mem_.get(), 0, total);  // touch every page before anything is timed
 
   auto scq = create_cq(endpoint_.ctx(), kCqDepth);

@@ -79,6 +79,7 @@
 #include "apps/common/json_writer.h"
 #include "apps/common/launch.h"
 #include "apps/common/oob.h"
+#include "apps/common/page_buffer.h"
 #include "drivers/dpdk/eal_args.h"
 
 namespace uroce::apps {
@@ -273,7 +274,7 @@ class Pingpong {
   std::vector<Dest> me_, rem_;
   std::vector<uint8_t> pending_;
   uint8_t* buf_ = nullptr;
-  std::unique_ptr<uint8_t[]> mem_;
+  PageBuffer mem_;  // page-aligned, as the stock tool aligns it
   uint32_t routs_ = 0;
 };
 
@@ -306,7 +307,7 @@ bool Pingpong::open(std::string& err) {
 
   const size_t page = size_t(sysconf(_SC_PAGESIZE));
   const size_t bytes = std::max<size_t>(buf_bytes(), 1);
-  mem_.reset(new (std::align_val_t(4096)) uint8_t[bytes + page]);
+  mem_ = page_buffer(bytes + page);
   buf_ = mem_.get();
   std::memset(buf_, 0x7b, bytes);  // rdma-core fills its buffer with 0x7b
 

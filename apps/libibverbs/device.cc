@@ -178,9 +178,12 @@ int ibv_close_device(ibv_context* c) {
   if (!c) return EINVAL;
   auto* w = reinterpret_cast<ContextW*>(verbs_get_ctx(c));
   Guard g(Provider::get()->lock());
-  close(c->async_fd);
   pthread_mutex_destroy(&c->mutex);
-  if (w->async.close()) delete w;  // else kept for the threads still waiting in ibv_get_async_event
+  w->async.close();
+  retire([w] {
+    close(w->vctx.context.async_fd);
+    if (w->async.idle()) delete w;  // else kept for the threads still waiting in ibv_get_async_event
+  });
   return 0;
 }
 

@@ -69,8 +69,12 @@ int ibv_destroy_comp_channel(ibv_comp_channel* c) {
   if (!c || !Provider::get()) return EINVAL;
   Guard g(Provider::get()->lock());
   if (c->refcnt) return EBUSY;  // CQs still deliver to it
-  close(c->fd);
-  if (channel_of(c).ready.close()) delete &channel_of(c);  // else kept for the threads still waiting in it
+  ChannelW* ch = &channel_of(c);
+  ch->ready.close();
+  retire([ch] {
+    close(ch->ibv.fd);
+    if (ch->ready.idle()) delete ch;  // else kept for the threads still waiting in it
+  });
   return 0;
 }
 

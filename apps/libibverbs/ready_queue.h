@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <deque>
+#include <functional>
 
 #include "apps/libibverbs/provider.h"
 
@@ -102,12 +103,11 @@ class ReadyQueue {
     return take(p, fd, out, [](const T&) {});
   }
 
-  /// The owner destroys the channel (the lock held): true if it may free
-  /// this now; false while threads still wait in it, which then wait on.
-  bool close() {
-    closed_ = true;
-    return waiters_.load(std::memory_order_relaxed) == 0;
-  }
+  /// The owner destroys the channel (the lock held): nothing comes any more,
+  /// and the threads in take() wait on.
+  void close() { closed_ = true; }
+  /// No thread is in take() (the lock held).
+  bool idle() const { return waiters_.load(std::memory_order_relaxed) == 0; }
 
  private:
   bool pop(int fd, T& out) {
@@ -128,5 +128,24 @@ class ReadyQueue {
   std::atomic<int> waiters_{0};  // threads in take(), counted before they take the lock
   bool closed_ = false;
 };
+
+/// A channel the program destroyed (closed, the lock held) is freed by
+/// release only after kRetiredChannels more have been destroyed, its fd open
+/// until then. A thread on its way into take() when another thread destroys
+/// the channel (rping's CM thread, as rping exits) then waits there on a
+/// channel nothing fills, as a read of a kernel fd closed under it waits,
+/// instead of finding a closed fd or freed memory.
+/// Those still kept at exit stay as they are (reachable, so no leak), their
+/// fds open until the process is gone: a thread on its way in as the
+/// process exits must not find them closed either.
+inline void retire(std::function<void()> release) {
+  constexpr size_t kRetiredChannels = 16;
+  static auto* const kept = new std::deque<std::function<void()>>;
+  kept->push_back(std::move(release));
+  if (kept->size() <= kRetiredChannels) return;
+  const std::function<void()> oldest = std::move(kept->front());
+  kept->pop_front();
+  oldest();
+}
 
 }  // namespace uroce::ibv

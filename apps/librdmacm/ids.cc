@@ -30,19 +30,21 @@ ChannelW* make_channel() {
 
 void post(ChannelW& ch, EventW* e) { ch.ready.push(ch.ch.fd, e); }
 
-// Frees ch's events and closes its fd (the lock held); true if ch may be
-// freed now, false while threads still wait in it (ReadyQueue::take).
-bool close_channel(ChannelW& ch) {
-  for (EventW* e : ch.ready.items()) delete e;
-  ch.ready.items().clear();
-  close(ch.ch.fd);
-  return ch.ready.close();
+// Frees ch's events and retires it (the lock held): its fd and memory go
+// once nobody can be on the way into it (ibv::retire).
+void destroy_channel(ChannelW* ch) {
+  for (EventW* e : ch->ready.items()) delete e;
+  ch->ready.items().clear();
+  ch->ready.close();
+  ibv::retire([ch] {
+    close(ch->ch.fd);
+    if (ch->ready.idle()) delete ch;  // else kept for the threads still waiting in it
+  });
 }
 
-// A synchronous id's own channel goes with it, or once nobody waits in it.
+// A synchronous id's own channel goes with it.
 void drop_own_channel(IdW& w) {
-  if (w.own_channel && !close_channel(*w.own_channel)) (void)w.own_channel.release();
-  w.own_channel.reset();
+  if (w.own_channel) destroy_channel(w.own_channel.release());
 }
 
 // The addresses and path of a uroce id, as rdma_cm_id shows them.
@@ -247,9 +249,8 @@ rdma_event_channel* rdma_create_event_channel(void) {
 
 void rdma_destroy_event_channel(rdma_event_channel* channel) {
   if (!channel) return;
-  ChannelW* ch = &wrap(channel);
   Guard g(Provider::get()->lock());
-  if (close_channel(*ch)) delete ch;
+  destroy_channel(&wrap(channel));
 }
 
 int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {

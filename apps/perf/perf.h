@@ -85,6 +85,7 @@
 
 #include "apps/common/args.h"
 #include "apps/common/endpoint.h"
+#include "apps/common/page_buffer.h"
 #include "apps/common/perf_report.h"
 
 namespace uroce::apps::perftest {
@@ -284,7 +285,7 @@ class Perf {
   std::vector<Qp*> qps_;
   std::vector<CmId*> cm_ids_;  // -R: the ids that own qps_
   std::vector<Dest> me_, rem_;
-  std::unique_ptr<uint8_t[]> mem_;
+  PageBuffer mem_;  // page-aligned, as the stock tool aligns it
   uint8_t* buf_ = nullptr;
   uint64_t buf_bytes_ = 0;
   uint32_t max_size_ = 0;

@@ -67,7 +67,7 @@ bool Perf::setup(std::string& err, const CmPeer* cm) {
   max_size_ = cfg_.all && verb != Verb::kAtomic ? kMaxSize : cfg_.size;  // -a: slots for 2^23
   // Buffer: 2 x q slots (send areas, then the areas the peer targets / we receive into).
   buf_bytes_ = 2 * uint64_t(cfg_.num_qp) * addr_step(slot(), cache_line) + cache_line;
-  mem_.reset(new (std::align_val_t(4096)) uint8_t[buf_bytes_]);
+  mem_ = page_buffer(buf_bytes_);
   buf_ = mem_.get();
   // As perftest's create_single_mr: pseudo-random bytes, except write_lat,
   // which polls its receive slot for the iteration count and starts at zero.

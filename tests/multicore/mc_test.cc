@@ -32,6 +32,7 @@
 #include <uroce/verbs.h>
 #include <uroce/wr.h>
 
+#include "apps/common/page_buffer.h"
 #include "drivers/dpdk/dpdk_io.h"
 #include "drivers/dpdk/engine_launcher.h"
 #include "stack/common/rng.h"
@@ -75,7 +76,7 @@ struct Rig {
   Cq* rcq[kEngines] = {};
   Mr* mr[kEngines] = {};
   uint32_t key = 0;
-  std::unique_ptr<uint8_t[]> mem;
+  apps::PageBuffer mem;  // page-aligned
   Qp* a[kPairs] = {};
   Qp* b[kPairs] = {};
 
@@ -108,7 +109,7 @@ struct Rig {
     ASSERT_TRUE(g.ok()) << g.status().message();
     group = std::move(g).value();
     const size_t total = kPairs * 4 * kSlot;
-    mem.reset(new (std::align_val_t(4096)) uint8_t[total]);
+    mem = apps::page_buffer(total);
     std::memset(mem.get(), 0, total);
     for (uint32_t e = 0; e < kEngines; ++e) {
       auto new_pd = alloc_pd(group->engine(e));
