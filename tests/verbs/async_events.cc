@@ -21,18 +21,18 @@
 #include <cstring>
 #include <thread>
 
+#include "verbs_util.h"  // beside this file: built like any verbs program, without uroce's include paths
+
 namespace {
+
+using uroce::verbs_test::to_state;
+using uroce::verbs_test::ud_qp;
 
 int g_failed = 0;
 
 void check(bool ok, const char* what) {
   std::printf("%s %s\n", ok ? "ok  " : "FAIL", what);
   g_failed += !ok;
-}
-
-int to_state(ibv_qp* qp, ibv_qp_state s, int mask, ibv_qp_attr a = {}) {
-  a.qp_state = s;
-  return ibv_modify_qp(qp, &a, IBV_QP_STATE | mask);
 }
 
 bool readable(int fd, int timeout_ms) {
@@ -75,19 +75,8 @@ int main() {
   // A UD QP whose sends complete into a CQ one entry too small: the
   // completion that finds it full raises the CQ error, then the QP fatal.
   ibv_cq* small = ibv_create_cq(ctx, 4, nullptr, nullptr, 0);
-  ibv_qp_init_attr ia{};
-  ia.send_cq = small;
-  ia.recv_cq = small;
-  ia.cap = {uint32_t(small->cqe) + 1, 4, 1, 1, 0};
-  ia.qp_type = IBV_QPT_UD;
-  ia.sq_sig_all = 1;
-  ibv_qp* ud = ibv_create_qp(pd, &ia);
-  ibv_qp_attr a{};
-  a.port_num = 1;
-  a.qkey = 0x11111111;
-  a.sq_psn = 1;
-  const bool up = ud && !to_state(ud, IBV_QPS_INIT, IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY, a) &&
-                  !to_state(ud, IBV_QPS_RTR, 0) && !to_state(ud, IBV_QPS_RTS, IBV_QP_SQ_PSN, a);
+  ibv_qp* ud = small ? ud_qp(pd, small, uint32_t(small->cqe) + 1) : nullptr;
+  const bool up = ud != nullptr;
   ibv_ah_attr aa{};
   aa.is_global = 1;
   aa.port_num = 1;

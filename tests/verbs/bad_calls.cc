@@ -12,7 +12,12 @@
 #include <cstring>
 #include <vector>
 
+#include "verbs_util.h"  // beside this file: built like any verbs program, without uroce's include paths
+
 namespace {
+
+using uroce::verbs_test::to_state;
+using uroce::verbs_test::ud_qp;
 
 int g_failed = 0;
 
@@ -28,31 +33,6 @@ void expect_wc(const char* what, int got, ibv_wc_status want) {
   std::printf("%s %s: got %s, want %s\n", ok ? "ok  " : "FAIL", what,
               got < 0 ? "no completion" : ibv_wc_status_str(ibv_wc_status(got)), ibv_wc_status_str(want));
   g_failed += !ok;
-}
-
-int to_state(ibv_qp* qp, ibv_qp_state s, int mask, ibv_qp_attr a = {}) {
-  a.qp_state = s;
-  return ibv_modify_qp(qp, &a, IBV_QP_STATE | mask);
-}
-
-/// A UD QP in RTS on pd, completing into cq.
-ibv_qp* ud_qp(ibv_pd* pd, ibv_cq* cq, uint32_t max_send_wr) {
-  ibv_qp_init_attr ia{};
-  ia.send_cq = cq;
-  ia.recv_cq = cq;
-  ia.cap = {max_send_wr, 4, 1, 1, 0};
-  ia.qp_type = IBV_QPT_UD;
-  ia.sq_sig_all = 1;
-  ibv_qp* qp = ibv_create_qp(pd, &ia);
-  ibv_qp_attr a{};
-  a.port_num = 1;
-  a.qkey = 0x11111111;
-  a.sq_psn = 1;
-  if (!qp || to_state(qp, IBV_QPS_INIT, IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY, a) ||
-      to_state(qp, IBV_QPS_RTR, 0) || to_state(qp, IBV_QPS_RTS, IBV_QP_SQ_PSN, a)) {
-    return nullptr;
-  }
-  return qp;
 }
 
 /// The status of wr_id's completion on cq; -1 if none comes within 2 s.

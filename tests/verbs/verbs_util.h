@@ -1,0 +1,38 @@
+// What the verbs test programs (bad_calls, async_events) share: moving a QP
+// through its states and bringing a UD QP up, with rdma-core's verbs only.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+
+namespace uroce::verbs_test {
+
+/// ibv_modify_qp to state s with the attribute mask bits of mask besides IBV_QP_STATE.
+inline int to_state(ibv_qp* qp, ibv_qp_state s, int mask, ibv_qp_attr a = {}) {
+  a.qp_state = s;
+  return ibv_modify_qp(qp, &a, IBV_QP_STATE | mask);
+}
+
+/// A UD QP in RTS on pd (Q_Key 0x11111111), every send signaled, completing
+/// into cq; nullptr if a step fails.
+inline ibv_qp* ud_qp(ibv_pd* pd, ibv_cq* cq, uint32_t max_send_wr) {
+  ibv_qp_init_attr ia{};
+  ia.send_cq = cq;
+  ia.recv_cq = cq;
+  ia.cap = {max_send_wr, 4, 1, 1, 0};
+  ia.qp_type = IBV_QPT_UD;
+  ia.sq_sig_all = 1;
+  ibv_qp* qp = ibv_create_qp(pd, &ia);
+  ibv_qp_attr a{};
+  a.port_num = 1;
+  a.qkey = 0x11111111;
+  a.sq_psn = 1;
+  if (!qp || to_state(qp, IBV_QPS_INIT, IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY, a) ||
+      to_state(qp, IBV_QPS_RTR, 0) || to_state(qp, IBV_QPS_RTS, IBV_QP_SQ_PSN, a)) {
+    return nullptr;
+  }
+  return qp;
+}
+
+}  // namespace uroce::verbs_test
