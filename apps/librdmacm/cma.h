@@ -49,7 +49,6 @@ struct IdW {
   // rdma_create_ep on a passive id: the QP each rdma_get_request makes.
   bool has_request_qp = false;
   ibv_qp_init_attr request_qp{};
-  bool own_cqs = false;  // rdma_create_qp made id.send_cq / recv_cq (and their channels)
 };
 
 inline IdW& wrap(rdma_cm_id* id) { return *reinterpret_cast<IdW*>(id); }

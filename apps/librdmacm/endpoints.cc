@@ -86,7 +86,6 @@ int rdma_create_qp_ex(rdma_cm_id* id, ibv_qp_init_attr_ex* attr) {
   auto& base = reinterpret_cast<ibv_qp_init_attr&>(*attr);
   if (attr->srq == nullptr) attr->srq = id->srq;
   if (make_cqs(id, base)) return -1;
-  wrap(id).own_cqs = true;
   ibv_qp* qp = nullptr;
   if (attr->comp_mask & ~uint32_t(IBV_QP_INIT_ATTR_PD)) {
     attr->pd = pd;

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "apps/libibverbs/abi.h"
@@ -328,13 +329,11 @@ int rdma_destroy_id(rdma_cm_id* id) {
     drop_own_channel(*w);
   }
   for (IdW* r : requests) (void)rdma_destroy_id(&r->id);  // each REJected, as by Linux ucma
-  if (w->own_cqs) {
-    for (ibv_cq* cq : {id->send_cq, id->recv_cq}) {
-      if (cq) (void)ibv_destroy_cq(cq);
-    }
-    for (ibv_comp_channel* c : {id->send_cq_channel, id->recv_cq_channel}) {
-      if (c) (void)ibv_destroy_comp_channel(c);
-    }
+  // The CQs rdma_create_qp made are the ones with a channel of its making.
+  for (auto [cq, ch] : {std::pair{id->send_cq, id->send_cq_channel}, std::pair{id->recv_cq, id->recv_cq_channel}}) {
+    if (!ch) continue;
+    if (cq) (void)ibv_destroy_cq(cq);
+    (void)ibv_destroy_comp_channel(ch);
   }
   delete w;
   return 0;

@@ -2,7 +2,9 @@
 // headers and library, run under `uroce run` as two processes on a memif link
 // (stock_tools.py --wr-api, tests/verbs/meson.build): ibv_create_cq_ex with
 // its start_poll / next_poll / end_poll iterator and read_* ops, and
-// ibv_create_qp_ex with the ibv_wr_* post API (ibv_wr_post(3)).
+// ibv_create_qp_ex with the ibv_wr_* post API (ibv_wr_post(3)). One file
+// over 800 lines on purpose: it is one program, both ends of one exchange,
+// and built like any verbs program it has no project headers to share.
 //
 // The client makes every WR with the ibv_wr_* API: on RC SEND, SEND with
 // Immediate, inline data (a buffer and a list, changed right after the
