@@ -8,6 +8,7 @@
 #include <uroce/counters.h>
 
 #include "apps/common/launch.h"
+#include "drivers/registry.h"
 #include "stack/device/context.h"  // the GID table (--ip6 as index 1) and the engine's neighbour resolution
 
 namespace uroce::apps {
@@ -136,20 +137,14 @@ Endpoint::~Endpoint() {
 
 bool Endpoint::open(const EndpointConfig& cfg, std::string& err) {
   cfg_ = cfg;
-  dpdk::DpdkPortConfig pc;
+  drivers::IoConfig pc;
   pc.device = cfg_.dev;
   pc.mtu = cfg_.port_mtu;
-  // The port keeps its own MAC (on af_packet setting one would rename the
-  // kernel interface's); the stack answers for --mac in software, so the
-  // port must hand it every frame. Unless it is told to take --mac itself.
-  if (cfg_.set_port_mac) {
-    pc.mac = cfg_.addrs.mac;
-  } else {
-    pc.promiscuous = true;
-  }
+  pc.mac = cfg_.addrs.mac;
+  pc.port_takes_mac = cfg_.set_port_mac;
   pc.link_timeout_ms = cfg_.timeout_s * 1000;
   pc.pcap_path = cfg_.pcap;
-  auto port = dpdk::DpdkPort::open(pc);
+  auto port = drivers::make_packet_io(cfg_.driver, pc);
   if (!port.ok()) {
     err = "port '" + cfg_.dev + "': " + port.status().message();
     return false;
@@ -162,7 +157,7 @@ bool Endpoint::open(const EndpointConfig& cfg, std::string& err) {
   dc.max_qp = cfg_.max_qp;
   dc.tx_zero_copy = cfg_.tx_zero_copy;
   dc.key_seed = cfg_.key_seed;
-  PacketIo* io = &port_->queue(0);
+  PacketIo* io = &port_->io();
   if (cfg_.drop_rate > 0) io = &fault_.emplace(*io, cfg_.drop_rate, cfg_.drop_seed);
   if (cfg_.drop_every > 0) io = &drop_nth_.emplace(*io, cfg_.drop_every);
   auto ctx = open_device(*io, dc);

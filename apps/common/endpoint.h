@@ -41,10 +41,10 @@
 #include "apps/common/args.h"
 #include "apps/common/json_writer.h"
 #include "apps/common/qp_trace.h"
-#include "drivers/dpdk/dpdk_io.h"
 #include "drivers/dpdk/eal_args.h"
 #include "drivers/dpdk/fault_io.h"
 #include "drivers/dpdk/tsc_clock.h"
+#include "drivers/io_port.h"
 
 namespace uroce::apps {
 
@@ -103,7 +103,8 @@ class Deadline {
 
 /// What open() sets up. The defaults are the apps' option defaults.
 struct EndpointConfig {
-  std::string dev = "0";       ///< --dev: an ethdev probed from the EAL args (name or port id) or a device spec
+  std::string driver = "dpdk"; ///< the packet driver (drivers/registry.h): "dpdk" or "loopback"
+  std::string dev = "0";       ///< --dev: the driver's device spec (dpdk: an ethdev probed from the EAL args, name or port id, or a device spec)
   OurAddrs addrs;              ///< --ip (GID index 0), --ip6 (GID index 1), --mac (the port's if unset)
   uint16_t port_mtu = 1500;    ///< --port-mtu: Ethernet MTU to set on the port
   uint32_t timeout_s = 60;     ///< link-up wait of the port
@@ -171,8 +172,8 @@ class Endpoint {
 
   Context* ctx() const { return ctx_.get(); }
   Pd* pd() const { return pd_; }
-  dpdk::DpdkPort& port() const { return *port_; }
-  const dpdk::PortInfo& port_info() const { return port_->info(); }
+  drivers::IoPort& port() const { return *port_; }
+  const drivers::IoPortInfo& port_info() const { return port_->info(); }
   const dpdk::TscClock& clock() const { return *clock_; }
   /// Frames --drop-every has lost (0 without it).
   uint64_t drop_every_dropped() const { return drop_nth_ ? drop_nth_->dropped() : 0; }
@@ -271,7 +272,7 @@ class Endpoint {
   std::deque<CmEvent> requests_;  // connect requests to listeners_ not taken yet
 
   EndpointConfig cfg_;
-  std::unique_ptr<dpdk::DpdkPort> port_;
+  std::unique_ptr<drivers::IoPort> port_;
   std::optional<dpdk::RandomDropIo> fault_;  // --drop-rate
   std::optional<dpdk::DropEveryNthIo> drop_nth_;  // --drop-every
   std::optional<dpdk::TscClock> clock_;

@@ -52,6 +52,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -75,6 +77,7 @@
 #include "drivers/dpdk/eal_args.h"
 #include "drivers/dpdk/fault_io.h"
 #include "drivers/dpdk/tsc_clock.h"
+#include "drivers/loopback/realtime_port.h"
 
 namespace uroce::apps {
 namespace demo {
@@ -85,6 +88,8 @@ namespace {
 constexpr OptSpec kDemoOptions[] = {
     {.name = "role", .kind = OptKind::kChoice, .def = "launch", .help = "launch: start a server and a client on a memif link; or be one endpoint", .choices = "launch|server|client"},
     {.name = "dev", .kind = OptKind::kString, .def = "", .help = "with --role: the port, an EAL device spec (net_memif0,role=server,socket=..., net_af_packet0,iface=veth0, ...)", .meta = "SPEC"},
+    {.name = "driver", .kind = OptKind::kChoice, .def = "dpdk", .help = "launch: dpdk, two processes on a memif link; loopback, both endpoints as threads of this process on the in-memory fabric", .choices = "dpdk|loopback"},
+    {.name = "fabric", .kind = OptKind::kString, .def = "", .help = "--driver loopback: both ports' link and faults, rate_gbps=R,delay_us=D,loss=P,duplicate=P,corrupt=P,reorder=P,jitter_us=J", .meta = "KEY=VALUE,..."},
     {.name = "workload", .kind = OptKind::kChoice, .def = "perf", .help = "perf: latency and bandwidth table; matrix: every opcode x QP type x size, verified", .choices = "perf|matrix"},
     {.name = "ops", .kind = OptKind::kString, .def = "send,write,read,cas,faa", .help = "perf: operations, comma-separated", .meta = "LIST"},
     {.name = "sizes", .kind = OptKind::kString, .def = "64,4096,65536", .help = "perf: message sizes in bytes, comma-separated (atomics are 8 bytes)", .meta = "LIST"},
@@ -236,10 +241,11 @@ void write_counters_json(JsonWriter& w, const CounterReport& rep) {
 
 // ---------------------------------------------------------------- one endpoint
 
-int run_endpoint(const Config& cfg, const Args& args, const dpdk::SplitArgs& split) {
+// Once the process has started (start_endpoint_process): the launcher's
+// threads run it side by side on the loopback driver.
+int run_endpoint(const Config& cfg, const Args& args) {
   const char* role = cfg.server ? "server" : "client";
   std::FILE* info = cfg.json ? stderr : stdout;
-  if (!start_endpoint_process(strf("demo (%s)", role), split)) return kExitFailure;
   std::fprintf(info, "# uroce demo %s\n", args.config_line().c_str());
   DemoPeer ep(cfg);
   std::string err;
@@ -394,6 +400,60 @@ int launch(const Args& args, const dpdk::SplitArgs& split, const Config& cfg) {
   return run_pair(pair);
 }
 
+/// --driver loopback: the server and the client as two threads of this
+/// process, each with its port on one in-memory fabric ("demo", its capture
+/// --pcap), both ports with --fabric's link and faults. Each thread runs on
+/// a CPU of its own where the process has two, as the two processes of the
+/// memif launcher do (rte_eal_init pins this thread to the main lcore, and a
+/// thread started from it would inherit that one CPU).
+int launch_in_process(const Args& args, const dpdk::SplitArgs& split, Config cfg) {
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  if (pthread_getaffinity_np(pthread_self(), sizeof cpus, &cpus) != 0) CPU_SET(0, &cpus);
+  std::vector<int> cpu_list;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &cpus)) cpu_list.push_back(c);
+  }
+  if (!start_endpoint_process("demo", split)) return kExitFailure;
+  std::FILE* info = cfg.json ? stderr : stdout;
+  if (cfg.oob_port == 0) cfg.oob_port = free_tcp_port(cfg.oob_host);
+  auto fabric = loopback::create_fabric("demo", loopback::FabricConfig{.seed = cfg.seed, .pcap_path = cfg.pcap});
+  if (!fabric.ok()) {
+    std::fprintf(stderr, "uroce demo: loopback fabric: %s\n", fabric.status().message());
+    return kExitFailure;
+  }
+  std::fprintf(info, "# uroce demo %s\n", args.config_line().c_str());
+  std::fprintf(info, "# server and client as threads on the loopback fabric%s%s, out-of-band %s:%u\n",
+               cfg.dev.empty() ? "" : " ", cfg.dev.c_str(), cfg.oob_host.c_str(), cfg.oob_port);
+  std::fflush(info);
+  int rc[2] = {kExitFailure, kExitFailure};
+  std::vector<std::thread> sides;
+  for (int i = 0; i < 2; ++i) {
+    Config side = cfg;
+    side.server = i == 0;
+    side.dev = "demo" + std::string(cfg.dev.empty() ? "" : ",") + cfg.dev;
+    side.pcap.clear();  // the fabric captures
+    const uint8_t ip[4] = {10, 0, 0, uint8_t(i + 1)};  // as the processes' defaults
+    side.gid = Gid::from_ipv4(ip);
+    side.mac = MacAddr{{0x02, 0, 0, 0, 0, uint8_t(i + 1)}};
+    sides.emplace_back([side, &args, &rc, &cpus, &cpu_list, i] {
+      cpu_set_t mine = cpus;
+      if (cpu_list.size() >= 2) {
+        CPU_ZERO(&mine);
+        CPU_SET(cpu_list[size_t(i)], &mine);
+      }
+      pthread_setaffinity_np(pthread_self(), sizeof mine, &mine);
+      rc[i] = run_endpoint(side, args);
+    });
+  }
+  for (auto& t : sides) t.join();
+  if (const Status s = loopback::close_capture(**fabric); !s.ok()) {
+    std::fprintf(stderr, "uroce demo: %s: %s\n", cfg.pcap.c_str(), s.message());
+    return kExitFailure;
+  }
+  return rc[0] == kExitOk && rc[1] == kExitOk ? kExitOk : kExitFailure;
+}
+
 }  // namespace
 
 /// The command, in the demo's namespace (cmd_demo below is its name outside).
@@ -458,13 +518,24 @@ int run(int argc, char** argv) {
                                                   [](QpType t) { return t != QpType::kRc; })) {
     return usage("--drop-every with UC or UD in --matrix-types: those lose messages by design (use --matrix-types rc)");
   }
+  cfg.driver = std::string(args.get_str("driver"));
+  if (cfg.driver == "loopback") {
+    if (role != "launch") return usage("--driver loopback runs both endpoints in this process: it takes no --role");
+    if (args.given("dev") || args.given("ip") || args.given("mac") || args.given("lcores")) {
+      return usage("--driver loopback sets each endpoint's port, addresses and thread itself (no --dev, --ip, --mac, --lcores)");
+    }
+    cfg.dev = std::string(args.get_str("fabric"));
+    return launch_in_process(args, split, cfg);
+  }
+  if (args.given("fabric")) return usage("--fabric is for --driver loopback");
   if (role == "launch") {
     if (!cfg.dev.empty()) return usage("--dev needs --role server|client (the launcher uses net_memif)");
     if (split_list(args.get_str("lcores")).size() != 2) return usage("--lcores takes two lcores, A,B");
     return launch(args, split, cfg);
   }
   if (cfg.dev.empty()) return usage("--role " + std::string(role) + " needs --dev SPEC");
-  return run_endpoint(cfg, args, split);
+  if (!start_endpoint_process(strf("demo (%s)", cfg.server ? "server" : "client"), split)) return kExitFailure;
+  return run_endpoint(cfg, args);
 }
 
 }  // namespace demo

@@ -114,6 +114,7 @@ using Oob = TcpChannel;
 
 struct Config {
   bool server = false;
+  std::string driver = "dpdk";  ///< the packet driver (drivers/registry.h)
   std::string dev;
   bool matrix = false;
   std::vector<WrOpcode> ops;

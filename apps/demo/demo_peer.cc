@@ -21,11 +21,12 @@ namespace uroce::apps::demo {
 
 bool DemoPeer::open(std::string& err) {
   EndpointConfig ec;
+  ec.driver = cfg_.driver;
   ec.dev = cfg_.dev;
   ec.addrs.gid4 = cfg_.gid;
   ec.addrs.mac = cfg_.mac;
   ec.set_port_mac = true;
-  ec.port_mtu = dpdk::kRoceJumboMtu;
+  ec.port_mtu = kRoceJumboMtu;
   ec.timeout_s = cfg_.timeout_s;
   ec.pcap = cfg_.pcap;
   ec.max_qp = 16;

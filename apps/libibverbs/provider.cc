@@ -14,6 +14,7 @@
 
 #include "apps/common/addr_text.h"
 #include "apps/common/args.h"
+#include "drivers/registry.h"
 #include "stack/device/context.h"
 
 namespace uroce::ibv {
@@ -128,13 +129,13 @@ std::string Provider::open() {
   if (!st.ok()) return std::string("UROCE_EAL: ") + st.message();
   clock_.emplace();
 
-  dpdk::DpdkPortConfig pc;
+  drivers::IoConfig pc;
   pc.device = cfg_.dev;
   pc.mtu = cfg_.port_mtu;
-  pc.promiscuous = true;  // the stack answers for UROCE_MAC in software
+  pc.mac = cfg_.mac;  // the port keeps its own and runs promiscuous: the stack answers for UROCE_MAC in software
   pc.pcap_path = cfg_.pcap;
   pc.link_timeout_ms = 0;  // as a kernel device opens: a memif server waits for its peer otherwise
-  auto port = dpdk::DpdkPort::open(pc);
+  auto port = drivers::make_packet_io("dpdk", pc);
   if (!port.ok()) return "UROCE_DEV '" + cfg_.dev + "': " + port.status().message();
   port_ = std::move(port).value();
 
@@ -142,7 +143,7 @@ std::string Provider::open() {
   dc.mac = mac();
   dc.gid = net::link_local_gid(dc.mac);
   dc.max_qp = cfg_.max_qp;
-  PacketIo* io = &port_->queue(0);
+  PacketIo* io = &port_->io();
   if (cfg_.drop_rate > 0) io = &fault_.emplace(*io, cfg_.drop_rate, cfg_.drop_seed);
   io = &self_loop_.emplace(*io, dc.mac);  // QPs of this device may connect to each other
   auto ctx = open_device(*io, dc);

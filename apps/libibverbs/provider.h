@@ -31,10 +31,10 @@
 
 #include <uroce/verbs.h>
 
-#include "drivers/dpdk/dpdk_io.h"
 #include "drivers/dpdk/fault_io.h"
 #include "drivers/dpdk/self_loop_io.h"
 #include "drivers/dpdk/tsc_clock.h"
+#include "drivers/io_port.h"
 
 namespace uroce::ibv {
 
@@ -65,7 +65,7 @@ class Provider {
 
   Context* ctx() const { return ctx_.get(); }
   const ProviderConfig& config() const { return cfg_; }
-  const dpdk::PortInfo& port_info() const { return port_->info(); }
+  const drivers::IoPortInfo& port_info() const { return port_->info(); }
   MacAddr mac() const { return cfg_.mac ? *cfg_.mac : port_->info().mac; }
   std::recursive_mutex& lock() { return lock_; }
 
@@ -117,7 +117,7 @@ class Provider {
   static constexpr uint64_t kExitDrainNs = 2'000'000;
 
   ProviderConfig cfg_;
-  std::unique_ptr<dpdk::DpdkPort> port_;
+  std::unique_ptr<drivers::IoPort> port_;
   std::optional<dpdk::RandomDropIo> fault_;
   std::optional<dpdk::SelfLoopIo> self_loop_;
   std::optional<dpdk::TscClock> clock_;  // after EAL is up

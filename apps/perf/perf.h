@@ -233,7 +233,7 @@ class Perf {
   /// for their DISCONNECTED events.
   void disconnect_cm(uint32_t ms) { ep_.cm_disconnect_all(cm_ids_, ms); }
   Endpoint& endpoint() { return ep_; }
-  const dpdk::PortInfo& port_info() const { return ep_.port_info(); }
+  const drivers::IoPortInfo& port_info() const { return ep_.port_info(); }
 
   void pump() { ep_.pump(); }
   void drain(uint32_t ms) { ep_.drain(ms); }

@@ -40,10 +40,6 @@
 
 namespace uroce::dpdk {
 
-/// Ethernet MTU a 4096-byte RoCE path MTU needs with room to spare (4096 +
-/// IPv6 40 + UDP 8 + BTH 12 + RETH 16 + ICRC 4 = 4176); 4200 is what NIC
-/// vendors recommend for RoCE.
-inline constexpr uint16_t kRoceJumboMtu = 4200;
 /// Most frames one rx_burst/tx_burst of the tools handles; the API takes any n.
 inline constexpr uint16_t kBurstSize = 32;
 
@@ -89,17 +85,6 @@ struct LinkState {
   bool full_duplex = false;
 };
 
-/// rte_eth_stats, port-wide.
-struct PortStats {
-  uint64_t rx_packets = 0, tx_packets = 0, rx_bytes = 0, tx_bytes = 0;
-  /// Dropped by the port, RX ring full: the PMD's imissed. Not every PMD
-  /// counts it: DPDK 22.11's net_af_packet reads no PACKET_STATISTICS, so a
-  /// full socket ring there drops frames with this at 0 (size the ring with
-  /// its framecnt devarg; tests/dpdk_e2e/e2e.py garbage_main).
-  uint64_t rx_missed = 0;
-  uint64_t rx_errors = 0, tx_errors = 0;
-  uint64_t rx_nombuf = 0;  ///< RX mbuf allocation failures
-};
 
 struct XStat {
   std::string name;
@@ -177,6 +162,10 @@ class DpdkPort {
   /// Polls the link every 10 ms until it is up; kUnavailable after timeout_ms.
   Status wait_link(uint32_t timeout_ms) const;
 
+  /// rte_eth_stats, port-wide. rx_missed is the PMD's imissed, which not
+  /// every PMD counts: DPDK 22.11's net_af_packet reads no PACKET_STATISTICS,
+  /// so a full socket ring there drops frames with it at 0 (size the ring
+  /// with its framecnt devarg; tests/dpdk_e2e/e2e.py garbage_main).
   Result<PortStats> stats() const;
   /// Every extended statistic the PMD reports, in its order.
   Result<std::vector<XStat>> xstats() const;

@@ -23,6 +23,19 @@ struct IoCaps {
   bool tx_multiseg = false;
 };
 
+/// Ethernet MTU a 4096-byte RoCE path MTU needs with room to spare (4096 +
+/// IPv6 40 + UDP 8 + BTH 12 + RETH 16 + ICRC 4 = 4176); 4200 is what NIC
+/// vendors recommend for RoCE.
+inline constexpr uint16_t kRoceJumboMtu = 4200;
+
+/// A port's frame counters, port-wide (a driver fills those it counts).
+struct PortStats {
+  uint64_t rx_packets = 0, tx_packets = 0, rx_bytes = 0, tx_bytes = 0;
+  uint64_t rx_missed = 0;  ///< dropped by the port: its receive ring was full
+  uint64_t rx_errors = 0, tx_errors = 0;
+  uint64_t rx_nombuf = 0;  ///< receive mbuf allocation failures
+};
+
 class PacketIo {
  public:
   virtual ~PacketIo() = default;

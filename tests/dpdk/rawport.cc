@@ -277,7 +277,7 @@ int run_exchange(DpdkPort& port, const Options& o) {
   uint32_t sent = 0, received = 0, bad = 0, out_of_order = 0;
   bool peer_done = false;
   uint64_t last_done_ms = 0, finished_ms = 0;
-  uroce::dpdk::PortStats at_finish{};
+  uroce::PortStats at_finish{};
   rte_mbuf* rx[kBurstSize];
   while (!g_stop) {
     const uint64_t t = now_ms();
@@ -607,7 +607,7 @@ int main(int argc, char** argv) {
   DpdkPortConfig cfg;
   cfg.device = o.get("dev");
   cfg.n_queues = uint16_t(o.num("queues", 1));
-  cfg.mtu = uint16_t(o.num("mtu", uroce::dpdk::kRoceJumboMtu));
+  cfg.mtu = uint16_t(o.num("mtu", uroce::kRoceJumboMtu));
   cfg.promiscuous = o.flag("promisc");
   cfg.link_timeout_ms = uint32_t(o.num("link-timeout-ms", 10000));
   if (o.flag("pcap")) cfg.pcap_path = o.get("pcap");
