@@ -3,6 +3,8 @@ on uroce's libibverbs.so.1, under `uroce run`, both ends in two processes on
 a net_memif link. Checks:
   * the library exports rdma-core 44's symbol versions, exactly those of the
     system's libibverbs.so.1 (objdump -T of both);
+  * `uroce run` sets the variables of the options given and keeps the
+    caller's for the others;
   * ibv_devices / ibv_devinfo -v show the device, the port ACTIVE and the GID
     table laid out as Linux lays out a RoCE device's (v1 and v2 per address);
   * each stock pair completes on both ends with its own success output, also
@@ -83,6 +85,22 @@ def devinfo(d):
           and gids.get("1") == "fe80::ff:fe77:1, RoCE v2", f"GID 0/1: link-local, RoCE v1 / v2 ({gids.get('0')}; {gids.get('1')})")
     check(gids.get("3") == "::ffff:10.77.0.1, RoCE v2", f"GID 3: ::ffff:10.77.0.1 RoCE v2 ({gids.get('3')})")
     check(gids.get("2", "").endswith("ffff:0a4d:0001, RoCE v1"), f"GID 2: the IPv4 address as RoCE v1 ({gids.get('2')})")
+
+
+def run_env():
+    """`uroce run` hands COMMAND (here env) the variables of the options
+    given and leaves the caller's for the options not given."""
+    def seen(extra, argv):
+        e = dict(os.environ, UROCE_PORT_MTU="9000", UROCE_PROGRESS="thread", UROCE_DEV="net_null0", **extra)
+        out = subprocess.run([UROCE, "run", "--"] + argv + ["env"], env=e, capture_output=True, text=True, timeout=30)
+        return dict(line.split("=", 1) for line in out.stdout.splitlines() if line.startswith("UROCE_"))
+    v = seen({}, ["--ip", "10.77.0.9"])
+    check(v.get("UROCE_PORT_MTU") == "9000" and v.get("UROCE_PROGRESS") == "thread" and v.get("UROCE_DEV") == "net_null0"
+          and v.get("UROCE_IP") == "10.77.0.9" and "UROCE_DROP_RATE" not in v,
+          f"uroce run keeps the caller's variables of options not given ({v})")
+    v = seen({"UROCE_DROP_RATE": "0.5"}, ["--port-mtu", "4200", "--progress", "inline", "--dev", "net_null1", "--drop-rate", "0"])
+    check(v.get("UROCE_PORT_MTU") == "4200" and v.get("UROCE_PROGRESS") == "inline" and v.get("UROCE_DEV") == "net_null1"
+          and v.get("UROCE_DROP_RATE") == "0", f"uroce run: the options given override the environment ({v})")
 
 
 # (name, argv, what each end prints on success: one pattern, or the client's and the server's)
@@ -241,6 +259,7 @@ def main():
             wr_api(d, 23500 + os.getpid() % 100)
         else:
             abi()
+            run_env()
             devinfo(d)
             for i, (name, argv, ok_re) in enumerate(CELLS):
                 pair(d, 19500 + (os.getpid() % 100) * 40 + i, name, argv, ok_re)
