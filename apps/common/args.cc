@@ -99,6 +99,16 @@ bool Args::given(std::string_view name) const {
   die_bug("undeclared option", name);
 }
 
+std::string_view Args::text(std::string_view name) const {
+  if (!spec_) die_bug("option looked up before parse", name);
+  for (size_t i = 0; i < spec_->options.size(); ++i) {
+    if (spec_->options[i].name != name) continue;
+    if (spec_->options[i].kind == OptKind::kFlag) die_bug("a flag has no value text", name);
+    return values_[i].text;
+  }
+  die_bug("undeclared option", name);
+}
+
 bool Args::set_value(size_t i, std::string_view text, std::string_view as_typed) {
   const OptSpec& o = spec_->options[i];
   Value& v = values_[i];

@@ -86,6 +86,9 @@ class Args {
   std::string_view get_str(std::string_view name) const;
   /// True if the option was on the command line (not just defaulted).
   bool given(std::string_view name) const;
+  /// The value of an option of any kind but kFlag as it was typed (its
+  /// default's text when not given), e.g. to hand it on in an environment.
+  std::string_view text(std::string_view name) const;
   const std::vector<std::string_view>& positional() const { return positional_; }
 
   /// Writes the --help text: usage line, summary, every option with its default.

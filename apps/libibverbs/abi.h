@@ -132,6 +132,8 @@ void install_ops(verbs_context& v);
 
 /// A uroce address vector as verbs.h's (the GRH always: RoCE addresses by GID).
 void ibv_ah_of(const AhAttr& a, ibv_ah_attr& out);
+/// uroce QP attributes as verbs.h's (every field written).
+void ibv_qp_attr_of(const QpAttr& q, ibv_qp_attr& out);
 
 /// Asynchronous events (async.cc): the device's go to the async_fd of their
 /// object's context from now on (the lock held).

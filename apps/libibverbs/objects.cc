@@ -179,6 +179,28 @@ void ibv_ah_of(const AhAttr& a, ibv_ah_attr& out) {
   out.port_num = a.port_num;
 }
 
+void ibv_qp_attr_of(const QpAttr& q, ibv_qp_attr& out) {
+  std::memset(&out, 0, sizeof out);
+  out.qp_state = ibv_qp_state(q.qp_state);
+  out.cur_qp_state = ibv_qp_state(q.cur_qp_state);
+  out.path_mtu = ibv_mtu(q.path_mtu);
+  out.qkey = q.qkey;
+  out.rq_psn = q.rq_psn;
+  out.sq_psn = q.sq_psn;
+  out.dest_qp_num = q.dest_qp_num;
+  out.qp_access_flags = int(q.qp_access_flags);
+  out.cap = ibv_cap(q.cap);
+  ibv_ah_of(q.ah_attr, out.ah_attr);
+  out.pkey_index = q.pkey_index;
+  out.max_rd_atomic = q.max_rd_atomic;
+  out.max_dest_rd_atomic = q.max_dest_rd_atomic;
+  out.min_rnr_timer = q.min_rnr_timer;
+  out.port_num = q.port_num;
+  out.timeout = q.timeout;
+  out.retry_cnt = q.retry_cnt;
+  out.rnr_retry = q.rnr_retry;
+}
+
 ibv_wc ibv_wc_of(const Wc& w) {
   ibv_wc o{};
   o.wr_id = w.wr_id;
@@ -425,25 +447,7 @@ int ibv_query_qp(ibv_qp* ibq, ibv_qp_attr* a, int, ibv_qp_init_attr* init) {
   QpAttr q;
   QpInitAttr qi;
   if (Status s = query_qp(wrap_of<QpW>(ibq)->obj, &q, &qi); !s.ok()) return errno_of(s);
-  std::memset(a, 0, sizeof *a);
-  a->qp_state = ibv_qp_state(q.qp_state);
-  a->cur_qp_state = ibv_qp_state(q.cur_qp_state);
-  a->path_mtu = ibv_mtu(q.path_mtu);
-  a->qkey = q.qkey;
-  a->rq_psn = q.rq_psn;
-  a->sq_psn = q.sq_psn;
-  a->dest_qp_num = q.dest_qp_num;
-  a->qp_access_flags = int(q.qp_access_flags);
-  a->cap = ibv_cap(q.cap);
-  ibv_ah_of(q.ah_attr, a->ah_attr);
-  a->pkey_index = q.pkey_index;
-  a->max_rd_atomic = q.max_rd_atomic;
-  a->max_dest_rd_atomic = q.max_dest_rd_atomic;
-  a->min_rnr_timer = q.min_rnr_timer;
-  a->port_num = q.port_num;
-  a->timeout = q.timeout;
-  a->retry_cnt = q.retry_cnt;
-  a->rnr_retry = q.rnr_retry;
+  ibv_qp_attr_of(q, *a);
   if (init) {
     std::memset(init, 0, sizeof *init);
     init->qp_context = ibq->qp_context;

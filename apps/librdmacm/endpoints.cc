@@ -1,7 +1,8 @@
 // The librdmacm calls around an id: its QP, SRQ and CQs (rdma_create_qp
 // makes the CQs a program leaves out, with completion channels, so that
 // rdma_verbs.h's rdma_get_send_comp / rdma_get_recv_comp can wait on them),
-// address lookup (rdma_getaddrinfo), the synchronous endpoints of
+// the attributes of a QP the program moves itself (rdma_init_qp_attr,
+// rdma_establish), address lookup (rdma_getaddrinfo), the synchronous endpoints of
 // rdma_create_ep / rdma_get_request, devices and options, and what uroce
 // does not do (multicast, ECE, rsockets): each of those fails with
 // EOPNOTSUPP (ENOSYS for rsockets), never a silent success.
@@ -147,6 +148,28 @@ void rdma_destroy_srq(rdma_cm_id* id) {
   id->srq = nullptr;
 }
 
+// A QP the program moves itself (rping -q): the attributes of each state,
+// and on the active side the RTU once it is in RTS.
+int rdma_init_qp_attr(rdma_cm_id* id, ibv_qp_attr* qp_attr, int* qp_attr_mask) {
+  if (!id || !qp_attr || !qp_attr_mask) return fail(EINVAL);
+  QpAttr at;
+  at.qp_state = QpState(qp_attr->qp_state);
+  uint32_t mask = 0;
+  {
+    Guard g(Provider::get()->lock());
+    if (Status s = cm_init_qp_attr(wrap(id).obj, at, mask); !s.ok()) return result(s);
+  }
+  ibv::ibv_qp_attr_of(at, *qp_attr);
+  *qp_attr_mask = int(mask);  // uroce's kQp* bits are verbs.h's IBV_QP_*
+  return 0;
+}
+
+int rdma_establish(rdma_cm_id* id) {
+  if (!id || id->qp) return fail(EINVAL);  // an id's own QP is established with the connection
+  Guard g(Provider::get()->lock());
+  return result(cm_establish(wrap(id).obj));
+}
+
 // ---------------------------------------------------------------- addresses
 
 int rdma_getaddrinfo(const char* node, const char* service, const rdma_addrinfo* hints, rdma_addrinfo** res) {
@@ -285,8 +308,6 @@ int rdma_set_option(rdma_cm_id* id, int level, int optname, void* optval, size_t
 
 // ---------------------------------------------------------------- not in uroce (docs/VERBS.md)
 
-int rdma_init_qp_attr(rdma_cm_id*, ibv_qp_attr*, int*) { return fail(EOPNOTSUPP); }
-int rdma_establish(rdma_cm_id*) { return fail(EOPNOTSUPP); }  // ids always own their QP here
 int rdma_notify(rdma_cm_id*, ibv_event_type) { return fail(EOPNOTSUPP); }
 int rdma_join_multicast(rdma_cm_id*, sockaddr*, void*) { return fail(EOPNOTSUPP); }
 int rdma_join_multicast_ex(rdma_cm_id*, rdma_cm_join_mc_attr_ex*, void*) { return fail(EOPNOTSUPP); }

@@ -129,6 +129,7 @@ CmConnParam conn_param_of(const rdma_conn_param* p) {
   c.retry_count = p->retry_count;
   c.rnr_retry_count = p->rnr_retry_count;
   c.qp_num = p->qp_num;
+  c.srq = p->srq != 0;
   return c;
 }
 
@@ -391,7 +392,10 @@ int rdma_connect(rdma_cm_id* id, rdma_conn_param* conn_param) {
     Guard g(Provider::get()->lock());
     if (Status s = cm_connect(w.obj, conn_param_of(conn_param)); !s.ok()) return result(s);
   }
-  return is_sync(w) ? wait_sync(w, RDMA_CM_EVENT_ESTABLISHED) : 0;
+  // A connected id without a QP of its own ends at the REP: the program
+  // moves its QP, then rdma_establish.
+  const bool own_qp = id->qp || id->ps == RDMA_PS_UDP;
+  return is_sync(w) ? wait_sync(w, own_qp ? RDMA_CM_EVENT_ESTABLISHED : RDMA_CM_EVENT_CONNECT_RESPONSE) : 0;
 }
 
 int rdma_accept(rdma_cm_id* id, rdma_conn_param* conn_param) {

@@ -9,7 +9,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "apps/commands.h"
@@ -32,6 +34,27 @@ constexpr OptSpec kRunOptions[] = {
     {.name = "progress", .kind = OptKind::kChoice, .def = "inline", .help = "inline: the program's verbs calls step the engine (a background thread while it is away); thread: an engine thread of its own", .choices = "inline|thread"},
 };
 
+// The variable each port option sets (docs/VERBS.md). Only an option on the
+// command line sets its variable: one the caller's environment already has
+// holds otherwise, and the library's default (the option's) applies where
+// neither says.
+constexpr struct {
+  std::string_view option;
+  const char* variable;
+} kVariables[] = {
+    {"dev", "UROCE_DEV"},
+    {"ip", "UROCE_IP"},
+    {"ip6", "UROCE_IP6"},
+    {"mac", "UROCE_MAC"},
+    {"port-mtu", "UROCE_PORT_MTU"},
+    {"pcap", "UROCE_PCAP"},
+    {"drop-rate", "UROCE_DROP_RATE"},
+    {"drop-seed", "UROCE_DROP_SEED"},
+    {"counters", "UROCE_COUNTERS"},
+    {"progress", "UROCE_PROGRESS"},
+};
+static_assert(std::size(kVariables) == std::size(kRunOptions), "a variable for each port option");
+
 constexpr CommandSpec kRunCommand = {
     .name = "run",
     .positional = "COMMAND [ARGS...]",
@@ -40,6 +63,9 @@ constexpr CommandSpec kRunCommand = {
     .min_positional = 1,
     .details = "The options end at the first argument that is not one of them: COMMAND.\n"
                "Without \"--\" EAL gets uroce's defaults (no hugepages, no PCI).\n"
+               "Each option given sets its UROCE_* variable (docs/VERBS.md) for COMMAND; an option\n"
+               "not given leaves the variable as the environment has it, and the library takes\n"
+               "the default shown above where neither sets it.\n"
                "Example: uroce run -- --dev net_memif0,role=server,socket=/tmp/m.sock,socket-abstract=no \\\n"
                "           --ip 10.0.0.1 ibv_rc_pingpong -g 3\n",
 };
@@ -98,21 +124,9 @@ int cmd_run(int argc, char** argv) {
   Args args;
   if (auto rc = parse_command_line(kRunCommand, int(opts.size()), opts.data(), args)) return *rc;
 
-  auto set = [](const char* name, std::string_view v) {
-    if (!v.empty()) setenv(name, std::string(v).c_str(), 1);
-  };
-  set("UROCE_EAL", eal);
-  set("UROCE_DEV", args.get_str("dev"));
-  set("UROCE_IP", args.get_str("ip"));
-  set("UROCE_IP6", args.get_str("ip6"));
-  set("UROCE_MAC", args.get_str("mac"));
-  set("UROCE_PCAP", args.get_str("pcap"));
-  set("UROCE_COUNTERS", args.get_str("counters"));
-  set("UROCE_PROGRESS", args.get_str("progress"));
-  set("UROCE_PORT_MTU", std::to_string(args.get_uint("port-mtu")));
-  if (args.get_double("drop-rate") > 0) {
-    set("UROCE_DROP_RATE", std::to_string(args.get_double("drop-rate")));
-    set("UROCE_DROP_SEED", std::to_string(args.get_uint("drop-seed")));
+  if (!eal.empty()) setenv("UROCE_EAL", eal.c_str(), 1);
+  for (const auto& [option, variable] : kVariables) {
+    if (args.given(option)) setenv(variable, std::string(args.text(option)).c_str(), 1);
   }
   std::string path = library_path();
   if (const char* old = std::getenv("LD_LIBRARY_PATH"); old && *old) path += std::string(":") + old;

@@ -71,7 +71,11 @@ struct CmConnParam {
   uint8_t initiator_depth = 1;      ///< RDMA READ/atomic we issue at once
   uint8_t retry_count = 7;          ///< transport retries (3 bits)
   uint8_t rnr_retry_count = 7;      ///< RNR retries (3 bits, 7 = infinite)
-  uint32_t qp_num = 0;              ///< UD (SIDR REP): the QPN to report; 0 = the id's QP
+  /// UD (SIDR REP): the QPN to report; 0 = the id's QP. RC, UC: the QPN the
+  /// REQ or REP names when the id has no QP: the consumer moves that QP itself
+  /// with cm_init_qp_attr, and the CM moves none.
+  uint32_t qp_num = 0;
+  bool srq = false;                 ///< with qp_num, no QP on the id: that QP receives from an SRQ
   uint32_t qkey = 0;                ///< UD (SIDR REP): 0 = rdma_cm's default, 0x01234567
 };
 
@@ -136,12 +140,29 @@ Status cm_detach_qp(CmId* id);
 /// Active side: sends the REQ (kTcp, kIb) or SIDR REQ (kUdp). kEstablished
 /// (QP moved to RTS, RTU sent), kRejected, kUnreachable or kConnectError follow;
 /// for kUdp kEstablished carries the peer's QPN and Q_Key (rdma_cm's UD flow).
+/// An id without a QP connects param.qp_num's instead: kConnectResponse
+/// follows the REP, and the consumer moves its QP (cm_init_qp_attr) and calls
+/// cm_establish.
 Status cm_connect(CmId* id, const CmConnParam& param);
+/// Active side, an id without a QP after kConnectResponse: sends the RTU
+/// (IBA 12.9.6, REP Rcvd -> Established). No event follows, as in librdmacm.
+Status cm_establish(CmId* id);
 /// Passive side, on a kConnectRequest id: moves its QP to RTR and RTS and
 /// sends the REP (kEstablished follows the RTU), or for kUdp the SIDR REP.
+/// An id without a QP names param.qp_num's in the REP and moves none.
 Status cm_accept(CmId* id, const CmConnParam& param);
-/// Passive side: sends REJ with reason 28, consumer-defined (SIDR REP status 1).
+/// Sends REJ with reason 28, consumer-defined: the passive side to a REQ (for
+/// kUdp a SIDR REP with status "rejected"), the active side to a REP it got
+/// as kConnectResponse.
 Status cm_reject(CmId* id, const void* private_data, uint8_t private_data_len);
+/// The attributes that move a QP of this id to attr.qp_state, with the
+/// modify_qp mask (rdma_init_qp_attr, Linux ib_cm_init_qp_attr): kInit the
+/// port, P_Key index and remote access (RC: write, read, atomic; UC: write) or
+/// the UD Q_Key; kRtr the path, MTU, peer QPN and receive PSN (RC: responder
+/// resources, RNR timer); kRts the send PSN (RC: ACK timeout, retries,
+/// initiator depth). RC and UC need the peer for kRtr and kRts: a REQ
+/// received, or a REP. kInvalidArgument for another state or before that.
+Status cm_init_qp_attr(CmId* id, QpAttr& attr, uint32_t& attr_mask);
 /// Moves the QP to ERR and sends DREQ (or DREP, if the peer's DREQ came first);
 /// kDisconnected follows.
 Status cm_disconnect(CmId* id);

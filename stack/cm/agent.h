@@ -35,6 +35,7 @@ namespace uroce::cm {
   X(kListen)                                                                            \
   X(kReqSent)         /* active: REQ sent, waiting for REP / MRA / REJ */               \
   X(kMraReqRcvd)      /* active: the passive side MRAed our REQ: REP comes later */     \
+  X(kRepRcvd)         /* active, no QP on the id: REP delivered, RTU at establish */    \
   X(kReqRcvd)         /* passive: kConnectRequest delivered, waiting for accept */     \
   X(kMraReqSent)      /* passive: a duplicate REQ came before accept: MRA sent */       \
   X(kRepSent)         /* passive: REP sent (QP in RTS), waiting for RTU */              \
@@ -160,9 +161,17 @@ void on_mad(Agent& a, const CmMad& m, const AhAttr& from, uint32_t src_qp);
 void on_timer(Agent& a, CmIdImpl& id);
 /// Active side: REQ (RC) or SIDR REQ (UD) from a route-resolved id with a QP.
 Status send_req(Agent& a, CmIdImpl& id, const CmConnParam& p);
-/// Passive side: accept (REP, or SIDR REP) / reject (REJ, or SIDR REP status 2).
+/// Passive side: accept (REP, or SIDR REP). Passive side, or active in
+/// kRepRcvd: reject (REJ, or SIDR REP status 2).
 Status send_rep(Agent& a, CmIdImpl& id, const CmConnParam& p);
 Status send_reject(Agent& a, CmIdImpl& id, std::span<const uint8_t> private_data);
+/// Active side, kRepRcvd: the RTU, and the id is established.
+Status send_rtu(Agent& a, CmIdImpl& id);
+/// The QP type the id connects: its QP's, else UD for kUdp, else the REQ's transport.
+QpType conn_qp_type(const CmIdImpl& id);
+/// The attributes and mask that move a QP of type `type` on id to `state`
+/// (include/uroce/cm.h cm_init_qp_attr; Linux ib_cm_init_qp_attr).
+Status qp_attr_for(const Agent& a, const CmIdImpl& id, QpType type, QpState state, QpAttr& at, uint32_t& mask);
 /// DREQ, or DREP if the peer's DREQ came first.
 Status send_disconnect(Agent& a, CmIdImpl& id);
 

@@ -84,33 +84,16 @@ void fail(Agent& a, CmIdImpl& id, CmEventType e, int status, std::span<const uin
 }
 
 // RTR then RTS with what the CM exchanged (IBA 12.7.x; Linux ib_cm_init_qp_attr).
-Status qp_connect(CmIdImpl& id, Mtu mtu, uint8_t ack_timeout, uint8_t retry_cnt) {
+Status qp_connect(Agent& a, CmIdImpl& id) {
   if (!id.qp) return Status(StatusCode::kInvalidArgument, "cm id has no qp");
-  QpAttr at;
-  at.qp_state = QpState::kRtr;
-  at.path_mtu = mtu;
-  at.dest_qp_num = id.remote_qpn;
-  at.rq_psn = id.rq_psn;
-  at.ah_attr = id.route;
-  uint32_t mask = kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn;
-  if (id.qp->qp_type == QpType::kRc) {
-    at.max_dest_rd_atomic = id.responder_resources;
-    at.min_rnr_timer = kMinRnrTimer;
-    mask |= kQpMaxDestRdAtomic | kQpMinRnrTimer;
+  for (const QpState s : {QpState::kRtr, QpState::kRts}) {
+    QpAttr at;
+    uint32_t mask = 0;
+    Status st = qp_attr_for(a, id, id.qp->qp_type, s, at, mask);
+    if (st.ok()) st = modify_qp(id.qp, at, mask);
+    if (!st.ok()) return st;
   }
-  Status st = modify_qp(id.qp, at, mask);
-  if (!st.ok()) return st;
-  at.qp_state = QpState::kRts;
-  at.sq_psn = id.sq_psn;
-  mask = kQpState | kQpSqPsn;
-  if (id.qp->qp_type == QpType::kRc) {
-    at.timeout = ack_timeout;
-    at.retry_cnt = retry_cnt;
-    at.rnr_retry = id.rnr_retry;
-    at.max_rd_atomic = id.initiator_depth;
-    mask |= kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic;
-  }
-  return modify_qp(id.qp, at, mask);
+  return {};
 }
 
 Mtu cm_mtu(const Context& ctx, uint8_t req_mtu) {
@@ -237,6 +220,7 @@ void on_req(Agent& a, const CmMad& m, const ReqDesc& r, const AhAttr& from) {
         case CmState::kListen:
         case CmState::kReqSent:
         case CmState::kMraReqRcvd:
+        case CmState::kRepRcvd:
         case CmState::kEstablished:
         case CmState::kDreqSent:
         case CmState::kSidrReqSent:
@@ -284,6 +268,13 @@ void on_req(Agent& a, const CmMad& m, const ReqDesc& r, const AhAttr& from) {
   id->remote_ca_guid = r.local_ca_guid;
   id->remote_qpn = r.local_qpn;
   id->req = r;
+  // What the QP gets unless the accept grants less (IBA 12.7.29-30): a
+  // consumer that moves its own QP reads these before it accepts.
+  id->responder_resources = std::min(r.initiator_depth, transport::kMaxRdAtomic);
+  id->initiator_depth = std::min(r.responder_resources, transport::kMaxRdAtomic);
+  id->sq_psn = r.starting_psn;
+  id->rq_psn = random_psn(a);
+  id->rnr_retry = r.rnr_retry_count;
   connect_request_event(a, *id, consumer);
 }
 
@@ -293,6 +284,9 @@ void on_rep(Agent& a, const RepDesc& r) {
   if (id->state == CmState::kEstablished && id->remote_comm_id == r.local_comm_id) {
     a.counters.inc(CmCounter::dup_rep);  // our RTU was lost (IBA 12.9.8.2): send it again
     return resend_last(a, *id);
+  }
+  if (id->state == CmState::kRepRcvd && id->remote_comm_id == r.local_comm_id) {
+    return a.counters.inc(CmCounter::dup_rep);  // the consumer has it: the RTU comes at cm_establish
   }
   if (id->state != CmState::kReqSent && id->state != CmState::kMraReqRcvd) {
     return a.counters.inc(CmCounter::mad_drop_state);
@@ -306,9 +300,12 @@ void on_rep(Agent& a, const RepDesc& r) {
   id->responder_resources = std::min<uint8_t>(r.initiator_depth, transport::kMaxRdAtomic);
   id->sq_psn = r.starting_psn;
   id->rnr_retry = r.rnr_retry_count;
-  const Status st = qp_connect(*id, cm_mtu(a.ctx, id->req.path_mtu), id->req.primary.local_ack_timeout,
-                               id->req.retry_count);
-  if (!st.ok()) {  // rdma_cm: CONNECT_ERROR and REJ consumer-defined
+  id->state = CmState::kRepRcvd;
+  if (!id->qp) {  // the consumer moves its QP (cm_init_qp_attr), then cm_establish sends the RTU
+    a.push_event(*id, CmEventType::kConnectResponse);
+    return event_private(a.events.back(), r.private_data);
+  }
+  if (!qp_connect(a, *id).ok()) {  // rdma_cm: CONNECT_ERROR and REJ consumer-defined
     RejDesc j;
     j.local_comm_id = id->local_comm_id;
     j.remote_comm_id = id->remote_comm_id;
@@ -318,12 +315,7 @@ void on_rep(Agent& a, const RepDesc& r) {
     a.counters.inc(CmCounter::rej_sent);
     return fail(a, *id, CmEventType::kConnectError, -EINVAL);
   }
-  RtuDesc u;
-  u.local_comm_id = id->local_comm_id;
-  u.remote_comm_id = id->remote_comm_id;
-  a.send_to(*id, make(*id, u), true);
-  id->state = CmState::kEstablished;
-  a.counters.inc(CmCounter::established);
+  (void)send_rtu(a, *id);
   a.push_event(*id, CmEventType::kEstablished);
   event_private(a.events.back(), r.private_data);
 }
@@ -361,6 +353,7 @@ void on_rej(Agent& a, const RejDesc& r) {
   switch (id->state) {
     case CmState::kReqSent:
     case CmState::kMraReqRcvd:
+    case CmState::kRepRcvd:  // the passive side gave up waiting for our RTU
     case CmState::kRepSent:
     case CmState::kMraReqSent:
     case CmState::kReqRcvd:  // the active side gave up (REJ timeout) before we answered
@@ -417,6 +410,7 @@ void on_dreq(Agent& a, const CmMad& m, const DreqDesc& r, const AhAttr& from) {
     case CmState::kListen:
     case CmState::kReqSent:
     case CmState::kMraReqRcvd:
+    case CmState::kRepRcvd:
     case CmState::kReqRcvd:
     case CmState::kMraReqSent:
     case CmState::kSidrReqSent:
@@ -570,6 +564,7 @@ void on_timer(Agent& a, CmIdImpl& id) {
     case CmState::kAddrResolved:
     case CmState::kRouteResolved:
     case CmState::kListen:
+    case CmState::kRepRcvd:  // the passive side's REP retries keep it alive until cm_establish
     case CmState::kReqRcvd:
     case CmState::kMraReqSent:
     case CmState::kEstablished:
@@ -594,7 +589,9 @@ void on_timer(Agent& a, CmIdImpl& id) {
 
 Status send_req(Agent& a, CmIdImpl& id, const CmConnParam& p) {
   if (id.state != CmState::kRouteResolved) return Status(StatusCode::kInvalidArgument, "route not resolved");
-  if (!id.qp) return Status(StatusCode::kInvalidArgument, "cm id has no qp (cm_create_qp)");
+  if (!id.qp && !p.qp_num && id.ps != CmPortSpace::kUdp) {
+    return Status(StatusCode::kInvalidArgument, "cm id has no qp (cm_create_qp) and the parameters name none");
+  }
   if (p.private_data_len > (id.ps == CmPortSpace::kUdp ? kSidrReqPrivateDataBytes : kReqPrivateDataBytes) -
                                sizeof(CmaHdr)) {
     return Status(StatusCode::kInvalidArgument, "private data too long");
@@ -605,7 +602,7 @@ Status send_req(Agent& a, CmIdImpl& id, const CmConnParam& p) {
   id.retry_ns = cm_timeout_ns(kCmResponseTimeout) + 2 * kPacketLifeNs;
   const uint64_t sid = rdma_cm_service_id(PortSpace(id.ps), id.dst.port);
   if (id.ps == CmPortSpace::kUdp) {  // IBA 12.11: SIDR for UD services
-    if (id.qp->qp_type != QpType::kUd) return Status(StatusCode::kInvalidArgument, "UDP port space needs a UD qp");
+    if (id.qp && id.qp->qp_type != QpType::kUd) return Status(StatusCode::kInvalidArgument, "UDP port space needs a UD qp");
     SidrReqDesc s;
     s.request_id = id.local_comm_id;
     s.pkey = kDefaultPkeyFull;
@@ -618,17 +615,19 @@ Status send_req(Agent& a, CmIdImpl& id, const CmConnParam& p) {
     arm(a, id, id.retry_ns);
     return {};
   }
-  if (id.qp->qp_type == QpType::kUd) return Status(StatusCode::kInvalidArgument, "TCP/IB port space needs an RC or UC qp");
+  if (id.qp && id.qp->qp_type == QpType::kUd) {
+    return Status(StatusCode::kInvalidArgument, "TCP/IB port space needs an RC or UC qp");
+  }
   ReqDesc r;
   r.local_comm_id = id.local_comm_id;
   r.service_id = sid;
   r.local_ca_guid = a.ca_guid;
-  r.local_qpn = id.qp->qp_num;
+  r.local_qpn = id.qp ? id.qp->qp_num : p.qp_num;
   r.responder_resources = std::min<uint8_t>(p.responder_resources, transport::kMaxRdAtomic);
   r.initiator_depth = std::min<uint8_t>(p.initiator_depth, transport::kMaxRdAtomic);
   r.remote_cm_response_timeout = kCmResponseTimeout;
   r.local_cm_response_timeout = kCmResponseTimeout;
-  r.transport_service_type = id.qp->qp_type == QpType::kUc ? 1 : 0;
+  r.transport_service_type = id.qp && id.qp->qp_type == QpType::kUc ? 1 : 0;  // the consumer's own QP: RC
   id.rq_psn = random_psn(a);
   r.starting_psn = id.rq_psn;  // what our receive queue expects (Linux ib_cm; see the file comment)
   r.retry_count = p.retry_count & 7;
@@ -636,7 +635,7 @@ Status send_req(Agent& a, CmIdImpl& id, const CmConnParam& p) {
   r.pkey = kDefaultPkeyFull;
   r.path_mtu = uint8_t(a.ctx.max_mtu);
   r.max_cm_retries = kCmMaxCmRetries;
-  r.srq = id.qp->srq != nullptr;
+  r.srq = id.qp ? id.qp->srq != nullptr : p.srq;
   // RoCE has no LIDs: rxe sends the permissive LID 0xffff in both.
   r.primary.local_lid = 0xffff;
   r.primary.remote_lid = 0xffff;
@@ -668,27 +667,25 @@ Status send_rep(Agent& a, CmIdImpl& id, const CmConnParam& p) {
   }
   if (p.private_data_len > kRepPrivateDataBytes) return Status(StatusCode::kInvalidArgument, "private data too long");
   const ReqDesc& r = id.req;
-  if (!id.qp || (r.transport_service_type == 1) != (id.qp->qp_type == QpType::kUc)) {
-    return Status(StatusCode::kInvalidArgument, "cm id needs a qp of the REQ's transport (cm_create_qp)");
+  if (id.qp ? (r.transport_service_type == 1) != (id.qp->qp_type == QpType::kUc) : !p.qp_num) {
+    return Status(StatusCode::kInvalidArgument, "cm id needs a qp of the REQ's transport (cm_create_qp) or a qp_num");
   }
   // IBA 12.7.29-30: grant no more than the active side can use.
   id.responder_resources = std::min({p.responder_resources, r.initiator_depth, transport::kMaxRdAtomic});
   id.initiator_depth = std::min({p.initiator_depth, r.responder_resources, transport::kMaxRdAtomic});
-  id.sq_psn = r.starting_psn;
-  id.rq_psn = random_psn(a);
-  id.rnr_retry = r.rnr_retry_count;
-  Status st = qp_connect(id, cm_mtu(a.ctx, r.path_mtu), r.primary.local_ack_timeout, r.retry_count);
-  if (!st.ok()) return st;
+  if (id.qp) {
+    if (Status st = qp_connect(a, id); !st.ok()) return st;
+  }
   RepDesc rep;
   rep.local_comm_id = id.local_comm_id;
   rep.remote_comm_id = id.remote_comm_id;
-  rep.local_qpn = id.qp->qp_num;
+  rep.local_qpn = id.qp ? id.qp->qp_num : p.qp_num;
   rep.starting_psn = id.rq_psn;
   rep.responder_resources = id.responder_resources;
   rep.initiator_depth = id.initiator_depth;
   rep.target_ack_delay = kTargetAckDelay;
   rep.rnr_retry_count = p.rnr_retry_count & 7;
-  rep.srq = id.qp->srq != nullptr;
+  rep.srq = id.qp ? id.qp->srq != nullptr : p.srq;
   rep.local_ca_guid = a.ca_guid;
   put_private(rep.private_data, consumer_pd(p));
   id.state = CmState::kRepSent;
@@ -706,14 +703,14 @@ Status send_reject(Agent& a, CmIdImpl& id, std::span<const uint8_t> private_data
     send_sidr_rep(a, id, kSidrReject, 0, 0, private_data);
     return {};
   }
-  if (id.state != CmState::kReqRcvd && id.state != CmState::kMraReqSent) {
-    return Status(StatusCode::kInvalidArgument, "no connection request to reject");
+  if (id.state != CmState::kReqRcvd && id.state != CmState::kMraReqSent && id.state != CmState::kRepRcvd) {
+    return Status(StatusCode::kInvalidArgument, "no connection request or reply to reject");
   }
   if (private_data.size() > kRejPrivateDataBytes) return Status(StatusCode::kInvalidArgument, "private data too long");
   RejDesc j;
   j.local_comm_id = id.local_comm_id;
   j.remote_comm_id = id.remote_comm_id;
-  j.message_rejected = kCmMsgReq;
+  j.message_rejected = id.state == CmState::kRepRcvd ? kCmMsgRep : kCmMsgReq;
   j.reason = kRejConsumer;
   put_private(j.private_data, private_data);
   a.send_to(id, make(id, j), false);
@@ -721,6 +718,104 @@ Status send_reject(Agent& a, CmIdImpl& id, std::span<const uint8_t> private_data
   a.timers.cancel(id.index);
   id.state = CmState::kError;
   (void)qp_to_err(id);
+  return {};
+}
+
+Status send_rtu(Agent& a, CmIdImpl& id) {
+  if (id.state != CmState::kRepRcvd) return Status(StatusCode::kInvalidArgument, "no connect response to establish");
+  RtuDesc u;
+  u.local_comm_id = id.local_comm_id;
+  u.remote_comm_id = id.remote_comm_id;
+  a.send_to(id, make(id, u), true);
+  id.state = CmState::kEstablished;
+  a.counters.inc(CmCounter::established);
+  return {};
+}
+
+QpType conn_qp_type(const CmIdImpl& id) {
+  if (id.qp) return id.qp->qp_type;
+  if (id.ps == CmPortSpace::kUdp) return QpType::kUd;
+  return id.req.transport_service_type == 1 ? QpType::kUc : QpType::kRc;
+}
+
+Status qp_attr_for(const Agent& a, const CmIdImpl& id, QpType type, QpState state, QpAttr& at, uint32_t& mask) {
+  at = QpAttr{};
+  at.qp_state = state;
+  mask = kQpState;
+  switch (state) {
+    case QpState::kInit:  // as librdmacm's ucma_init_conn_qp / ucma_init_ud_qp
+      at.pkey_index = 0;
+      at.port_num = 1;
+      mask |= kQpPkeyIndex | kQpPort;
+      if (type == QpType::kUd) {
+        at.qkey = kRdmaUdpQkey;
+        mask |= kQpQkey;
+      } else {
+        at.qp_access_flags = type == QpType::kRc ? kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic
+                                                 : kAccessRemoteWrite;
+        mask |= kQpAccessFlags;
+      }
+      return {};
+    case QpState::kRtr:
+    case QpState::kRts:
+      break;
+    case QpState::kReset:
+    case QpState::kSqd:
+    case QpState::kSqe:
+    case QpState::kErr:
+      return Status(StatusCode::kInvalidArgument, "the CM gives attributes for INIT, RTR and RTS only");
+  }
+  if (type == QpType::kUd) {  // no peer: SIDR only tells the other side where this QP is
+    if (state == QpState::kRts) {
+      at.sq_psn = 0;
+      mask |= kQpSqPsn;
+    }
+    return {};
+  }
+  switch (id.state) {
+    case CmState::kRepRcvd:
+    case CmState::kReqRcvd:
+    case CmState::kMraReqSent:
+    case CmState::kRepSent:
+    case CmState::kEstablished:
+      break;
+    case CmState::kIdle:
+    case CmState::kAddrQuery:
+    case CmState::kAddrResolved:
+    case CmState::kRouteResolved:
+    case CmState::kListen:
+    case CmState::kReqSent:
+    case CmState::kMraReqRcvd:
+    case CmState::kDreqSent:
+    case CmState::kTimeWait:
+    case CmState::kSidrReqSent:
+    case CmState::kSidrReqRcvd:
+    case CmState::kError:
+      return Status(StatusCode::kInvalidArgument, "the peer is not known yet (no REQ or REP received)");
+  }
+  const bool rc = type == QpType::kRc;
+  if (state == QpState::kRtr) {
+    at.path_mtu = cm_mtu(a.ctx, id.req.path_mtu);
+    at.dest_qp_num = id.remote_qpn;
+    at.rq_psn = id.rq_psn;
+    at.ah_attr = id.route;
+    mask |= kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn;
+    if (rc) {
+      at.max_dest_rd_atomic = id.responder_resources;
+      at.min_rnr_timer = kMinRnrTimer;
+      mask |= kQpMaxDestRdAtomic | kQpMinRnrTimer;
+    }
+    return {};
+  }
+  at.sq_psn = id.sq_psn;
+  mask |= kQpSqPsn;
+  if (rc) {
+    at.timeout = id.req.primary.local_ack_timeout;
+    at.retry_cnt = id.req.retry_count;
+    at.rnr_retry = id.rnr_retry;
+    at.max_rd_atomic = id.initiator_depth;
+    mask |= kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic;
+  }
   return {};
 }
 
@@ -751,6 +846,7 @@ Status send_disconnect(Agent& a, CmIdImpl& id) {
     case CmState::kListen:
     case CmState::kReqSent:
     case CmState::kMraReqRcvd:
+    case CmState::kRepRcvd:
     case CmState::kReqRcvd:
     case CmState::kMraReqSent:
     case CmState::kSidrReqSent:

@@ -66,8 +66,10 @@ Status cm_destroy_id(CmId* id) {
   if (a.ids.at(d.index) != &d) return Status(StatusCode::kNotFound, "unknown cm id");
   // A request the consumer neither accepted nor rejected is rejected now
   // (REJ "consumer defined"; SIDR: status "rejected"), so that the active
-  // side stops retrying, as Linux ib_cm does when an id in REQ_RCVD goes.
-  if (d.state == CmState::kReqRcvd || d.state == CmState::kMraReqSent || d.state == CmState::kSidrReqRcvd) {
+  // side stops retrying, as Linux ib_cm does when an id in REQ_RCVD goes;
+  // so is a REP the consumer did not establish (REP_RCVD).
+  if (d.state == CmState::kReqRcvd || d.state == CmState::kMraReqSent || d.state == CmState::kSidrReqRcvd ||
+      d.state == CmState::kRepRcvd) {
     (void)cm::send_reject(a, d, {});
   }
   // A connection still up gets one DREQ (not retried: the id is gone), as
@@ -175,30 +177,16 @@ Status give_qp(CmIdImpl& d, Qp* qp, bool own) {
   if ((d.ps == CmPortSpace::kUdp) != (qp->qp_type == QpType::kUd)) {
     return Status(StatusCode::kInvalidArgument, "UDP port space takes UD qps, TCP/IB take RC/UC");
   }
-  QpAttr at;
-  at.qp_state = QpState::kInit;
-  at.pkey_index = 0;
-  at.port_num = 1;
-  uint32_t mask = kQpState | kQpPkeyIndex | kQpPort;
-  if (qp->qp_type == QpType::kUd) {
-    at.qkey = kRdmaUdpQkey;  // rdma_cm's UD Q_Key
-    mask |= kQpQkey;
-  } else {
-    at.qp_access_flags = qp->qp_type == QpType::kRc
-                             ? kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic
-                             : kAccessRemoteWrite;
-    mask |= kQpAccessFlags;
+  // A UD QP needs no peer, and SIDR only tells the other side where it is.
+  const QpState last = qp->qp_type == QpType::kUd ? QpState::kRts : QpState::kInit;
+  for (const QpState s : {QpState::kInit, QpState::kRtr, QpState::kRts}) {
+    if (s > last) break;
+    QpAttr at;
+    uint32_t mask = 0;
+    Status st = cm::qp_attr_for(agent_of(&d), d, qp->qp_type, s, at, mask);
+    if (st.ok()) st = modify_qp(qp, at, mask);
+    if (!st.ok()) return st;
   }
-  Status st = modify_qp(qp, at, mask);
-  if (st.ok() && qp->qp_type == QpType::kUd) {
-    // It needs no peer, and SIDR only tells the other side where it is.
-    at.qp_state = QpState::kRtr;
-    st = modify_qp(qp, at, kQpState);
-    at.qp_state = QpState::kRts;
-    at.sq_psn = 0;
-    if (st.ok()) st = modify_qp(qp, at, kQpState | kQpSqPsn);
-  }
-  if (!st.ok()) return st;
   d.qp = qp;
   d.own_qp = own;
   return {};
@@ -232,6 +220,18 @@ Status cm_detach_qp(CmId* id) {
 Status cm_connect(CmId* id, const CmConnParam& param) {
   if (!id) return Status(StatusCode::kInvalidArgument, "null cm id");
   return cm::send_req(agent_of(id), impl(id), param);
+}
+
+Status cm_establish(CmId* id) {
+  if (!id) return Status(StatusCode::kInvalidArgument, "null cm id");
+  if (id->qp) return Status(StatusCode::kInvalidArgument, "the cm id's own qp is established by the cm");
+  return cm::send_rtu(agent_of(id), impl(id));
+}
+
+Status cm_init_qp_attr(CmId* id, QpAttr& attr, uint32_t& attr_mask) {
+  if (!id) return Status(StatusCode::kInvalidArgument, "null cm id");
+  const CmIdImpl& d = impl(id);
+  return cm::qp_attr_for(agent_of(id), d, cm::conn_qp_type(d), attr.qp_state, attr, attr_mask);
 }
 
 Status cm_accept(CmId* id, const CmConnParam& param) {

@@ -23,6 +23,11 @@ SERVER_IP = "10.77.0.1"
 CELLS = [
     ("rping", ["rping", "-s", "-v", "-C", "10", "-a", SERVER_IP],
      ["rping", "-c", "-v", "-V", "-C", "10", "-a", SERVER_IP], (r"(?s)(ping data: rdma-ping-\d.*){10}", r"ping data")),
+    # -q: rping makes its QP itself and moves it with rdma_init_qp_attr's
+    # attributes; the client sends the RTU with rdma_establish.
+    ("rping_self_qp", ["rping", "-s", "-q", "-v", "-V", "-C", "10", "-a", SERVER_IP],
+     ["rping", "-c", "-q", "-v", "-V", "-C", "10", "-a", SERVER_IP],
+     (r"(?s)(ping data: rdma-ping-\d.*){10}", r"(?s)(ping data: rdma-ping-\d.*){10}")),
     ("rping_64k", ["rping", "-s", "-S", "65536", "-C", "20", "-a", SERVER_IP],
      ["rping", "-c", "-V", "-S", "65536", "-C", "20", "-a", SERVER_IP], (r"\A(?![\s\S]*mismatch)", r"\A(?![\s\S]*mismatch)")),
     ("ucmatose", ["ucmatose", "-b", SERVER_IP, "-C", "100"], ["ucmatose", "-s", SERVER_IP, "-C", "100"],

@@ -3,11 +3,15 @@ on uroce's libibverbs.so.1, under `uroce run`, both ends in two processes on
 a net_memif link. Checks:
   * the library exports rdma-core 44's symbol versions, exactly those of the
     system's libibverbs.so.1 (objdump -T of both);
+  * `uroce run` sets the variables of the options given and keeps the
+    caller's for the others;
   * ibv_devices / ibv_devinfo -v show the device, the port ACTIVE and the GID
     table laid out as Linux lays out a RoCE device's (v1 and v2 per address);
   * each stock pair completes on both ends with its own success output, also
     with -e (completion channels);
-  * ibv_rc_pingpong on a RoCEv1 GID sends only what tshark decodes as RoCEv1.
+  * ibv_rc_pingpong on a RoCEv1 GID sends only what tshark decodes as RoCEv1;
+  * ib_write_bw's RoCEv2 frames pass `uroce dump --verify`, and tshark decodes
+    each as InfiniBand, none malformed, no expert error.
 With --wr-api, only tests/verbs/wr_api.cc's pair instead: the extended CQ and
 QP verbs and the ibv_wr_* post API (the verbs_wr_api test).
 Usage: stock_tools.py UROCE_BIN LIBIBVERBS_SO [--wr-api WR_API_BIN]
@@ -83,6 +87,22 @@ def devinfo(d):
           and gids.get("1") == "fe80::ff:fe77:1, RoCE v2", f"GID 0/1: link-local, RoCE v1 / v2 ({gids.get('0')}; {gids.get('1')})")
     check(gids.get("3") == "::ffff:10.77.0.1, RoCE v2", f"GID 3: ::ffff:10.77.0.1 RoCE v2 ({gids.get('3')})")
     check(gids.get("2", "").endswith("ffff:0a4d:0001, RoCE v1"), f"GID 2: the IPv4 address as RoCE v1 ({gids.get('2')})")
+
+
+def run_env():
+    """`uroce run` hands COMMAND (here env) the variables of the options
+    given and leaves the caller's for the options not given."""
+    def seen(extra, argv):
+        e = dict(os.environ, UROCE_PORT_MTU="9000", UROCE_PROGRESS="thread", UROCE_DEV="net_null0", **extra)
+        out = subprocess.run([UROCE, "run", "--"] + argv + ["env"], env=e, capture_output=True, text=True, timeout=30)
+        return dict(line.split("=", 1) for line in out.stdout.splitlines() if line.startswith("UROCE_"))
+    v = seen({}, ["--ip", "10.77.0.9"])
+    check(v.get("UROCE_PORT_MTU") == "9000" and v.get("UROCE_PROGRESS") == "thread" and v.get("UROCE_DEV") == "net_null0"
+          and v.get("UROCE_IP") == "10.77.0.9" and "UROCE_DROP_RATE" not in v,
+          f"uroce run keeps the caller's variables of options not given ({v})")
+    v = seen({"UROCE_DROP_RATE": "0.5"}, ["--port-mtu", "4200", "--progress", "inline", "--dev", "net_null1", "--drop-rate", "0"])
+    check(v.get("UROCE_PORT_MTU") == "4200" and v.get("UROCE_PROGRESS") == "inline" and v.get("UROCE_DEV") == "net_null1"
+          and v.get("UROCE_DROP_RATE") == "0", f"uroce run: the options given override the environment ({v})")
 
 
 # (name, argv, what each end prints on success: one pattern, or the client's and the server's)
@@ -226,6 +246,27 @@ def roce_v1(d, tcp_port):
     check(not any(len(r) > 2 and r[2] == "4791" for r in rows), "RoCEv1: no RoCEv2 (UDP 4791) frame")
 
 
+def wire(d, tcp_port):
+    """ib_write_bw (RoCEv2) with the client's frames captured: `uroce dump
+    --verify` finds every RoCE frame well formed with a good ICRC, and tshark,
+    decoding UDP 4791 as InfiniBand, decodes every frame but ARP as InfiniBand
+    with a BTH, none malformed and no expert error."""
+    pcap = os.path.join(d, "write_bw_wire.pcap")
+    pair(d, tcp_port, "write_bw_wire", ["ib_write_bw", "-x", "3", "-s", "4096", "-n", "200"], PERF_OK, ["--pcap", pcap])
+    v = subprocess.run([UROCE, "dump", "--verify", pcap], capture_output=True, text=True, timeout=60)
+    check(v.returncode == 0, f"uroce dump --verify of the ib_write_bw capture: rc {v.returncode}"
+          + ("" if v.returncode == 0 else "\n" + (v.stdout + v.stderr)[-1500:]))
+    tshark = ["tshark", "-r", pcap, "-d", "udp.port==4791,infiniband"]
+    rows = [r.split("\t") for r in subprocess.run(tshark + ["-T", "fields", "-e", "frame.protocols", "-e", "infiniband.bth.opcode"],
+                                                   capture_output=True, text=True, timeout=60).stdout.splitlines()]
+    roce = [r for r in rows if not r[0].endswith(":arp")]
+    check(len(roce) >= 800 and all(":udp:infiniband" in r[0] and len(r) > 1 and r[1] for r in roce),
+          f"tshark: {len(roce)} of {len(rows)} frames are not ARP, each InfiniBand over UDP with a BTH")
+    bad = subprocess.run(tshark + ["-Y", "_ws.malformed || _ws.expert.severity >= error"], capture_output=True, text=True,
+                         timeout=60).stdout.splitlines()
+    check(not bad, f"tshark: no malformed frame, no expert error ({len(bad)}: {bad[:3]})")
+
+
 def wr_api(d, tcp_port):
     """tests/verbs/wr_api.cc on both ends: each prints one ok/FAIL line per
     check and exits non-zero on any FAIL; its lines are shown here."""
@@ -241,11 +282,13 @@ def main():
             wr_api(d, 23500 + os.getpid() % 100)
         else:
             abi()
+            run_env()
             devinfo(d)
             for i, (name, argv, ok_re) in enumerate(CELLS):
                 pair(d, 19500 + (os.getpid() % 100) * 40 + i, name, argv, ok_re)
             roce_v1(d, 19500 + (os.getpid() % 100) * 40 + len(CELLS))
-            native_pairs(d, 19500 + (os.getpid() % 100) * 40 + len(CELLS) + 1)
+            wire(d, 19500 + (os.getpid() % 100) * 40 + len(CELLS) + 1)
+            native_pairs(d, 19500 + (os.getpid() % 100) * 40 + len(CELLS) + 2)
     print(f"{len(failures)} failed" if failures else "all passed")
     return 1 if failures else 0
 

@@ -87,6 +87,7 @@ TEST(Args, DefaultsApplyWhenNothingIsGiven) {
   EXPECT_EQ(p.args.get_str("mode"), "rc");
   EXPECT_FALSE(p.args.flag("json"));
   EXPECT_FALSE(p.args.given("size"));
+  EXPECT_EQ(p.args.text("size"), "65536");  // the default's text
   EXPECT_TRUE(p.args.positional().empty());
   EXPECT_EQ(p.args.config_line(), "size=65536 iters=1000 rate=2.5 dev=rxe0 mode=rc json=false verbose=false");
 }
@@ -104,6 +105,8 @@ TEST(Args, LongShortAttachedAndSeparateFormsAllWork) {
   EXPECT_TRUE(p.args.flag("json"));
   EXPECT_TRUE(p.args.flag("verbose"));
   EXPECT_TRUE(p.args.given("size"));
+  EXPECT_EQ(p.args.text("rate"), "100");  // as typed, for any kind with a value
+  EXPECT_EQ(p.args.text("mode"), "ud");
   ASSERT_EQ(p.args.positional().size(), 1u);
   EXPECT_EQ(p.args.positional()[0], "10.0.0.1");
 }

@@ -253,6 +253,69 @@ TEST_F(Cm, ConnectAcceptTransferDisconnect) {
   EXPECT_EQ(cnt(*b, CmCounter::disconnected), 1u);
 }
 
+// rdma_init_qp_attr / rdma_establish (rping -q): neither id has a QP; each
+// side moves its own with cm_init_qp_attr's attributes, the REQ and REP
+// name them by qp_num, and the active side sends the RTU with cm_establish
+// once kConnectResponse came (IBA 12.9.6, REP Rcvd), with no event after it.
+TEST_F(Cm, ConsumerMovesItsOwnQpWithInitQpAttr) {
+  listener = must(cm_create_id(b->ctx.get(), nullptr, CmPortSpace::kTcp));
+  ASSERT_TRUE(cm_bind_addr(listener, SockAddr{Gid{}, kPort}).ok());
+  ASSERT_TRUE(cm_listen(listener, 4).ok());
+  client = must(cm_create_id(a->ctx.get(), nullptr, CmPortSpace::kTcp));
+  ASSERT_TRUE(cm_resolve_addr(client, nullptr, SockAddr{b->gid, kPort}, 2000).ok());
+  ASSERT_EQ(wait_event(*a).event, CmEventType::kAddrResolved);
+  ASSERT_TRUE(cm_resolve_route(client, 2000).ok());
+  ASSERT_EQ(wait_event(*a).event, CmEventType::kRouteResolved);
+  auto move = [](CmId* id, Qp* qp, QpState to) {
+    QpAttr at;
+    at.qp_state = to;
+    uint32_t mask = 0;
+    Status st = cm_init_qp_attr(id, at, mask);
+    return st.ok() ? modify_qp(qp, at, mask) : st;
+  };
+  Qp* qa = must(create_qp(a->pd, qp_attr(*a)));
+  Qp* qb = must(create_qp(b->pd, qp_attr(*b)));
+  ASSERT_TRUE(move(client, qa, QpState::kInit).ok());
+  EXPECT_EQ(move(client, qa, QpState::kRtr).code(), StatusCode::kInvalidArgument);  // no REP yet: no peer
+  EXPECT_FALSE(cm_connect(client, CmConnParam{}).ok());  // no QP on the id and none named
+  CmConnParam pa;
+  pa.qp_num = qa->qp_num;
+  ASSERT_TRUE(cm_connect(client, pa).ok());
+  const CmEvent req = wait_event(*b);
+  ASSERT_EQ(req.event, CmEventType::kConnectRequest);
+  CmId* server = req.id;
+  for (const QpState s : {QpState::kInit, QpState::kRtr, QpState::kRts}) ASSERT_TRUE(move(server, qb, s).ok());
+  CmConnParam pb;
+  pb.qp_num = qb->qp_num;
+  ASSERT_TRUE(cm_accept(server, pb).ok());
+  ASSERT_EQ(wait_event(*a).event, CmEventType::kConnectResponse);
+  EXPECT_EQ(sent(*a, CmAttr::kRtu), 0u);  // the consumer's move comes first
+  for (const QpState s : {QpState::kRtr, QpState::kRts}) ASSERT_TRUE(move(client, qa, s).ok());
+  ASSERT_TRUE(cm_establish(client).ok());
+  EXPECT_FALSE(cm_establish(client).ok());  // once
+  ASSERT_EQ(wait_event(*b).event, CmEventType::kEstablished);
+  EXPECT_EQ(sent(*a, CmAttr::kRtu), 1u);
+  QpAttr at_a, at_b;
+  QpInitAttr ia;
+  ASSERT_TRUE(query_qp(qa, &at_a, &ia).ok());
+  ASSERT_TRUE(query_qp(qb, &at_b, &ia).ok());
+  EXPECT_EQ(at_a.sq_psn, at_b.rq_psn);
+  EXPECT_EQ(at_b.sq_psn, at_a.rq_psn);
+  EXPECT_EQ(at_a.dest_qp_num, qb->qp_num);
+  EXPECT_EQ(at_b.dest_qp_num, qa->qp_num);
+  send_one(qa, qb);
+  // No event followed cm_establish on a: the next is the disconnect.
+  ASSERT_TRUE(cm_disconnect(client).ok());
+  EXPECT_EQ(wait_event(*b).event, CmEventType::kDisconnected);
+  EXPECT_EQ(wait_event(*a).event, CmEventType::kDisconnected);
+  EXPECT_EQ(qa->state, QpState::kRts);  // the ids never held the QPs: the consumer moves them to ERR
+  ASSERT_TRUE(cm_destroy_id(client).ok());
+  ASSERT_TRUE(cm_destroy_id(server).ok());
+  ASSERT_TRUE(cm_destroy_id(listener).ok());
+  ASSERT_TRUE(destroy_qp(qa).ok());
+  ASSERT_TRUE(destroy_qp(qb).ok());
+}
+
 // IBA 12.6.7 / Table 109: no listener for the service ID -> REJ reason 8.
 TEST_F(Cm, NoListenerIsRejectedInvalidServiceId) {
   listen_and_resolve();
