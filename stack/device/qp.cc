@@ -157,8 +157,8 @@ Status post_send(Qp* q, SendWr* wr, SendWr** bad_wr) {
   for (; wr; wr = wr->next) {
     uint32_t len = 0;
     Status s;
-    // C10-96 (as rdmavt's ib_rvt_state_ops cites it): send WRs are accepted in RTS, SQD, SQE
-    // and ERR (the last two flush them).
+    // C10-96 (IBA 1.2, the number rdmavt's qp.c gives above ib_rvt_state_ops): send WRs are
+    // accepted in RTS, SQD, SQE and ERR (the last two complete them in error: flushed).
     if (qp.state == QpState::kReset || qp.state == QpState::kInit || qp.state == QpState::kRtr) {
       s = Status(StatusCode::kInvalidQpState, "post_send before RTS");
     } else if (qp.sq.full()) {

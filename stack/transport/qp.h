@@ -152,7 +152,7 @@ struct ResponderState {
   uint32_t epsn = 0;  // expected PSN
   uint32_t msn = 0;   // IBA 9.7.6.1.1: messages completed
   uint32_t msg_kind = 0;   // wire::kSend or kWrite while inside a multi-packet message
-  bool nak_sent = false;   // C9-110/111: a PSN-sequence or RNR NAK is out until the gap is repaired
+  bool nak_sent = false;   // C9-111: a PSN-sequence or RNR NAK is out until the gap is repaired
   bool uc_drop = false;    // UC: dropping the rest of a message after a PSN gap
   bool has_rwqe = false;   // rwqe holds the receive WQE of the message in progress
   bool comm_est = false;   // IBA 11.6.3.1: Communication Established raised (RTR's first request)

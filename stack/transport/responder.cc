@@ -186,7 +186,7 @@ RespState chk_length(Req& r) {
   const uint32_t len = r.pkt.payload_len;
   const bool ud = r.qp.qp_type == QpType::kUd;
   const uint32_t mtu = r.qp.mtu();  // UD: the port's MTU (set at create_qp)
-  // IBA 9.7.5.2: First and Middle carry exactly one PMTU, Last/Only at most one.
+  // IBA 9.7.5.2, C9-92: First and Middle carry exactly one PMTU, Last/Only at most one.
   if ((r.flags & wire::kPayload) && ((r.flags & wire::kLast) ? len > mtu : len != mtu)) return RespState::kErrLength;
   if ((r.flags & wire::kSend) && r.s.rwqe_off + (ud ? kUdGrhBytes : 0) + len > r.s.rwqe.length) {
     return RespState::kErrLength;
@@ -376,7 +376,7 @@ RespState do_error(Req& r, RespState err) {
   switch (err) {
     case RespState::kErrPsnOutOfSeq:  // class B
       r.env.inc(Counter::out_of_sequence);
-      if (!r.s.nak_sent) {  // C9-110/111: one NAK per gap, none again until it is repaired
+      if (!r.s.nak_sent) {  // C9-111: one NAK per gap, none again until it is repaired
         r.s.nak_sent = true;
         r.env.inc(Counter::seq_nak_sent);
         set_ack(r, nak_syndrome(NakCode::kPsnSequenceError), r.s.epsn);

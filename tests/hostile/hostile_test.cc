@@ -318,7 +318,7 @@ TEST_F(Attack, WriteLongerThanMaxMessage_NakInvalidRequest) {
 
 // Receive: 100 RDMA WRITEs with PSNs 2^22 ahead of the expected one (far
 // out of the window, but in the "ahead" half of the 24-bit space).
-// Expect: IBA 9.7.5.2 (C9-110/111): a PSN sequence error NAK naming the
+// Expect: IBA 9.7.5.2 (C9-111): a PSN sequence error NAK naming the
 // expected PSN, one for the whole gap (no NAK storm); nothing written; the
 // QP stays in RTS and a request with the right PSN then executes.
 TEST_F(Attack, PsnFarAhead_OneSeqNakNothingWritten) {

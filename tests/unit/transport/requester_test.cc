@@ -62,7 +62,7 @@ TEST_F(Requester, C9_GoBackN_AckOvertakingRewindMovesSendPointForward) {
 // Send: 48 SENDs alternating two packets (1500 B at PMTU 1024) and one (64 B),
 // each side losing every Nth frame it transmits (N = 5, 7, 13: requests, ACKs
 // and NAKs all get lost, so PSN-sequence NAKs land on First and Last packets).
-// Expect: IBA 9.7.5.1.1 / C9-110: after a PSN-sequence NAK the requester
+// Expect: IBA 9.7.5.1.1: after a PSN-sequence NAK the requester
 // resends from the NAKed PSN, inside the WQE (and at the offset) it belongs
 // to; completions follow the acknowledged PSNs exactly (9.7.5.1.3): every
 // SEND completes once, in order, successfully, and every byte arrives intact.
@@ -110,7 +110,7 @@ TEST_F(Requester, C9_GoBackN_PeriodicLossBothWaysDeliversEveryMessage) {
 // each), a losing its 2nd transmitted frame and every Nth after it, as
 // `uroce demo --workload matrix --matrix-types rc --drop-every 5` does to the
 // `send 1025` row (drivers/dpdk/fault_io.h). The Last of the first SEND
-// (0x101) is lost; b NAKs PSN 0x101 (C9-110) when 0x102 arrives.
+// (0x101) is lost; b NAKs PSN 0x101 (PSN sequence error) when 0x102 arrives.
 // Expect: IBA 9.7.5.1.1: every resend starts at the NAKed PSN, 0x101, as the
 // Last packet of the first SEND (not at the next message), and goes on to
 // 0x105: a round of 5 frames. With N = 5 the loss period equals the round,
@@ -159,7 +159,7 @@ TEST_F(Requester, C9_GoBackN_ResendStartsAtNakedLastPacketOfTwoPacketSend) {
       EXPECT_EQ(wcs[0].status, WcStatus::kRetryExcErr);
       EXPECT_EQ(wcs[1].status, WcStatus::kWrFlushErr);
       EXPECT_EQ(wcs[2].status, WcStatus::kWrFlushErr);
-      // One NAK (C9-110/111: none again until the gap is repaired), then timeouts: retry_cnt + 1 in all.
+      // One NAK (C9-111: none again until the gap is repaired), then timeouts: retry_cnt + 1 in all.
       EXPECT_EQ(count_sent(b->port.sent, wire::kRcAcknowledge, 0x60), 1u);
       EXPECT_EQ(a->count(Counter::rcvd_seq_err) + a->count(Counter::local_ack_timeout_err), 8u);
       EXPECT_EQ(drain(b->rcq).size(), 0u);

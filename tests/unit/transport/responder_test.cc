@@ -37,8 +37,10 @@ TEST_F(Responder, C9_105_DuplicateSendIsReacked) {
 
 // Receive: a 10-packet SEND whose 2nd packet is lost (8 out-of-sequence
 // packets), then, in the go-back-N resend, a 2nd gap.
-// Expect: C9-110/111: one PSN-sequence NAK per gap, naming the expected PSN,
+// Expect: C9-111: one PSN-sequence NAK per gap, naming the expected PSN,
 // none repeated for the later packets of the same gap; the data arrives whole.
+// (The test name says C9_110 from before: C9-110 is the rule that duplicates are
+// answered in PSN order, an earlier duplicate preempting the one being answered.)
 TEST_F(Responder, C9_110_OneSeqNakPerGap) {
   PairOptions o;
   o.mtu = Mtu::k256;
@@ -64,8 +66,9 @@ TEST_F(Responder, C9_110_OneSeqNakPerGap) {
 
 // Receive: a READ whose last response packet is lost, then the READ again
 // from that PSN after the local ACK timeout (a duplicate).
-// Expect: the response is replayed from the responder resource (as rxe's
-// duplicate_request replays a READ whose resource find_resource finds).
+// Expect: the response is replayed from the responder resource (IBA 9.4.4: a retried
+// READ is a subset of the original, and every duplicate response packet carries the
+// same payload and PSN as the original's).
 TEST_F(Responder, C9_DuplicateReadIsReplayed) {
   open();
   fill(b->buf, 8192, 4000, 3);
