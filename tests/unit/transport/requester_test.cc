@@ -224,7 +224,7 @@ TEST_F(Requester, MaxRdAtomicLimitsOutstandingReads) {
 }
 
 // Send: three SENDs, only the last signaled, sq_sig_all off. Expect: one
-// completion, for the last (IBA 10.8.3.1: unsignaled WQEs retire silently).
+// completion, for the last (IBA 10.7.3.1: unsignaled WQEs retire silently).
 TEST_F(Requester, UnsignaledCompletionsAreSilent) {
   PairOptions o;
   o.sq_sig_all = false;

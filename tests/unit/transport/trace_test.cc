@@ -167,11 +167,10 @@ TEST_F(TracedPair, Rule2_RcReadPlacesEachResponse) {
 
 // Send: a 3-packet WRITE (MTU 256) whose 2nd packet is lost once.
 // Expect: the responder's PSN check sends the 3rd to err_psn_out_of_seq
-// (class B: a PSN sequence error NAK for the expected PSN; the test name's
-// C9_110 is from before: C9-110 orders the answers to duplicates); the
+// (class B: a PSN sequence error NAK for the expected PSN); the
 // completer takes the NAK to retry (go-back-N, IBA 9.7.5.1.1), and the
 // requester resends from PSN 257.
-TEST_F(TracedPair, C9_110_PsnSequenceErrorShowsTheErrorState) {
+TEST_F(TracedPair, PsnSequenceErrorShowsTheErrorState) {
   PairOptions o;
   o.mtu = Mtu::k256;
   open(o);
