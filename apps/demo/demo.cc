@@ -5,7 +5,11 @@
 // and one end of a net_memif link whose socket lies in the temp dir, waits for
 // both and removes the dir. With --role server|client and --dev SPEC the
 // process is one endpoint on any rte_ethdev port (tests/dpdk_e2e runs the two
-// ends on a veth pair with net_af_packet this way).
+// ends on a veth pair with net_af_packet this way). With --driver loopback
+// the launcher instead runs both endpoints as two threads of its own process,
+// each on a port of one in-memory fabric (drivers/loopback/realtime_port.h)
+// with --fabric's link delay, rate and seeded faults, and --pcap captures the
+// fabric's switch.
 //
 // The endpoints exchange QPN, PSN, rkey, buffer address, MAC and GID over a
 // TCP socket (perftest's out-of-band channel; the server listens, the client
@@ -131,7 +135,7 @@ constexpr std::string_view kDemoDetails =
 constexpr CommandSpec kDemoCommand = {
     .name = "demo",
     .positional = "",
-    .summary = "two endpoints in two processes on a DPDK memif link: RC pingpong and streaming, verified",
+    .summary = "two endpoints in two processes on a DPDK memif link (or two threads on the in-memory fabric): RC pingpong and streaming, verified",
     .options = kDemoOptions,
     .max_positional = 0,
     .details = kDemoDetails,
@@ -259,8 +263,9 @@ int run_endpoint(const Config& cfg, const Args& args) {
   const auto& pi = ep.endpoint_.port_info();
   char gid[INET6_ADDRSTRLEN] = {};
   inet_ntop(AF_INET6, cfg.gid.raw, gid, sizeof(gid));
-  std::fprintf(info, "# %s: port %s (%s) mtu %u mac %s gid %s lcore %u tsc %.3f GHz%s%s\n", role, pi.name.c_str(),
-               pi.driver.c_str(), pi.mtu, mac_str(pi.mac).c_str(), gid, rte_lcore_id(), double(ep.endpoint_.clock().hz()) / 1e9,
+  const std::string lcore = rte_lcore_id() == LCORE_ID_ANY ? "none" : std::to_string(rte_lcore_id());
+  std::fprintf(info, "# %s: port %s (%s) mtu %u mac %s gid %s lcore %s tsc %.3f GHz%s%s\n", role, pi.name.c_str(),
+               pi.driver.c_str(), pi.mtu, mac_str(pi.mac).c_str(), gid, lcore.c_str(), double(ep.endpoint_.clock().hz()) / 1e9,
                cfg.pcap.empty() ? "" : " capture ", cfg.pcap.c_str());
   {
     Oob oob(&g_stop);
