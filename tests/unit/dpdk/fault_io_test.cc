@@ -13,18 +13,10 @@
 #include <uroce/eal.h>
 
 #include "drivers/dpdk/fault_io.h"
+#include "tests/unit/eal_env.h"
 
 namespace uroce::test {
 namespace {
-
-class Env : public ::testing::Environment {
- public:
-  void SetUp() override {
-    const Status s = init_eal();
-    ASSERT_TRUE(s.ok()) << s.message();
-  }
-};
-const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new Env);
 
 // A port that receives frames numbered 0, 1, 2, ... (the number in the first
 // 4 bytes) and transmits at most `accept` frames per burst, recording them.

@@ -15,18 +15,10 @@
 #include <uroce/eal.h>
 
 #include "drivers/dpdk/self_loop_io.h"
+#include "tests/unit/eal_env.h"
 
 namespace uroce::test {
 namespace {
-
-class Env : public ::testing::Environment {
- public:
-  void SetUp() override {
-    const Status s = init_eal();
-    ASSERT_TRUE(s.ok()) << s.message();
-  }
-};
-const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new Env);
 
 constexpr MacAddr kSelf{{0x02, 0, 0, 0, 0, 0x01}};
 constexpr MacAddr kPeer{{0x02, 0, 0, 0, 0, 0x02}};

@@ -20,6 +20,7 @@
 #include "drivers/loopback/fabric.h"
 #include "stack/wire/packet.h"
 #include "stack/wire/pcap.h"
+#include "tests/unit/eal_env.h"
 
 namespace uroce::loopback {
 namespace {
@@ -28,15 +29,6 @@ constexpr MacAddr kMacA{{0x02, 0, 0, 0, 0, 0xa}};
 constexpr MacAddr kMacB{{0x02, 0, 0, 0, 0, 0xb}};
 constexpr MacAddr kMacC{{0x02, 0, 0, 0, 0, 0xc}};
 constexpr MacAddr kBroadcast{{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}};
-
-class Env : public ::testing::Environment {
- public:
-  void SetUp() override {
-    const Status s = init_eal();
-    ASSERT_TRUE(s.ok()) << s.message();
-  }
-};
-const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new Env);
 
 /// Builds a RoCEv2/IPv4 RC SEND ONLY frame from src to dst carrying `tag` in
 /// the PSN and a payload of `payload` bytes (pattern derived from the tag).

@@ -16,21 +16,13 @@
 #include <uroce/eal.h>
 
 #include "drivers/registry.h"
+#include "tests/unit/eal_env.h"
 
 namespace uroce::drivers {
 namespace {
 
 constexpr MacAddr kMacA{{0x02, 0, 0, 0, 0, 0xa}};
 constexpr MacAddr kMacB{{0x02, 0, 0, 0, 0, 0xb}};
-
-class Env : public ::testing::Environment {
- public:
-  void SetUp() override {
-    const Status s = init_eal();
-    ASSERT_TRUE(s.ok()) << s.message();
-  }
-};
-const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new Env);
 
 std::unique_ptr<IoPort> open(const std::string& spec, MacAddr mac) {
   auto p = make_packet_io("loopback", IoConfig{.device = spec, .mac = mac});

@@ -2,17 +2,11 @@
 #include "tests/unit/transport/fixture.h"
 
 #include "stack/device/context.h"
+#include "tests/unit/eal_env.h"
 
 namespace uroce::test {
 
 namespace {
-
-// EAL starts once per test program (--no-huge --no-pci: runs anywhere).
-class EalEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override { ASSERT_TRUE(init_eal().ok()); }
-};
-[[maybe_unused]] const auto* const kEal = ::testing::AddGlobalTestEnvironment(new EalEnvironment);
 
 constexpr uint32_t kAllAccess = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
 
