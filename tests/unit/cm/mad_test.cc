@@ -6,6 +6,9 @@
 // service ID, rdma_cm addresses) and with Wireshark's InfiniBand dissector
 // field by field; every truncation and every malformed case fails with its
 // named error and never reads out of bounds (run under ASan/UBSan too).
+// One file over 800 lines on purpose: every case reads the same two captures
+// through the same decoding fixture, and Wireshark's view is compared field
+// by field for each MAD kind in turn.
 #include "stack/cm/mad.h"
 
 #include <cinttypes>
