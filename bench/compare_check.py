@@ -11,12 +11,16 @@ short runs) and checks, without any timing threshold:
     bytes / 2^20) within 5 %, for the stack and TCP rows (they come from one run);
   - every ratio the targets are stated in is present at 64 B;
   - the verbs column says it ran or why it was skipped;
-  - lat.png and bw.png exist and are PNG files.
+  - lat.png and bw.png exist and are PNG files;
+  - `--kinds stack,uroce-run` (stock perftest under `uroce run`, when perftest
+    is installed) gives the uroce-run metrics and their ratios to the stack at
+    64 B, and without perftest on PATH it exits 1 saying so.
 Usage: compare_check.py PATH/uroce
 """
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -29,6 +33,28 @@ KINDS = {
 }
 RATIOS = ["stack write_lat / floor lat", "stack send_lat / floor lat", "tcp-block lat / stack write_lat",
           "tcp-busy lat / stack write_lat", "stack write rate / floor frame rate", "stack write bw / tcp-block bw"]
+
+
+def uroce_run(uroce, check):
+    """The opt-in kind: stock ib_write_lat and ib_write_bw under `uroce run`."""
+    p = subprocess.run([uroce, "compare", "--kinds", "stack,uroce-run"], env=dict(os.environ, PATH="/nonexistent"),
+                       capture_output=True, text=True, timeout=60)
+    check(p.returncode == 1 and "needs perftest's ib_write_lat on PATH" in p.stderr,
+          f"uroce-run without perftest: exit {p.returncode}, {p.stderr.strip()!r}")
+    if not shutil.which("ib_write_lat") or not shutil.which("ib_write_bw"):
+        print("compare_smoke: perftest not installed, the uroce-run rows not run")
+        return
+    p = subprocess.run([uroce, "compare", "--quick", "--sizes", "64", "--kinds", "stack,uroce-run", "--json"],
+                       capture_output=True, text=True, timeout=600)
+    sys.stderr.write(p.stderr[-4000:])
+    check(p.returncode == 0, f"uroce-run: exit status {p.returncode}")
+    res = json.loads(p.stdout) if p.returncode == 0 else {"median": {}, "ratios": {}}
+    for m in ("uroce-run.write_lat", "uroce-run.write_bw", "uroce-run.write_rate"):
+        v = res["median"].get(m, {}).get("64")
+        check(v is not None and math.isfinite(v) and v > 0, f"{m} at 64 B: {v}")
+    for name in ("uroce-run write_lat / stack write_lat", "uroce-run rate / stack write rate"):
+        v = res["ratios"].get(name, {}).get("64")
+        check(v is not None and math.isfinite(v) and v > 0, f"ratio '{name}' at 64 B: {v}")
 
 
 def main():
@@ -76,6 +102,7 @@ def main():
             path = os.path.join(d, png)
             ok = os.path.exists(path) and open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
             check(ok, f"{png} missing or not a PNG")
+    uroce_run(uroce, check)
     for f in failures:
         print("FAIL:", f)
     print(f"compare_smoke: {'PASS' if not failures else 'FAIL'} ({len(failures)} problem(s)); verbs: {status}")

@@ -18,9 +18,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 LAT = [("stack.write_lat", "uroce RC WRITE (memif)"), ("stack.send_lat", "uroce RC SEND (memif)"),
        ("verbs.write_lat", "verbs WRITE"), ("verbs.send_lat", "verbs SEND"),
+       ("uroce-run.write_lat", "stock ib_write_lat under uroce run (memif)"),
        ("floor.lat", "raw memif floor"), ("tcp-busy.lat", "kernel TCP, busy poll"),
        ("tcp-block.lat", "kernel TCP, blocking")]
 BW = [("stack.write_bw", "uroce RC WRITE (memif)"), ("verbs.write_bw", "verbs WRITE"),
+      ("uroce-run.write_bw", "stock ib_write_bw under uroce run (memif)"),
       ("floor.bw", "raw memif floor (payload)"), ("tcp-busy.bw", "kernel TCP, busy poll"),
       ("tcp-block.bw", "kernel TCP, blocking")]
 

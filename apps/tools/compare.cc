@@ -12,6 +12,11 @@
 //   verbs      perftest's ib_write_lat, ib_send_lat and ib_write_bw on the first
 //              device libibverbs finds, when it finds one (loaded at run time;
 //              without a device the column says why it was skipped)
+//   uroce-run  (only when asked for) stock perftest's ib_write_lat and
+//              ib_write_bw under `uroce run`, on uroce's libibverbs.so.1, on a
+//              net_memif link like the stack's, not pinned (each end runs two
+//              threads): the cost of the verbs ABI layer (docs/VERBS.md,
+//              "Cost"), as ratios to the stack
 // Every round runs every kind at every size, in a rotated order, and the
 // table shows the median of the rounds and the ratios the targets are stated
 // in (docs/PERFORMANCE.md). Latency is perftest's t_typical (the median
@@ -83,12 +88,15 @@ constexpr CommandSpec kCommand = {
     .summary = "our stack, kernel TCP, the raw memif floor (and verbs) side by side: medians, ratios, charts",
     .options = kOptions,
     .max_positional = 0,
-    .details = "Kinds: stack, tcp-block, tcp-busy, floor, verbs. Each measurement is a fresh pair of\n"
+    .details = "Kinds: stack, tcp-block, tcp-busy, floor, verbs, uroce-run. Each measurement is a fresh pair of\n"
                "processes (uroce perf, uroce perf --tcp, uroce floor, or perftest's ib_* tools), one\n"
                "pinned to each of --cpus. --json keys: rounds, sizes, mtu, machine, verbs{status,\n"
                "device}, median{metric: {size: value}}, runs{metric: {size: [values]}}, ratios{name:\n"
                "{size: value}}, failures[]. Metrics are named KIND.TEST: lat in usec, bw in MB/sec,\n"
-               "rate in Mmsg/s.\n",
+               "rate in Mmsg/s.\n"
+               "Kind uroce-run, only when named in --kinds: perftest's ib_write_lat and ib_write_bw\n"
+               "(found on PATH) under `uroce run` on a memif link, beside the stack's rows; its\n"
+               "processes are not pinned (each runs the program and the library's engine thread).\n",
 };
 
 inline constexpr int kAttempts = 3;  // runs of one measurement before it counts as failed
@@ -151,6 +159,16 @@ struct Verbs {
   std::string status;  ///< "ran on DEV" or "skipped: why"
 };
 
+/// True if an executable named tool is in one of PATH's folders (split at
+/// ':'; an empty entry is the current folder, as for execvp).
+bool on_path(const char* tool) {
+  std::istringstream path(std::getenv("PATH") ? std::getenv("PATH") : "");
+  for (std::string dir; std::getline(path, dir, ':');) {
+    if (access(((dir.empty() ? "." : dir) + "/" + tool).c_str(), X_OK) == 0) return true;
+  }
+  return false;
+}
+
 /// libibverbs is loaded at run time (it is not a build dependency): the first
 /// RDMA device it lists, and perftest's tools on PATH.
 Verbs detect_verbs() {
@@ -182,11 +200,7 @@ Verbs detect_verbs() {
   dlclose(h);
   if (!v.available) return v;
   for (const char* tool : {"ib_write_lat", "ib_send_lat", "ib_write_bw"}) {
-    bool found = false;
-    for (const auto& dir : split_list(std::getenv("PATH") ? std::getenv("PATH") : "")) {
-      found = found || access((dir + "/" + tool).c_str(), X_OK) == 0;
-    }
-    if (!found) {
+    if (!on_path(tool)) {
       v.available = false;
       v.status = "skipped: device " + v.device + " found, but perftest's " + tool + " is not on PATH";
       return v;
@@ -218,9 +232,10 @@ class Runner {
   Runner(const Config& cfg, std::string dir, std::FILE* info) : cfg_(cfg), dir_(std::move(dir)), info_(info) {}
 
   /// One pair of processes; the output of the side `want` (0 server, 1 client), or nullopt.
+  /// Each is pinned to its CPU of --cpus, or with pin false keeps compare's affinity.
   std::optional<std::string> pair(const std::string& label, std::vector<std::string> server,
                                   std::vector<std::string> client, const std::string& sock, int want,
-                                  const std::string& exe = "") {
+                                  const std::string& exe = "", bool pin = true) {
     PairLaunch p{.tool = "compare", .sock = sock, .grace_s = 10, .deadline_s = int(cfg_.timeout_s)};
     p.argv[0] = std::move(server);
     p.argv[1] = std::move(client);
@@ -228,7 +243,7 @@ class Runner {
     const std::string base = dir_ + "/" + std::to_string(++n_) + "-" + label;
     for (int i = 0; i < 2; ++i) {
       p.output[i] = base + (i == 0 ? ".server" : ".client");
-      p.cpu[i] = cfg_.cpu[i];
+      p.cpu[i] = pin ? cfg_.cpu[i] : -1;
     }
     // A memif client that connects in the instant between the server's bind()
     // and listen() never retries (DPDK 22.11); on a loaded machine that window
@@ -321,22 +336,50 @@ class Runner {
 
   /// perftest's TOOL on the verbs device; its text output (client side).
   std::optional<std::string> verbs(const std::string& tool, const std::string& device, uint32_t size) {
-    const uint16_t port = free_tcp_port("127.0.0.1");
-    const uint32_t iters = tool.ends_with("_bw") ? bw_iters(size) : cfg_.lat_iters;
+    std::vector<std::string> av[2] = {{"-d", device}, {"-d", device}};
+    return perftest(strf("verbs-%s-%u", tool.c_str(), size), tool, size, av, "", tool);
+  }
+
+  /// perftest's TOOL under `uroce run` (this executable) on uroce's
+  /// libibverbs.so.1, on the stack's memif link; its text output (client side).
+  std::optional<std::string> uroce_run(const std::string& tool, uint32_t size) {
     std::vector<std::string> av[2];
     for (int i = 0; i < 2; ++i) {
-      av[i] = {"-d", device, "-s", std::to_string(size), "-n", std::to_string(iters), "-p", std::to_string(port)};
-      if (tool.ends_with("_bw")) {
-        for (auto& f : bw_flags()) av[i].push_back(f);
-      }
+      // The port options of `uroce run`, then COMMAND on GID index 3 (RoCEv2, IPv4).
+      av[i] = {"run", "--", "--dev", memif(i), "--port-mtu", std::to_string(kPortMtu), "--ip",
+               i == 0 ? "10.0.0.1" : "10.0.0.2", "--mac", strf("02:00:00:00:00:0%d", i + 1), tool, "-x", "3"};
     }
-    av[1].push_back("127.0.0.1");
-    return pair(strf("verbs-%s-%u", tool.c_str(), size), av[0], av[1], "", 1, tool);
+    // Not pinned: each end is two busy threads (the program, which spins on
+    // memory in these tests, and the library's background engine thread);
+    // pinned to one CPU the engine runs only when the scheduler preempts the
+    // spinning program (t_typical 377 us instead of 140 us in one run on the
+    // 2-vCPU host). bench/verbs_cost.sh leaves them unpinned too.
+    return perftest(strf("uroce-run-%s-%u", tool.c_str(), size), tool, size, av, sock(), "", false);
   }
 
   const std::vector<std::string>& failures() const { return failures_; }
 
  private:
+  /// perftest's TOOL at size, each end's argv after av[i] (the device, or the
+  /// `uroce run` in front of the tool); the client's text output.
+  std::optional<std::string> perftest(const std::string& label, const std::string& tool, uint32_t size,
+                                      std::vector<std::string> (&av)[2], const std::string& sock, const std::string& exe,
+                                      bool pin = true) {
+    const uint16_t port = free_tcp_port("127.0.0.1");
+    const uint32_t iters = tool.ends_with("_bw") ? bw_iters(size) : cfg_.lat_iters;
+    for (int i = 0; i < 2; ++i) {
+      for (auto& a : {std::string("-s"), std::to_string(size), std::string("-n"), std::to_string(iters),
+                      std::string("-p"), std::to_string(port)}) {
+        av[i].push_back(a);
+      }
+      if (tool.ends_with("_bw")) {
+        for (auto& f : bw_flags()) av[i].push_back(f);
+      }
+    }
+    av[1].push_back("127.0.0.1");
+    return pair(label, av[0], av[1], sock, 1, exe, pin);
+  }
+
   /// The flags of every bandwidth run, the stack's and perftest's alike: the
   /// window, and the run timed as a whole, not every post (perftest's -N), as
   /// the TCP path and the floor time theirs.
@@ -385,6 +428,8 @@ const Ratio kRatios[] = {
     {"stack write bw / tcp-block bw", "stack.write_bw", "tcp-block.bw", ">= 3 at 64 KB"},
     {"stack write bw / tcp-busy bw", "stack.write_bw", "tcp-busy.bw", ">= 3 at 64 KB"},
     {"verbs write_lat / stack write_lat", "verbs.write_lat", "stack.write_lat", ""},
+    {"uroce-run write_lat / stack write_lat", "uroce-run.write_lat", "stack.write_lat", "<= 1.1 at 64 B"},
+    {"uroce-run rate / stack write rate", "uroce-run.write_rate", "stack.write_rate", ">= 0.9 at 64 B"},
 };
 
 struct Column {
@@ -478,8 +523,8 @@ int cmd_compare(int argc, char** argv) {
     cfg.sizes.push_back(uint32_t(*v));
   }
   for (const auto& k : split_list(args.get_str("kinds"))) {
-    if (k != "stack" && k != "tcp-block" && k != "tcp-busy" && k != "floor" && k != "verbs") {
-      return usage("--kinds: '" + k + "' is not stack, tcp-block, tcp-busy, floor or verbs");
+    if (k != "stack" && k != "tcp-block" && k != "tcp-busy" && k != "floor" && k != "verbs" && k != "uroce-run") {
+      return usage("--kinds: '" + k + "' is not stack, tcp-block, tcp-busy, floor, verbs or uroce-run");
     }
     cfg.kinds.push_back(k);
   }
@@ -501,6 +546,15 @@ int cmd_compare(int argc, char** argv) {
   cfg.keep = args.flag("keep");
   cfg.json = args.flag("json");
 
+  const bool uroce_run = std::find(cfg.kinds.begin(), cfg.kinds.end(), "uroce-run") != cfg.kinds.end();
+  for (const char* tool : {"ib_write_lat", "ib_write_bw"}) {
+    if (uroce_run && !on_path(tool)) {
+      std::fprintf(stderr, "uroce compare: --kinds uroce-run needs perftest's %s on PATH (Debian: apt install perftest)\n",
+                   tool);
+      return kExitFailure;
+    }
+  }
+
   std::FILE* info = cfg.json ? stderr : stdout;
   install_stop_handlers();
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
@@ -518,10 +572,10 @@ int cmd_compare(int argc, char** argv) {
   auto add = [&](const std::string& metric, uint32_t size, std::optional<double> v) {
     if (v) {
       s[metric][size].push_back(*v);
-      std::fprintf(info, "#   %-18s %8u B  %12.3f\n", metric.c_str(), size, *v);
+      std::fprintf(info, "#   %-20s %8u B  %12.3f\n", metric.c_str(), size, *v);
     }
   };
-  const std::vector<std::string> order = {"stack", "tcp-block", "tcp-busy", "floor", "verbs"};
+  const std::vector<std::string> order = {"stack", "tcp-block", "tcp-busy", "floor", "verbs", "uroce-run"};
   for (uint32_t round = 0; round < cfg.rounds && !g_stop; ++round) {
     std::fprintf(info, "# round %u/%u\n", round + 1, cfg.rounds);
     for (size_t k = 0; k < order.size() && !g_stop; ++k) {
@@ -564,6 +618,14 @@ int cmd_compare(int argc, char** argv) {
             add("verbs.write_bw", size, perftest_field(*out, size, 3));    // BW average
             add("verbs.write_rate", size, perftest_field(*out, size, 4));  // MsgRate
           }
+        } else if (kind == "uroce-run") {
+          if (auto out = run.uroce_run("ib_write_lat", size)) {
+            add("uroce-run.write_lat", size, perftest_field(*out, size, 4));  // t_typical
+          }
+          if (auto out = run.uroce_run("ib_write_bw", size)) {
+            add("uroce-run.write_bw", size, perftest_field(*out, size, 3));    // BW average
+            add("uroce-run.write_rate", size, perftest_field(*out, size, 4));  // MsgRate
+          }
         }
       }
     }
@@ -571,18 +633,26 @@ int cmd_compare(int argc, char** argv) {
 
   std::fprintf(info, "\n# medians of %u interleaved round%s; stack path MTU %u, %u WRITEs in flight; verbs %s\n",
                cfg.rounds, cfg.rounds == 1 ? "" : "s", cfg.mtu, cfg.tx_depth, verbs.status.c_str());
+  // The uroce-run columns only when asked for: the default tables stay as they were.
+  auto with_run = [&](std::vector<Column> cols, const char* metric) {
+    if (uroce_run) cols.push_back({metric, "run WRITE"});
+    return cols;
+  };
   print_table(info, "# latency, half round trip, t_typical [usec]",
-              {{"stack.write_lat", "stack WRITE"}, {"stack.send_lat", "stack SEND"}, {"tcp-block.lat", "tcp block"},
-               {"tcp-busy.lat", "tcp busy"}, {"floor.lat", "memif floor"}, {"verbs.write_lat", "verbs WRITE"},
-               {"verbs.send_lat", "verbs SEND"}},
+              with_run({{"stack.write_lat", "stack WRITE"}, {"stack.send_lat", "stack SEND"}, {"tcp-block.lat", "tcp block"},
+                        {"tcp-busy.lat", "tcp busy"}, {"floor.lat", "memif floor"}, {"verbs.write_lat", "verbs WRITE"},
+                        {"verbs.send_lat", "verbs SEND"}},
+                       "uroce-run.write_lat"),
               s, cfg.sizes);
   print_table(info, "# bandwidth, average [MB/sec]",
-              {{"stack.write_bw", "stack WRITE"}, {"tcp-block.bw", "tcp block"}, {"tcp-busy.bw", "tcp busy"},
-               {"floor.bw", "memif floor"}, {"verbs.write_bw", "verbs WRITE"}},
+              with_run({{"stack.write_bw", "stack WRITE"}, {"tcp-block.bw", "tcp block"}, {"tcp-busy.bw", "tcp busy"},
+                        {"floor.bw", "memif floor"}, {"verbs.write_bw", "verbs WRITE"}},
+                       "uroce-run.write_bw"),
               s, cfg.sizes);
   print_table(info, "# message rate [Mmsg/s]",
-              {{"stack.write_rate", "stack WRITE"}, {"tcp-block.rate", "tcp block"}, {"tcp-busy.rate", "tcp busy"},
-               {"floor.rate", "memif floor"}, {"verbs.write_rate", "verbs WRITE"}},
+              with_run({{"stack.write_rate", "stack WRITE"}, {"tcp-block.rate", "tcp block"}, {"tcp-busy.rate", "tcp busy"},
+                        {"floor.rate", "memif floor"}, {"verbs.write_rate", "verbs WRITE"}},
+                       "uroce-run.write_rate"),
               s, cfg.sizes);
   std::fprintf(info, "# ratios (of the medians)\n %-38s", "ratio");
   for (uint32_t size : cfg.sizes) std::fprintf(info, " %10u", size);

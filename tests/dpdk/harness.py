@@ -116,6 +116,21 @@ def netns(tag):
             sys.exit(1)
 
 
+class VethPair:
+    """veth va <-> vb inside namespace ns, both up, no addresses (the kernel stays out).
+
+    net_af_packet (22.11) joins each socket to the fanout group
+    (getpid() ^ ifindex) & 0xffff, and fanout groups are per namespace: two
+    processes with adjacent PIDs on veth ends with adjacent ifindexes can draw
+    the same group, and the second probe fails with EINVAL. Indexes whose XOR
+    is 0x8000 keep the groups apart for any two PIDs less than 32768 apart."""
+
+    def __init__(self, ns):
+        sh("ip", "link", "add", "va", "index", "36864", "type", "veth", "peer", "name", "vb", "index", "4096", ns=ns)
+        for i in ("va", "vb"):
+            sh("ip", "link", "set", i, "up", ns=ns)
+
+
 def wait_for(cond, timeout, step=0.05):
     end = time.monotonic() + timeout
     while time.monotonic() < end:

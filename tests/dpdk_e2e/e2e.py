@@ -163,22 +163,6 @@ def memif_main(uroce):
 
 # ---------------------------------------------------------------- af_packet on a veth pair
 
-class VethPair:
-    """veth va <-> vb inside namespace ns, both up, no addresses (the kernel stays out).
-
-    net_af_packet (22.11) joins each socket to the fanout group
-    (getpid() ^ ifindex) & 0xffff, and fanout groups are per namespace: two
-    processes with adjacent PIDs on veth ends with adjacent ifindexes can draw
-    the same group, and the second probe fails with EINVAL. Indexes whose XOR
-    is 0x8000 keep the groups apart for any two PIDs less than 32768 apart."""
-
-    def __init__(self, ns):
-        harness.sh("ip", "link", "add", "va", "index", "36864", "type", "veth", "peer", "name", "vb", "index", "4096",
-                   ns=ns)
-        for i in ("va", "vb"):
-            harness.sh("ip", "link", "set", i, "up", ns=ns)
-
-
 def endpoints(uroce, ns, d, tag, args, started, oob_port=18515, devargs=""):
     common = ["--oob-port", str(oob_port), "--counters", *args]
     srv = harness.Proc(f"{tag}-server", [uroce, "demo", "-l", "0", *EAL, "--", "--role", "server", "--dev",
@@ -194,7 +178,7 @@ def endpoints(uroce, ns, d, tag, args, started, oob_port=18515, devargs=""):
 
 def run_pair(uroce, tag, args, failures, want_rows):
     with harness.netns("e2e") as ns, harness.tempdir("e2e-afp") as d, harness.procs() as started:
-        VethPair(ns)
+        harness.VethPair(ns)
         srv, cli = endpoints(uroce, ns, d, tag, args, started)
         rc_c = cli.wait(240)
         rc_s = srv.wait(30)
@@ -301,7 +285,7 @@ def garbage_main(uroce):
     want_rows = 7  # send, write, read at 64 and 4096 B; faa
     kinds = garbage_frames()
     with harness.netns("e2e-garbage") as ns, harness.tempdir("e2e-garbage") as d, harness.procs() as started:
-        VethPair(ns)
+        harness.VethPair(ns)
         # The receive ring must hold the client's whole window plus all the
         # garbage, or a server that lags behind loses garbage at the ring:
         # 128 WRs in flight x 4 frames of 4096 B at path MTU 1024 is 512
@@ -397,7 +381,7 @@ def zero_copy_main(uroce):
     failures = []
     for transport in ("rc", "ud"):
         with harness.netns("e2e-zc") as ns, harness.tempdir("e2e-zc") as d:
-            VethPair(ns)
+            harness.VethPair(ns)
             size = "4096" if transport == "rc" else "1024"
             out_c, out_s = pingpong_pair(uroce, ns, d, f"zc-{transport}", "net_af_packet0,iface=va",
                                          "net_af_packet0,iface=vb",
@@ -425,7 +409,7 @@ def af_xdp_main(uroce):
         sys.exit(77)
     failures = []
     with harness.netns("e2e-xdp") as ns, harness.tempdir("e2e-xdp") as d:
-        VethPair(ns)
+        harness.VethPair(ns)
         setup_failed = []
         out_c, out_s = pingpong_pair(uroce, ns, d, "xdp-rc", "net_af_xdp0,iface=va,start_queue=0,queue_count=1",
                                      "net_af_xdp1,iface=vb,start_queue=0,queue_count=1",

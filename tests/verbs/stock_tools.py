@@ -75,6 +75,7 @@ def port(d, role, ip, mac):
     return ["--dev", f"net_memif0,role={role},socket={d}/memif.sock,socket-abstract=no", "--ip", ip, "--mac", mac]
 
 
+
 def devinfo(d):
     argv = RUN + port(d, "server", "10.77.0.1", "02:00:00:77:00:01")
     out = subprocess.run(argv + ["ibv_devices"], capture_output=True, text=True, timeout=60).stdout
@@ -145,9 +146,37 @@ CELLS = [
 ENDS = {"server": ("10.77.0.1", "02:00:00:77:00:01"), "client": ("10.77.0.2", "02:00:00:77:00:02")}
 
 
+class MemifLink:
+    """The default link: each end a net_memif port on a socket in the cell's
+    folder d, EAL with `uroce run`'s defaults."""
+    ns = None  # the processes run in the caller's network namespace
+
+    def run_args(self, d, role):
+        """What goes between `uroce run` and COMMAND for this end."""
+        return port(d, role, *ENDS[role])
+
+
+class AfPacketLink:
+    """Each end a net_af_packet port on its end of a veth pair (va: server,
+    vb: client) in network namespace ns; the processes run in it."""
+    IFACE = {"server": "va", "client": "vb"}
+    EAL = ["--no-huge", "--no-pci", "--no-shconf", "-m", "256", "--log-level=lib.*:error"]
+
+    def __init__(self, ns):
+        self.ns = ns
+
+    def run_args(self, d, role):
+        ip, mac = ENDS[role]
+        return self.EAL + [f"--vdev=net_af_packet0,iface={self.IFACE[role]}", "--",
+                           "--dev", "net_af_packet0", "--ip", ip, "--mac", mac]
+
+
+LINK = MemifLink()  # the link stock() puts both ends on; af_packet.py sets an AfPacketLink
+
+
 def stock(d, role, argv, run=RUN):
-    """A stock binary on uroce's libraries, under `uroce run`."""
-    return run + port(d, role, *ENDS[role]) + argv
+    """A stock binary on uroce's libraries, under `uroce run`, on LINK."""
+    return run + LINK.run_args(d, role) + argv
 
 
 def native(d, role, argv):
@@ -167,11 +196,11 @@ def run_pair(d, name, srv_argv, cli_argv, ok_re):
     TCP connect, and uroce's own tools listen only once their link is up,
     which needs the client's device: a client that found no listener is
     started again (as the interop harness retries the stock tools)."""
-    srv = harness.Proc(name + "-server", srv_argv, d)
+    srv = harness.Proc(name + "-server", srv_argv, d, ns=LINK.ns)
     time.sleep(1.5)
     start = time.monotonic()
     for attempt in range(10):
-        cli = harness.Proc(f"{name}-client{attempt or ''}", cli_argv, d)
+        cli = harness.Proc(f"{name}-client{attempt or ''}", cli_argv, d, ns=LINK.ns)
         rc_c = cli.wait(90)
         if rc_c == 0 or NO_LISTENER not in cli.output() or srv.p.poll() is not None:
             break
@@ -199,7 +228,7 @@ def pair(d, tcp_port, name, argv, ok_re, cli_port_args=(), run=RUN):
     d = cell_dir(d, name)
     tcp = ["-p", str(tcp_port)]
     return run_pair(d, name, stock(d, "server", argv + tcp, run),
-                    run + port(d, "client", *ENDS["client"]) + list(cli_port_args) + argv + tcp + ["127.0.0.1"], ok_re)
+                    stock(d, "client", list(cli_port_args) + argv + tcp + ["127.0.0.1"], run), ok_re)
 
 
 # Stock against uroce's own tools, which speak the stock ones' wire and
