@@ -16,6 +16,7 @@ With --wr-api, only tests/verbs/wr_api.cc's pair instead: the extended CQ and
 QP verbs and the ibv_wr_* post API (the verbs_wr_api test).
 Usage: stock_tools.py UROCE_BIN LIBIBVERBS_SO [--wr-api WR_API_BIN]
 """
+import json
 import os
 import re
 import subprocess
@@ -296,6 +297,50 @@ def wire(d, tcp_port):
     check(not bad, f"tshark: no malformed frame, no expert error ({len(bad)}: {bad[:3]})")
 
 
+def telemetry(d, tcp_port):
+    """While a stock ibv_rc_pingpong pair runs, `uroce stat` reads the
+    server's DPDK telemetry (/uroce/ports, /uroce/qps, /uroce/counters) as it
+    reads uroce's own tools: its port, its RC QP in RTS with the client's QPN,
+    and counters that grow. Each end has its own EAL --file-prefix, so each
+    has its own telemetry socket."""
+    d = cell_dir(d, "telemetry")
+    prefix = f"uroce-verbs-tel-{os.getpid()}"
+    tcp = ["-p", str(tcp_port)]
+    argv = ["ibv_rc_pingpong", "-g", "3", "-n", "5000000"] + tcp  # stopped once read
+
+    def end(role):
+        eal = ["--no-huge", "--no-pci", "-m", "256", "--log-level=lib.*:error", f"--file-prefix={prefix}-{role}", "--"]
+        return RUN + eal + port(d, role, *ENDS[role]) + argv + (["127.0.0.1"] if role == "client" else [])
+
+    srv = harness.Proc("telemetry-server", end("server"), d)
+    time.sleep(1.5)
+    cli = harness.Proc("telemetry-client", end("client"), d)
+    stat = [UROCE, "stat", "--file-prefix", f"{prefix}-server", "--json"]
+    snaps = []
+    try:
+        end_t = time.monotonic() + 30
+        while len(snaps) < 2 and time.monotonic() < end_t and srv.p.poll() is None:
+            r = subprocess.run(stat, capture_output=True, text=True, timeout=20)
+            if r.returncode == 0:
+                doc = json.loads(r.stdout)
+                qps = [q for q in doc.get("/uroce/qps", {}).values() if q.get("state") == "RTS"]
+                if qps:
+                    snaps.append((qps[0], doc))
+            time.sleep(0.5)
+    finally:
+        cli.stop()
+        srv.stop()
+    got = len(snaps) == 2
+    check(got, f"uroce stat on a stock program's telemetry socket: {len(snaps)} snapshots with an RC QP in RTS")
+    if got:
+        (q0, d0), (q1, d1) = snaps
+        sent = [int(x.get("/uroce/counters", {}).get("sent_pkts", 0)) for x in (d0, d1)]
+        check(q0.get("type") == "RC" and q0.get("dest_qpn", 0) != 0 and sent[1] > sent[0] > 0,
+              f"telemetry: RC QP {q0.get('qpn')} -> dest {q0.get('dest_qpn')}, sent_pkts {sent[0]} then {sent[1]}")
+        check(any(p.get("mac") == ENDS["server"][1] for p in d0.get("/uroce/ports", {}).values()),
+              f"telemetry: the server's port is {ENDS['server'][1]}")
+
+
 def wr_api(d, tcp_port):
     """tests/verbs/wr_api.cc on both ends: each prints one ok/FAIL line per
     check and exits non-zero on any FAIL; its lines are shown here."""
@@ -318,6 +363,7 @@ def main():
             roce_v1(d, 19500 + (os.getpid() % 100) * 40 + len(CELLS))
             wire(d, 19500 + (os.getpid() % 100) * 40 + len(CELLS) + 1)
             native_pairs(d, 19500 + (os.getpid() % 100) * 40 + len(CELLS) + 2)
+            telemetry(d, 19500 + (os.getpid() % 100) * 40 + len(CELLS) + 2 + len(NATIVE_PAIRS))
     print(f"{len(failures)} failed" if failures else "all passed")
     return 1 if failures else 0
 
