@@ -48,7 +48,7 @@ struct PdImpl : Pd {
 };
 
 struct Context {
-  explicit Context(PacketIo& port) : io(port), tx(port.tx_pool()) {}
+  explicit Context(PacketIo& port) : io(port), tx(port.tx_pool(), net::TxStage::kMaxFrames, &port) {}
 
   PacketIo& io;
   DeviceConfig cfg;

@@ -241,18 +241,19 @@ uint32_t poll(Context* ctx, uint64_t now_ns) {
       if (const QpImpl* after = c.qps.at(c.ready.peek(1))) transport::prefetch_qp(*after);
     }
     QpCounters& qc = qp_counters_of(c, *qp);
-    const uint16_t before = c.tx.size();
+    const uint16_t before = c.tx.appended();
     transport::Env env = c.env(&qc);
     const bool more = tx_turn(env, *qp);
-    qc.inc(Counter::sent_pkts, uint16_t(c.tx.size() - before));  // frames this QP built
+    qc.inc(Counter::sent_pkts, uint16_t(c.tx.appended() - before));  // frames this QP built
     if (more) c.ready.mark(index);
   }
 
   const uint16_t staged = c.tx.size();
   const uint16_t sent = c.tx.flush(c.io);
-  c.counters.inc(Counter::sent_pkts, sent);
+  const uint16_t early = c.tx.take_rung_early();  // the stage's early doorbells this poll
+  c.counters.inc(Counter::sent_pkts, sent + early);
   if (sent < staged) c.counters.inc(Counter::tx_ring_full);
-  return n_rx + sent;
+  return n_rx + sent + early;
 }
 
 }  // namespace uroce

@@ -4,8 +4,8 @@
 
 namespace uroce::net {
 
-TxStage::TxStage(rte_mempool* pool, uint16_t capacity)
-    : pool_(pool), capacity_(capacity < kMaxFrames ? capacity : kMaxFrames) {}
+TxStage::TxStage(rte_mempool* pool, uint16_t capacity, PacketIo* port)
+    : pool_(pool), capacity_(capacity < kMaxFrames ? capacity : kMaxFrames), port_(port) {}
 
 TxStage::~TxStage() {
   for (uint16_t i = 0; i < n_; ++i) rte_pktmbuf_free(frames_[i]);
@@ -14,9 +14,12 @@ TxStage::~TxStage() {
 uint16_t TxStage::flush(PacketIo& io) {
   if (n_ == 0) return 0;
   const uint16_t sent = io.tx_burst(frames_.data(), n_);
+  for (uint16_t i = 0; i < sent; ++i) bytes_ -= frames_[i]->pkt_len;
   for (uint16_t i = sent; i < n_; ++i) frames_[i - sent] = frames_[i];
   n_ = uint16_t(n_ - sent);
   return sent;
 }
+
+void TxStage::ring_early() { rung_early_ = uint16_t(rung_early_ + flush(*port_)); }
 
 }  // namespace uroce::net
