@@ -223,6 +223,11 @@ void Provider::write_counters() const {
     if (c.v[i]) std::fprintf(f, "%.*s %llu\n", int(kCounterNames[i].size()), kCounterNames[i].data(),
                              static_cast<unsigned long long>(c.v[i]));
   }
+  if (fault_) {  // what UROCE_DROP_RATE lost, as `uroce perf --counters` prints it
+    std::fprintf(f, "hook_rx_dropped %llu\nhook_tx_dropped %llu\n",
+                 static_cast<unsigned long long>(fault_->rx_dropped()),
+                 static_cast<unsigned long long>(fault_->tx_dropped()));
+  }
   if (f != stderr) std::fclose(f);
 }
 

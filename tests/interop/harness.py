@@ -1213,6 +1213,279 @@ def perf_table(res: dict) -> str:
     return md_table(rows)
 
 
+# ------------------------------------------- stock verbs programs on uroce against stock on rxe
+# The same unmodified Debian 12 binary on both sides: in the guest on rxe0, on the host under
+# `uroce run` (apps/run: our libibverbs.so.1 and librdmacm.so.1 first in LD_LIBRARY_PATH) on our
+# port on the tap. One guest boot for the whole matrix: every cell with our stack as server, then
+# every cell with our stack as client. GID index: rxe's $GID4 (1), ours 3 (Linux's layout: the
+# IPv4 RoCEv2 entry, docs/VERBS.md). Per cell: (stock tool, flags both sides get, loss).
+# ib_read_bw gets -o 16 on both sides: perftest 4.5 advertises -o, else its device's
+# max_qp_rd_atom (rxe 128, uroce 16), and takes the peer's value as its own max_rd_atomic at RTS
+# without bounding it by its own device's, so a uroce client of an rxe server would ask for 128
+# and ibv_modify_qp fails with EINVAL, as rxe's (rxe_qp_chk_attr) and mlx5's do beyond their caps.
+VERBS_CELLS = {
+    "rc_pingpong":    ("ibv_rc_pingpong", "-n 50 -c", 0),
+    "ud_pingpong":    ("ibv_ud_pingpong", "-s 1024 -n 50 -c", 0),
+    "write_bw":       ("ib_write_bw", "-s 16384 -n 50", 0),
+    "read_bw":        ("ib_read_bw", "-o 16 -s 16384 -n 50", 0),
+    "send_bw":        ("ib_send_bw", "-s 16384 -n 50", 0),
+    "send_lat":       ("ib_send_lat", "-s 64 -n 100", 0),
+    "rping":          ("rping", "-v -C 100", 0),
+    # Loss: our port loses this fraction of the frames it receives and of those it sends
+    # (`uroce run --drop-rate`, a fixed --drop-seed per cell and role).
+    "write_bw_loss1": ("ib_write_bw", "-s 16384 -n 50", 0.01),
+    "write_bw_loss5": ("ib_write_bw", "-s 16384 -n 50", 0.05),
+    "read_bw_loss1":  ("ib_read_bw", "-o 16 -s 16384 -n 50", 0.01),
+    "read_bw_loss5":  ("ib_read_bw", "-o 16 -s 16384 -n 50", 0.05),
+    "send_bw_loss1":  ("ib_send_bw", "-s 16384 -n 50", 0.01),
+    "send_bw_loss5":  ("ib_send_bw", "-s 16384 -n 50", 0.05),
+    # rping's client checks every ping's data (-V): what the server READ from it and WROTE back.
+    # A lost frame of a ping costs a local ACK timeout (nothing follows it to show the gap):
+    # 2.1 s (19, what the REQ carries, rxe's as ours), so 20 pings (~10 of them hit at 5%).
+    "rping_loss5":    ("rping", "-v -C 20", 0.05),
+}
+VERBS_STEP_TIMEOUT = 150   # one stock tool run, either side (rxe retries forever: bound it)
+VERBS_RETRY = {            # what a client prints while the server is not listening yet
+    "ibv": "Couldn.t connect", "ib": "Couldn.t connect\\|Unable to init the socket",
+    "rping": "REJECTED\\|UNREACHABLE\\|ADDR_ERROR\\|ROUTE_ERROR"}
+VERBS_OUR_GID = 3
+
+
+def _verbs_family(tool: str) -> str:
+    return "rping" if tool == "rping" else "ibv" if tool.startswith("ibv_") else "ib"
+
+
+def verbs_cmd(cell: str, side: str, server: bool) -> str:
+    """The stock command line of one side of a cell: side 'rxe' (the guest) or 'uroce' (ours);
+    server: whether that side is the server."""
+    tool, flags, _ = VERBS_CELLS[cell]
+    fam = _verbs_family(tool)
+    gid = "$GID4" if side == "rxe" else str(VERBS_OUR_GID)
+    peer_oob = KERNEL_IP4 if side == "rxe" else GUEST_IP4   # the other side's TCP address
+    if fam == "rping":  # rdma_cm: the server binds its RDMA address, the client dials it
+        own, other = (GUEST_IP4, STACK_IP4) if side == "rxe" else (STACK_IP4, GUEST_IP4)
+        return f"rping -s -a {own} {flags}" if server else f"rping -c -a {other} -V {flags}"
+    dev = "rxe0" if side == "rxe" else "uroce0"
+    cmd = (f"{tool} -d {dev} -g {gid} {flags}" if fam == "ibv" else f"{tool} -d {dev} -x {gid} -F {flags}")
+    return cmd if server else f"{cmd} {peer_oob}"
+
+
+def verbs_ids(roles: list[str], cells: list[str]) -> list[str]:
+    """The boot's steps in order: <our role>-<cell>."""
+    return [f"{r}-{c}" for r in roles for c in cells]
+
+
+def verbs_guest_script(ids: list[str]) -> str:
+    lines = []
+    for i in ids:
+        role, c = i.split("-", 1)
+        fam = _verbs_family(VERBS_CELLS[c][0])
+        # rping prints a line per ping: keep the first and last ones on the console
+        show = ('if [ $(wc -l </tmp/o) -le 30 ]; then cat /tmp/o; else head -n 5 /tmp/o; echo ...; '
+                'tail -n 5 /tmp/o; fi' if fam == "rping" else "cat /tmp/o")
+        after = f"{show}; [ $rc = 0 ] || exit $rc; ! grep -q \"invalid data\\|mismatch\" /tmp/o"
+        lines.append(guest_step(i, verbs_cmd(c, "rxe", role == "client"), VERBS_STEP_TIMEOUT,
+                                VERBS_RETRY[fam] if role == "server" else None, after))
+    lines.append("exit 0")
+    return "\n".join(lines)
+
+
+def verbs_host_cmd(uroce: str, i: str, rdir: str) -> str:
+    """`uroce run` of our side of step i on the tap, its capture <rdir>/uroce-<i>.pcap, its
+    counters <rdir>/<i>.counters."""
+    role, c = i.split("-", 1)
+    loss = VERBS_CELLS[c][2]
+    eal = ("--no-huge --no-pci --no-shconf -m 256 -l 0 --log-level=lib.*:error "
+           f"--vdev={afp_vdev()}")
+    port = (f"--dev net_af_packet0 --ip {STACK_IP4} --mac {STACK_MAC} --pcap {rdir}/uroce-{i}.pcap "
+            f"--counters {rdir}/{i}.counters")
+    if loss:
+        seed = 1 + sorted(VERBS_CELLS).index(c) + (100 if role == "client" else 0)
+        port += f" --drop-rate {loss} --drop-seed {seed}"
+    return (f"timeout {VERBS_STEP_TIMEOUT} {shlex.quote(uroce)} run {eal} -- {port} "
+            f"{verbs_cmd(c, 'uroce', role == 'server')}")
+
+
+def verbs_host_script(uroce: str, ids: list[str], rdir: str) -> str:
+    """Our side, step by step in the guest's order; as the client it retries (a new process
+    each time) while the stock server in the guest is not listening yet."""
+    lines = ["set -u"]
+    for i in ids:
+        role, c = i.split("-", 1)
+        out = f"{rdir}/{i}.out"
+        run = f"{verbs_host_cmd(uroce, i, rdir)} >{out} 2>&1; rc=$?"
+        if role == "client":
+            run = (f"for n in $(seq 90); do {run}; [ $rc = 0 ] && break; "
+                   f"grep -q '{VERBS_RETRY[_verbs_family(VERBS_CELLS[c][0])]}' {out} || break; sleep 1; done")
+        lines += host_step(i, f"{run}; if [ $(wc -l <{out}) -le 40 ]; then cat {out}; "
+                              f"else head -n 20 {out}; echo ...; tail -n 10 {out}; fi")
+    return "\n".join(lines)
+
+
+def verbs_output_ok(c: str, text: str) -> bool:
+    """One side's own success output: pingpong's iteration line, perftest's result row (the
+    write/read server prints the client's), rping's last ping (-v prints each)."""
+    tool = VERBS_CELLS[c][0]
+    if "invalid data" in text or "mismatch" in text:
+        return False
+    if tool == "rping":
+        pings = int(re.search(r"-C (\d+)", VERBS_CELLS[c][1]).group(1))
+        return re.search(rf"ping data: rdma-ping-{pings - 1}: ", text) is not None
+    if tool.startswith("ibv_"):
+        return re.search(r"\d+ iters in [\d.]+ seconds", text) is not None
+    return bool(perf_rows(text))
+
+
+def verbs_seed_buffer(sample: bytes, index: int, n: int, lo: int, hi: int) -> bytes | None:
+    """The buffer perftest filled after srand(t) for the t in lo..hi whose rand() stream holds
+    sample at index (verify_data: every perftest fills its buffer so, but write_lat)."""
+    seed = verify_data.find_seed(sample[:16], index, range(hi, lo - 1, -1))
+    return None if seed is None else verify_data.glibc_rand_bytes(seed, n)
+
+
+def verbs_data_check(c: str, role: str, our_frames: list[dict], guest_frames: list[dict],
+                     lo: int, hi: int) -> dict:
+    """A perftest loss cell's data, on the wire: every payload that reached the destination (our
+    capture where we receive, the guest's capture where rxe receives) must equal the sender's
+    perftest buffer, found by its srand(time) seed, and every packet of every message must have
+    arrived. WRITE: the client's area 0 at the address its RETH names; READ: the server's area
+    q=1; SEND (one buffer, no RETH, the same bytes each message): packet k of a message is
+    bytes k*MTU.. of area 0."""
+    tool, flags, _ = VERBS_CELLS[c]
+    size = int(re.search(r"-s (\d+)", flags).group(1))
+    iters = int(re.search(r"-n (\d+)", flags).group(1))
+    test = tool[3:]
+    # the sender: write/send the client, read the server; which of us is it?
+    sender_ours = (role == "client") == (test != "read_bw")
+    src, dst = (STACK_IP4, GUEST_IP4) if sender_ours else (GUEST_IP4, STACK_IP4)
+    qpns = {f["qpn"] for f in our_frames if f["src"] == STACK_IP4}  # the guest's QPN of this cell
+    arrived = ([f for f in guest_frames if f["src"] == STACK_IP4 and f["qpn"] in qpns] if sender_ours
+               else [f for f in our_frames if f["src"] == GUEST_IP4])
+    off = verify_data.slot_bytes(size) if test == "read_bw" else 0
+    n = off + verify_data.written_offsets(size, iters)[-1] + size
+    if test == "write_bw":
+        data = [f for f in arrived if verify_data.WRITE_FIRST <= f["op"] <= verify_data.WRITE_ONLY_IMM]
+        reqs = [f for f in data if "va" in f]
+    elif test == "read_bw":  # the client's READ requests, as our capture holds them (sent or received)
+        data = [f for f in arrived if verify_data.READ_RESP_FIRST <= f["op"] <= verify_data.READ_RESP_ONLY]
+        reqs = list({f["psn"]: f for f in our_frames if f["src"] == dst and f["op"] == verify_data.READ_REQ}.values())
+    else:
+        data = [f for f in arrived if verify_data.SEND_FIRST <= f["op"] <= verify_data.SEND_ONLY_IMM]
+        reqs = []
+    if not data:
+        return {"ok": False, "why": "no data frames in the capture"}
+    # The seed: from the first packet of a message that arrived (its bytes start at a known index).
+    if reqs:
+        base = min(f["va"] for f in reqs)
+        starts = [(r_["psn"], off + r_["va"] - base) for r_ in sorted(reqs, key=lambda f: f["va"])]
+    else:
+        starts = [(f["psn"], 0) for f in data if f["op"] in (verify_data.SEND_FIRST, verify_data.SEND_ONLY,
+                                                             verify_data.SEND_ONLY_IMM)]
+    by_psn = {f["psn"]: f for f in data}
+    start = next(((by_psn[p], k) for p, k in starts if p in by_psn), None)
+    if start is None:
+        return {"ok": False, "why": "no message's first packet arrived"}
+    buf = verbs_seed_buffer(start[0]["payload"], start[1], n, lo, hi)
+    if buf is None:
+        return {"ok": False, "why": f"no srand(t) seed in {lo}..{hi} gives a first payload"}
+    if test != "send_bw":
+        r = verify_data.check_wire(buf, off, reqs, data, size, iters)
+    else:
+        mtu = max(len(f["payload"]) for f in data)
+        per_msg = -(-size // mtu)
+        anchor = start[0]["psn"]   # a message's first PSN; the run's first is a whole number of messages before
+        first = (anchor + min(verify_data._psn_diff(f["psn"], anchor) for f in data) // per_msg * per_msg) \
+            % verify_data.PSN_MOD
+        bad = 0
+        for f in data:
+            k = (f["psn"] - first) % verify_data.PSN_MOD % per_msg
+            bad += f["payload"] != buf[k * mtu:k * mtu + len(f["payload"])]
+        psns = {(f["psn"] - first) % verify_data.PSN_MOD for f in data}
+        missing = sum(1 for p in range(iters * per_msg) if p not in psns)
+        r = {"ok": bad == 0 and missing == 0, "bytes": sum(len(f["payload"]) for f in data),
+             "messages": iters, "frames": len(data),
+             "why": f"{bad} payloads differ, {missing} packets never arrived" if bad or missing else ""}
+    r["peer_retransmitted"] = verify_data.peer_retransmissions(our_frames, GUEST_IP4)
+    r["where"] = "guest capture" if sender_ours else "our capture"
+    return r
+
+
+def run_verbs_matrix(out: str, uroce: str, roles: list[str], cells: list[str],
+                     timeout: float = 900, cache: str | None = None) -> dict:
+    """One guest boot (run_cells) for every cell in every role; per cell also both sides' own
+    success output, our counters and, under loss, that frames were lost and resent and, for
+    perftest, the data on the wire (verbs_data_check)."""
+    res: dict = {"cells": {}, "boots": {}}
+    ids = verbs_ids(roles, cells)
+    guest_frames: list[dict] | None = None
+
+    def check(i: str, cell: dict, ctx: dict) -> None:
+        nonlocal guest_frames
+        role, c = i.split("-", 1)
+        tool, flags, loss = VERBS_CELLS[c]
+        cpath = os.path.join(ctx["rdir"], f"{i}.counters")
+        counters = ({k: int(v) for k, v in (l.split() for l in open(cpath) if l.strip())}
+                    if os.path.exists(cpath) else {})
+        opath = os.path.join(ctx["rdir"], f"{i}.out")
+        our_out = open(opath).read() if os.path.exists(opath) else ""
+        stock_ok = verbs_output_ok(c, ctx["stock_out"])
+        our_ok = verbs_output_ok(c, our_out)
+        cell.update({"ours": role, "cell": c, "tool": f"{tool} {flags}", "counters": counters,
+                     "host_cmd": verbs_host_cmd(uroce, i, ctx["rdir"]),
+                     "stock_cmd": verbs_cmd(c, "rxe", role == "client"),
+                     "stock_output_ok": stock_ok, "our_output_ok": our_ok,
+                     "stock_rows": perf_rows(ctx["stock_out"]), "our_rows": perf_rows(our_out)})
+        cell["ok"] = cell["ok"] and stock_ok and our_ok
+        if loss:
+            cell["loss"] = loss
+            lost = counters.get("hook_rx_dropped", 0) + counters.get("hook_tx_dropped", 0)
+            our_frames = [f for f in map(verify_data.roce, read_pcap(cell["pcap"])) if f]
+            resent = counters.get("retransmits", 0) + verify_data.peer_retransmissions(our_frames, GUEST_IP4)
+            d: dict = {"lost": lost, "resent": resent, "ok": bool(lost and resent)}
+            if not d["ok"]:
+                d["why"] = f"no loss or no retransmission seen: {counters}"
+            elif tool != "rping":
+                if guest_frames is None:
+                    guest_frames = [f for f in map(verify_data.roce, read_pcap(ctx["run"]["pcap"])) if f]
+                hs = cell["host_step"]
+                d = {**verbs_data_check(c, role, our_frames, guest_frames,
+                                        hs.get("epoch_begin", int(time.time())) - 60,
+                                        hs.get("epoch_end", int(time.time())) + 60), "lost": lost, "resent": resent}
+            else:
+                d["how"] = "rping -V: the client compared every ping"
+            cell["data"] = d
+            cell["ok"] = cell["ok"] and d["ok"]
+
+    run_cells(res, uroce, out, "verbs", "uroce", ids, verbs_guest_script(ids),
+              lambda rdir: verbs_host_script(uroce, ids, rdir), check, timeout=timeout, cache=cache)
+    res["ok"] = matrix_ok(res)
+    return res
+
+
+def verbs_result(rows: list[str], ok: bool) -> str:
+    return ("; ".join(rows[-1:]) or "ok") if ok else "FAIL"
+
+
+def verbs_table(res: dict) -> str:
+    rows = [("cell", "stock tool", "uroce", "guest rc", "uroce rc", "ms (uroce)", "RoCE frames",
+             "ICRC bad", "dump --verify", "stock result", "uroce result", "uroce counters", "data",
+             "result")]
+    for cell in res["cells"].values():
+        d = cell.get("data")
+        data = "-" if not d else (("ok" if d["ok"] else "FAIL: " + d.get("why", "")) +
+                                  (f" ({d['bytes']} B, {d['where']}; rxe resent {d['peer_retransmitted']})"
+                                   if d["ok"] and "bytes" in d else f" ({d['how']})" if d["ok"] and "how" in d
+                                   else ""))
+        rows.append((cell.get("cell", "?"), cell.get("tool", "?") + (f" + {cell['loss']:.0%} loss" if "loss" in cell else ""),
+                     cell["ours"], str(cell["guest_step"].get("rc", "-")), str(cell["host_step"].get("rc", "-")),
+                     str(cell["host_step"].get("ms", "-")), str(cell["roce_frames"]), str(cell["icrc_bad"]),
+                     verify_text(cell["dump_verify_rc"]),
+                     verbs_result(cell.get("stock_rows", []), cell.get("stock_output_ok", False)),
+                     verbs_result(cell.get("our_rows", []), cell.get("our_output_ok", False)),
+                     counters_text(cell.get("counters", {})), data, "PASS" if cell["ok"] else "FAIL"))
+    return md_table(rows)
+
+
 # ------------------------------------------------------------------------------------- CLI
 def _script_arg(v: str | None) -> str | None:
     if v and v.startswith("@"):
@@ -1260,6 +1533,9 @@ def main(argv: list[str] | None = None) -> int:
     matrix_args(sub.add_parser("perf", help="interop matrix: uroce perf <-> stock perftest ib_*_{bw,lat}, "
                                "both roles (meson suite 'interop')"),
                 "perf", list(PERF_CELLS), PERF_DEFAULT_CELLS, 1500, "default: all cells")
+    matrix_args(sub.add_parser("verbs", help="interop matrix: stock verbs/rdma_cm programs under `uroce run` "
+                               "<-> the same on rxe, both roles, one boot (meson suite 'interop')"),
+                "verbs", list(VERBS_CELLS), list(VERBS_CELLS), 900, "default: all cells")
     pc = sub.add_parser("pcap", help="summarize a pcap: RoCEv2 opcodes, ICRC check")
     pc.add_argument("--oob", action="store_true", help="also print the TCP/18515 payloads")
     pc.add_argument("files", nargs="+")
@@ -1289,6 +1565,8 @@ def main(argv: list[str] | None = None) -> int:
         return matrix_main(a, "pingpong", run_pingpong_matrix, pp_table)
     if a.cmd == "perf":
         return matrix_main(a, "perf", run_perf_matrix, perf_table, capture_gb=3)
+    if a.cmd == "verbs":
+        return matrix_main(a, "verbs", run_verbs_matrix, verbs_table, capture_gb=1)
     if os.geteuid() != 0:
         print("interop harness needs root", file=sys.stderr)
         return 2
