@@ -80,8 +80,10 @@ std::string read_provider_config(ProviderConfig& cfg) {
   }
   if (const char* v = env("UROCE_PROGRESS")) {
     const std::string p = v;
-    if (p != "inline" && p != "thread") return "UROCE_PROGRESS='" + p + "': inline or thread";
-    cfg.progress_thread = p == "thread";
+    if (p != "auto" && p != "inline" && p != "thread") return "UROCE_PROGRESS='" + p + "': auto, inline or thread";
+    cfg.progress = p == "thread"   ? ProviderConfig::Progress::kThread
+                   : p == "inline" ? ProviderConfig::Progress::kInline
+                                   : ProviderConfig::Progress::kAuto;
   }
   if (!cfg.ip4 && !cfg.ip6) return "neither UROCE_IP nor UROCE_IP6 is set: the device has no address";
   return "";
@@ -167,13 +169,14 @@ std::string Provider::open() {
     }
   }
   (void)step();
+  engine_thread_.store(cfg_.progress == ProviderConfig::Progress::kThread, std::memory_order_relaxed);
   engine_ = std::thread([this] { run_engine_thread(); });
   return "";
 }
 
 void Provider::run_engine_thread() {
   while (!stop_.load(std::memory_order_relaxed)) {
-    if (cfg_.progress_thread || waiters_.load(std::memory_order_relaxed) > 0) {
+    if (engine_thread() || waiters_.load(std::memory_order_relaxed) > 0) {
       {
         Guard g(lock_);
         (void)step();
@@ -228,6 +231,8 @@ void Provider::write_counters() const {
                  static_cast<unsigned long long>(fault_->rx_dropped()),
                  static_cast<unsigned long long>(fault_->tx_dropped()));
   }
+  // The progress in effect at exit: 1 once the engine had a thread of its own (UROCE_PROGRESS).
+  std::fprintf(f, "engine_thread %d\n", engine_thread() ? 1 : 0);
   if (f != stderr) std::fclose(f);
 }
 

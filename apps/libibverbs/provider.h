@@ -15,8 +15,12 @@
 // for kIdleStepNs, and keeps stepping without a pause while frames come, so
 // the device still answers ARP, ACKs and RDMA requests as a kernel device
 // would, and steps without a pause while a call blocks (ibv_get_cq_event).
-// UROCE_PROGRESS=thread gives the engine a thread of its own that polls
-// whenever the lock is free.
+// UROCE_PROGRESS chooses: auto (the default) is run-to-completion while the
+// data path (posts and polls) runs on one thread, and gives the engine a
+// thread of its own, for good, the first time a second thread posts or polls
+// (rping's CQ thread, a program with a thread per QP): run-to-completion then
+// makes each thread step for the others. inline keeps run-to-completion;
+// thread gives the engine its thread from the start.
 #pragma once
 
 #include <atomic>
@@ -50,7 +54,8 @@ struct ProviderConfig {
   double drop_rate = 0;        ///< UROCE_DROP_RATE
   uint64_t drop_seed = 1;      ///< UROCE_DROP_SEED
   std::string counters;        ///< UROCE_COUNTERS: "stderr" or a file, written at exit
-  bool progress_thread = false;  ///< UROCE_PROGRESS=thread
+  enum class Progress : uint8_t { kAuto, kInline, kThread };
+  Progress progress = Progress::kAuto;  ///< UROCE_PROGRESS: auto, inline or thread
   uint32_t max_qp = 256;       ///< UROCE_MAX_QP
 };
 
@@ -84,10 +89,19 @@ class Provider {
     after_step_ = fn;
     after_step_arg_ = arg;
   }
-  /// A step unless the engine thread makes progress (the lock held).
+  /// The data path's step (the posts, the polls; the lock held): a step
+  /// unless the engine thread makes progress. Under auto, a data-path call
+  /// from a second thread hands progress to the engine thread instead.
   void step_inline() {
-    if (!cfg_.progress_thread) (void)step();
+    if (engine_thread_.load(std::memory_order_relaxed)) return;
+    if (cfg_.progress == ProviderConfig::Progress::kAuto && !on_data_path_thread()) {
+      engine_thread_.store(true, std::memory_order_relaxed);
+      return;
+    }
+    (void)step();
   }
+  /// The engine has a thread of its own (thread, or auto after a second data-path thread).
+  bool engine_thread() const { return engine_thread_.load(std::memory_order_relaxed); }
   uint64_t now_ns() const { return clock_->now_ns(); }
 
   /// A blocking call (ibv_get_cq_event) waits without the lock: while one
@@ -111,6 +125,12 @@ class Provider {
   std::string open();
   void write_counters() const;
   void run_engine_thread();
+  /// True if the calling thread is the first that reached the data path (the lock held).
+  bool on_data_path_thread() {
+    const std::thread::id me = std::this_thread::get_id();
+    if (data_path_thread_ == std::thread::id()) data_path_thread_ = me;
+    return me == data_path_thread_;
+  }
   /// Inline progress: the background thread steps after this long without a step.
   static constexpr uint64_t kIdleStepNs = 200'000;
   /// At exit, the engine steps this long so that queued frames leave.
@@ -127,6 +147,8 @@ class Provider {
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> last_step_ns_{0};
   std::atomic<int> waiters_{0};
+  std::atomic<bool> engine_thread_{false};
+  std::thread::id data_path_thread_;  // the lock held
   void (*after_step_)(void*) = nullptr;
   void* after_step_arg_ = nullptr;
 };

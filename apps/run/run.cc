@@ -31,7 +31,7 @@ constexpr OptSpec kRunOptions[] = {
     {.name = "drop-rate", .kind = OptKind::kDouble, .def = "0", .help = "lose this fraction of the frames sent and received (fault injection)", .min = 0, .max = 1},
     {.name = "drop-seed", .kind = OptKind::kUint, .def = "1", .help = "seed of the --drop-rate draws"},
     {.name = "counters", .kind = OptKind::kString, .def = "", .help = "at exit, write the device counters to FILE ('stderr': there)", .meta = "FILE"},
-    {.name = "progress", .kind = OptKind::kChoice, .def = "inline", .help = "inline: the program's verbs calls step the engine (a background thread while it is away); thread: an engine thread of its own", .choices = "inline|thread"},
+    {.name = "progress", .kind = OptKind::kChoice, .def = "auto", .help = "auto: inline while one thread posts and polls, an engine thread once a second one does; inline: the program's verbs calls step the engine (a background thread while it is away); thread: an engine thread of its own", .choices = "auto|inline|thread"},
 };
 
 // The variable each port option sets (docs/VERBS.md). Only an option on the

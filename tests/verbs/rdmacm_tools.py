@@ -6,7 +6,10 @@ net_memif link. Checks:
     those of the system's librdmacm.so.1;
   * each stock pair connects through rdma_cm (the IBA CM on QP1, with
     rdma_cm's IP addressing), moves its data and ends with its own success
-    output on both ends, rc 0.
+    output on both ends, rc 0;
+  * UROCE_PROGRESS=auto: rping, whose CQ thread polls while its main
+    thread posts, ends with the engine on a thread of its own
+    (engine_thread 1 in --counters); ibv_rc_pingpong, one thread, without.
 Usage: rdmacm_tools.py UROCE_BIN LIBIBVERBS_SO LIBRDMACM_SO
 """
 import os
@@ -63,11 +66,33 @@ def pair(d, port_no, name, srv_argv, cli_argv, ok_re):
                 ok_re)
 
 
+def progress_auto(d, port_no):
+    """The automatic progress choice, read from each end's --counters file."""
+    cells = [("auto_rping", ["rping", "-s", "-v", "-C", "10", "-a", SERVER_IP, "-p", str(port_no)],
+              ["rping", "-c", "-v", "-V", "-C", "10", "-a", SERVER_IP, "-p", str(port_no)],
+              (r"(?s)(ping data: rdma-ping-\d.*){10}", r"ping data"), 1),
+             ("auto_rc_pingpong", ["ibv_rc_pingpong", "-g", "3", "-n", "200", "-p", str(port_no + 1)],
+              ["ibv_rc_pingpong", "-g", "3", "-n", "200", "-p", str(port_no + 1), "127.0.0.1"], st.PINGPONG_OK, 0)]
+    for name, srv, cli, ok_re, want in cells:
+        cd = st.cell_dir(d, name)
+        files = {role: os.path.join(cd, role + ".counters") for role in ("server", "client")}
+        argv = {role: st.RUN + st.LINK.run_args(cd, role) + ["--counters", files[role]] + a
+                for role, a in (("server", srv), ("client", cli))}
+        st.run_pair(cd, name, argv["server"], argv["client"], ok_re)
+        got = {}
+        for role, path in files.items():
+            lines = dict(l.split() for l in open(path) if l.strip()) if os.path.exists(path) else {}
+            got[role] = int(lines.get("engine_thread", -1))
+        st.check(got == {"server": want, "client": want},
+                 f"{name}: UROCE_PROGRESS=auto chose engine_thread {got} (want {want} on both ends)")
+
+
 def main():
     abi()
     with tempfile.TemporaryDirectory(prefix="uroce-rdmacm-") as d:
         for i, (name, srv, cli, ok_re) in enumerate(CELLS):
             pair(d, 7000 + (os.getpid() % 100) * 40 + i, name, srv, cli, ok_re)
+        progress_auto(d, 7000 + (os.getpid() % 100) * 40 + len(CELLS))
     print(f"{len(st.failures)} failed" if st.failures else "all passed")
     return 1 if st.failures else 0
 
