@@ -67,6 +67,7 @@ void Target::on_recv(const Wc& wc) {
     wr.signaled();
     SendWr* bad = nullptr;
     if (Status s = post_send(ep_.rc_, &wr, &bad); !s.ok()) fail(strf("echo post_send: %s", s.message()));
+    ep_.pump();  // the echo leaves now, not after the checks below (as the WRITE echo in step())
   }
   const bool write_imm = cur_.op == WrOpcode::kRdmaWriteWithImm;
   const WcOpcode want_op = write_imm ? WcOpcode::kRecvRdmaWithImm : WcOpcode::kRecv;
