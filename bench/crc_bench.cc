@@ -300,7 +300,7 @@ std::vector<uint8_t> g_scratch;  // for icrc_copy_dpdk; sized once in main
 const char* icrc_path(wire::CrcKernel k, size_t n) {
   switch (k) {
     case wire::CrcKernel::kPclmul: return "fold";
-    case wire::CrcKernel::kAvx2: return n - 48 >= 256 ? "wide" : "fold";  // a payload of 256 B or more
+    case wire::CrcKernel::kAvx2: return n >= wire::kIcrcWideMinBytes ? "wide" : "fold";
     case wire::CrcKernel::kSse:
     case wire::CrcKernel::kAvx512: return n <= wire::kIcrcFoldMaxBytes ? "fold" : "isal";
     case wire::CrcKernel::kAuto:

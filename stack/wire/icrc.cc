@@ -368,9 +368,9 @@ UROCE_TARGET_WIDE __attribute__((noinline)) Lanes fold_rows_wide(Lanes in, const
           _mm256_extracti128_si256(y1, 1)};
 }
 
-// The shortest run of one span the wide step takes: below, the call and the
-// joining folds cost more than they save (docs/PERFORMANCE.md).
-constexpr size_t kWideMinBytes = 256;
+// The shortest run of one span the wide step takes (icrc.h).
+constexpr size_t kWideMinBytes = kCrcWideMinBytes;
+static_assert(kIcrcWideMinBytes == kLrhOnes.size() + kMaxMasked + kWideMinBytes);
 
 // kWide: fold runs of kWideMinBytes and more with fold_rows_wide (the CPU
 // must have it: CrcKernel::kAvx2).
@@ -477,6 +477,11 @@ template <bool kWide>
 __attribute__((target("pclmul"), flatten)) uint32_t icrc_fold(L3Kind kind, size_t n, std::span<const uint8_t> l3,
                                                                std::span<const std::span<const uint8_t>> rest) {
   static constexpr std::array<uint8_t, 8> kSeededOnes = {0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff};
+  // Too short for a wide run: the narrow fold, whose loop has no call
+  // (around which its lanes would have to leave the registers).
+  if constexpr (kWide) {
+    if (n < kIcrcWideMinBytes) return icrc_fold<false>(kind, n, l3, rest);
+  }
   IcrcFolder<kWide> f(n, &kHeaderMasks[size_t(kind)]);
   f.append(kSeededOnes.data(), kSeededOnes.size());
   f.append(l3.data(), l3.size());
@@ -514,6 +519,9 @@ __attribute__((target("pclmul"), flatten)) uint32_t crc_fold(uint32_t crc, const
     crc = ~crc;
     while (n-- != 0) crc = kByteTable[(crc ^ *p++) & 0xff] ^ (crc >> 8);
     return ~crc;
+  }
+  if constexpr (kWide) {
+    if (n < kWideMinBytes) return crc_fold<false>(crc, p, n);
   }
   uint32_t first;
   std::memcpy(&first, p, 4);

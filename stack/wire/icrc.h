@@ -36,6 +36,15 @@ enum class L3Kind : uint8_t {
 /// docs/PERFORMANCE.md, "A whole ICRC per frame".
 inline constexpr size_t kIcrcFoldMaxBytes = 1024;
 
+/// Under CrcKernel::kAvx2: the shortest run of bytes in one span that the
+/// 256-bit step folds (shorter ones, and the rest of a run, take the 128-bit
+/// fold), the fewest bytes of a CRC that may take it, and of an ICRC (the
+/// ones and the longest headers besides). Below, the call into the 256-bit
+/// code and the joining of its lanes cost more than they save
+/// (docs/PERFORMANCE.md, "CRC kernels per CPU").
+inline constexpr size_t kCrcWideMinBytes = 128;
+inline constexpr size_t kIcrcWideMinBytes = 8 + 60 + kCrcWideMinBytes;
+
 /// The CRC kernels (docs/PERFORMANCE.md, "CRC kernels per CPU"). Each gives
 /// the same CRC and ICRC; they differ in speed and in what the CPU needs.
 enum class CrcKernel : uint8_t {
