@@ -301,8 +301,9 @@ const char* icrc_path(wire::CrcKernel k, size_t n) {
   switch (k) {
     case wire::CrcKernel::kPclmul: return "fold";
     case wire::CrcKernel::kAvx2: return n >= wire::kIcrcWideMinBytes ? "wide" : "fold";
-    case wire::CrcKernel::kSse:
-    case wire::CrcKernel::kAvx512: return n <= wire::kIcrcFoldMaxBytes ? "fold" : "isal";
+    case wire::CrcKernel::kAvx512:
+      return n < wire::kIcrcWideMinBytes ? "fold" : n <= wire::kIcrcWideMaxBytes ? "wide" : "isal";
+    case wire::CrcKernel::kSse: return n <= wire::kIcrcFoldMaxBytes ? "fold" : "isal";
     case wire::CrcKernel::kAuto:
     case wire::CrcKernel::kGeneric: return "isal";
   }

@@ -489,12 +489,21 @@ __attribute__((target("pclmul"), flatten)) uint32_t icrc_fold(L3Kind kind, size_
   return ~f.remainder();
 }
 
-// The ICRC under the ISA-L kernels: the fold up to kIcrcFoldMaxBytes, kCrc above.
+// The ICRC under the sse kernel: the fold up to kIcrcFoldMaxBytes, kCrc above.
 template <CrcFn kCrc, bool kDirty>
 uint32_t icrc_fold_or_isal(L3Kind kind, size_t n, std::span<const uint8_t> l3,
                            std::span<const std::span<const uint8_t>> rest) {
   if (n <= kIcrcFoldMaxBytes) return icrc_fold<false>(kind, n, l3, rest);
   return icrc_isal<kCrc, kDirty>(kind, l3, rest);
+}
+
+// The ICRC under the avx512 kernel: the wide fold (the 128-bit fold where
+// too short for it) up to kIcrcWideMaxBytes, ISA-L's AVX-512 kernel above,
+// which folds 64 bytes per VPCLMULQDQ but costs two calls and a header copy.
+uint32_t icrc_wide_or_isal512(L3Kind kind, size_t n, std::span<const uint8_t> l3,
+                              std::span<const std::span<const uint8_t>> rest) {
+  if (n <= kIcrcWideMaxBytes) return icrc_fold<true>(kind, n, l3, rest);
+  return icrc_isal<isal_by16_10, true>(kind, l3, rest);
 }
 
 // zlib's byte table, for CRCs of fewer than 4 bytes.
@@ -559,8 +568,8 @@ constexpr KernelOps kSseOps = {CrcKernel::kSse, "sse", "PCLMULQDQ and SSE4.1", i
                                icrc_fold_or_isal<isal_by8, false>};
 constexpr KernelOps kPclmulOps = {CrcKernel::kPclmul, "pclmul", "PCLMULQDQ", crc_fold<false>, icrc_fold<false>};
 constexpr KernelOps kAvx2Ops = {CrcKernel::kAvx2, "avx2", "AVX2 and VPCLMULQDQ", crc_fold<true>, icrc_fold<true>};
-constexpr KernelOps kAvx512Ops = {CrcKernel::kAvx512, "avx512", "AVX-512 F, BW, DQ, VL and VPCLMULQDQ",
-                                  isal_by16_10_clean, icrc_fold_or_isal<isal_by16_10, true>};
+constexpr KernelOps kAvx512Ops = {CrcKernel::kAvx512, "avx512", "AVX-512 F, BW, DQ, VL, VPCLMULQDQ and AVX2",
+                                  isal_by16_10_clean, icrc_wide_or_isal512};
 #endif
 
 // Indexed by CrcKernel (kAuto has none); null where the architecture has none.
@@ -583,7 +592,7 @@ bool cpu_has(CrcKernel k) {
     case CrcKernel::kPclmul: return pclmul;
     case CrcKernel::kAvx2: return pclmul && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("vpclmulqdq");
     case CrcKernel::kAvx512:
-      return pclmul && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      return pclmul && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
              __builtin_cpu_supports("vpclmulqdq");
     case CrcKernel::kAuto:

@@ -31,8 +31,8 @@ enum class L3Kind : uint8_t {
 };
 
 /// The most bytes an ICRC covers (the 8 ones included) for which icrc_compute
-/// folds with its own 128-bit kernel under the ISA-L kernels (kSse, kAvx512);
-/// ISA-L's AVX-512 kernel is faster above. Chosen by measurement:
+/// folds with its own 128-bit kernel under CrcKernel::kSse; ISA-L is used
+/// above (it was the threshold of kAvx512 too, before the wide fold). Chosen by measurement:
 /// docs/PERFORMANCE.md, "A whole ICRC per frame".
 inline constexpr size_t kIcrcFoldMaxBytes = 1024;
 
@@ -45,6 +45,11 @@ inline constexpr size_t kIcrcFoldMaxBytes = 1024;
 inline constexpr size_t kCrcWideMinBytes = 128;
 inline constexpr size_t kIcrcWideMinBytes = 8 + 60 + kCrcWideMinBytes;
 
+/// Under CrcKernel::kAvx512: the most bytes an ICRC covers for which
+/// icrc_compute takes the wide fold (from kIcrcWideMinBytes); ISA-L's
+/// AVX-512 kernel is faster above (docs/PERFORMANCE.md, "CRC kernels per CPU").
+inline constexpr size_t kIcrcWideMaxBytes = 2048;
+
 /// The CRC kernels (docs/PERFORMANCE.md, "CRC kernels per CPU"). Each gives
 /// the same CRC and ICRC; they differ in speed and in what the CPU needs.
 enum class CrcKernel : uint8_t {
@@ -52,7 +57,8 @@ enum class CrcKernel : uint8_t {
   kSse,     ///< fold up to kIcrcFoldMaxBytes, ISA-L crc32_gzip_refl_by8 (SSE) above; PCLMULQDQ, SSE4.1
   kPclmul,  ///< icrc.cc's 128-bit PCLMULQDQ fold at every length; PCLMULQDQ
   kAvx2,    ///< the fold, widened to four 256-bit VPCLMULQDQ lanes for long runs; AVX2, VPCLMULQDQ
-  kAvx512,  ///< fold up to kIcrcFoldMaxBytes, ISA-L crc32_gzip_refl_by16_10 above; AVX-512 F/BW/DQ/VL, VPCLMULQDQ
+  kAvx512,  ///< kAvx2's fold up to kIcrcWideMaxBytes, ISA-L crc32_gzip_refl_by16_10 above and for
+            ///< every plain CRC; AVX-512 F/BW/DQ/VL, VPCLMULQDQ, AVX2
   kGeneric, ///< ISA-L's own choice (crc32_gzip_refl), for CPUs without PCLMULQDQ; never chosen otherwise
 };
 
