@@ -48,8 +48,9 @@ uint32_t isal_crc32(uint32_t crc, const uint8_t* p, size_t n) {
   return crc;
 }
 
-// A chainable CRC-32 (zlib convention) that leaves the upper SIMD state as
-// it found it; `Dirty` ones need leave_simd_clean() after the last of a chain.
+// A chainable CRC-32 (zlib convention). ISA-L's AVX-512 kernel leaves the
+// upper SIMD state dirty: after the last call of a chain of those, call
+// leave_simd_clean() (icrc_isal's kDirty).
 using CrcFn = uint32_t (*)(uint32_t crc, const uint8_t* p, size_t n);
 
 #if defined(__x86_64__)
@@ -311,7 +312,8 @@ __m128i shift_down(__m128i v, size_t k) {
 // ---------------------------------------------------------------------------
 // The wide step (CrcKernel::kAvx2): the same folding with VPCLMULQDQ on
 // 256-bit registers, each holding two 128-bit lanes, for CPUs that have it
-// with AVX2 but not AVX-512 (AMD Zen 3; on Intel it comes with AVX-512).
+// with AVX2 but not AVX-512 (AMD Zen 3, Intel Alder Lake client cores),
+// and, between 196 bytes and 2 KB, for the avx512 kernel.
 // Four registers are eight lanes over 128-byte rows, each folded by x^1024
 // per row: 16 bytes per VPCLMULQDQ, twice the 128-bit fold's 8.
 //
