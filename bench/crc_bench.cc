@@ -4,6 +4,15 @@
 //
 //   crc32/<impl>/<bytes>            plain CRC of a buffer, seed 0
 //   icrc/<impl>/<payload bytes>     ICRC of a RoCEv2/IPv4 RC SEND Only frame
+//   crc/<kernel>/<bytes>            wire::crc32_ieee under each CRC kernel
+//   icrc/<kernel>/<payload bytes>   wire::icrc_compute under each CRC kernel
+//
+// The kernel rows (kernel: sse, pclmul, avx2, avx512, generic, as
+// UROCE_CRC_KERNEL names them; wire::set_crc_kernel selects each for its
+// row) put every kernel side by side in one run, at 64, 256, 1024, 4096 and
+// 9000 bytes; a kernel the CPU lacks gives a row that says so (skipped).
+// The icrc/<kernel> rows are labelled with the path the kernel took at that
+// length: fold (the 128-bit fold), wide (the fold with 256-bit rows), isal.
 //
 // Implementations: a byte-at-a-time table loop (the floor), zlib crc32(),
 // ISA-L crc32_gzip_refl() (what icrc.cc uses for long frames) and DPDK
@@ -72,6 +81,10 @@ namespace {
 namespace wire = uroce::wire;
 
 constexpr std::array<size_t, 4> kSizes = {64, 256, 1024, 4096};
+constexpr std::array<size_t, 5> kKernelSizes = {64, 256, 1024, 4096, 9000};
+constexpr std::array<wire::CrcKernel, 5> kKernels = {wire::CrcKernel::kSse, wire::CrcKernel::kPclmul,
+                                                     wire::CrcKernel::kAvx2, wire::CrcKernel::kAvx512,
+                                                     wire::CrcKernel::kGeneric};
 constexpr uint16_t kSimd512 = 512;  // RTE_VECT_SIMD_512
 
 // ---------------------------------------------------------------------------
@@ -173,7 +186,7 @@ std::vector<uint8_t> g_storage;
 const uint8_t* g_data = nullptr;
 
 void init_data() {
-  g_storage.resize(8192 + 64);
+  g_storage.resize(16384 + 64);
   uint32_t x = 0x12345678;
   for (auto& b : g_storage) {
     x = x * 1664525u + 1013904223u;
@@ -283,10 +296,32 @@ uint32_t icrc_copy_isal(std::span<const uint8_t> l3, uint8_t* scratch) {
 
 std::vector<uint8_t> g_scratch;  // for icrc_copy_dpdk; sized once in main
 
+// The path icrc_compute takes under kernel k for an ICRC covering n bytes.
+const char* icrc_path(wire::CrcKernel k, size_t n) {
+  switch (k) {
+    case wire::CrcKernel::kPclmul: return "fold";
+    case wire::CrcKernel::kAvx2: return n >= wire::kIcrcWideMinBytes ? "wide" : "fold";
+    case wire::CrcKernel::kAvx512:
+      return n < wire::kIcrcWideMinBytes ? "fold" : n <= wire::kIcrcWideMaxBytes ? "wide" : "isal";
+    case wire::CrcKernel::kSse: return n <= wire::kIcrcFoldMaxBytes ? "fold" : "isal";
+    case wire::CrcKernel::kAuto:
+    case wire::CrcKernel::kGeneric: return "isal";
+  }
+  return "?";
+}
+
+// The kernel start-up chose (UROCE_CRC_KERNEL, or the best): the kernel of
+// every row but the crc/<kernel> and icrc/<kernel> ones, which restore it.
+wire::CrcKernel g_startup_kernel = wire::CrcKernel::kAuto;
+
+void restore_kernel() { (void)wire::set_crc_kernel(g_startup_kernel); }
+
 void bm_icrc_uroce(benchmark::State& state) {
   clear_upper_simd_state();
+  restore_kernel();
   const IcrcFrame f = make_frame(size_t(state.range(0)));
-  state.SetLabel(8 + f.l3.size() <= wire::kIcrcFoldMaxBytes ? "fold" : "isal");
+  state.SetLabel(std::string(wire::crc_kernel_name(wire::crc_kernel())) + ": " +
+                 icrc_path(wire::crc_kernel(), 8 + f.l3.size()));
   for (auto _ : state) {
     uint32_t crc = wire::icrc_compute(wire::L3Kind::kIpv4, f.l3);
     benchmark::DoNotOptimize(crc);
@@ -339,6 +374,41 @@ void bm_icrc_copy_dpdk(benchmark::State& state, rte_net_crc_alg alg) {
   state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(f.l3.size()));
 }
 
+// Selects kernel k for one row, or marks the row skipped: false then.
+bool use_kernel(benchmark::State& state, wire::CrcKernel k) {
+  if (!wire::set_crc_kernel(k).ok()) {
+    state.SkipWithError((std::string("this CPU lacks the ") + std::string(wire::crc_kernel_name(k)) +
+                         " kernel").c_str());
+    return false;
+  }
+  return true;
+}
+
+void bm_crc_kernel(benchmark::State& state, wire::CrcKernel k) {
+  clear_upper_simd_state();
+  if (!use_kernel(state, k)) return;
+  const std::span<const uint8_t> b(g_data, size_t(state.range(0)));
+  for (auto _ : state) {
+    uint32_t crc = wire::crc32_ieee(0, b);
+    benchmark::DoNotOptimize(crc);
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(b.size()));
+  restore_kernel();
+}
+
+void bm_icrc_kernel(benchmark::State& state, wire::CrcKernel k) {
+  clear_upper_simd_state();
+  if (!use_kernel(state, k)) return;
+  const IcrcFrame f = make_frame(size_t(state.range(0)));
+  state.SetLabel(icrc_path(k, 8 + f.l3.size()));
+  for (auto _ : state) {
+    uint32_t crc = wire::icrc_compute(wire::L3Kind::kIpv4, f.l3);
+    benchmark::DoNotOptimize(crc);
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(f.l3.size()));
+  restore_kernel();
+}
+
 // ---------------------------------------------------------------------------
 
 // Every implementation must agree before any is timed.
@@ -355,12 +425,17 @@ bool self_check() {
     check("zlib", crc_zlib(0, g_data, n));
     check("isal", crc_isal(0, g_data, n));
     check("isal chained", crc_isal(crc_isal(0, g_data, n / 2), g_data + n / 2, n - n / 2));
+    for (const wire::CrcKernel k : kKernels) {
+      if (!wire::set_crc_kernel(k).ok()) continue;
+      check(wire::crc_kernel_name(k).data(), wire::crc32_ieee(0, {g_data, n}));
+    }
+    restore_kernel();
     for (const DpdkAlg& a : kDpdkAlgs) {
       rte_net_crc_set_alg(a.alg);
       check(a.name, crc_dpdk(g_data, n));
     }
   }
-  for (size_t n : kSizes) {
+  for (size_t n : kKernelSizes) {
     const IcrcFrame f = make_frame(n);
     if (f.l3.empty()) {
       std::fprintf(stderr, "crc_bench: wire::build failed for a %zu-byte payload\n", n);
@@ -384,6 +459,11 @@ bool self_check() {
     check("isal chained + vzeroupper", icrc_chained(crc_isal_vzeroupper, f.l3));
     check("isal prefolded + vzeroupper", icrc_chained(crc_isal_vzeroupper, f.l3, crc_isal(0, kOnes, sizeof(kOnes))));
     check("isal copy", icrc_copy_isal(f.l3, g_scratch.data()));
+    for (const wire::CrcKernel k : kKernels) {
+      if (!wire::set_crc_kernel(k).ok()) continue;
+      check(wire::crc_kernel_name(k).data(), wire::icrc_compute(wire::L3Kind::kIpv4, f.l3));
+    }
+    restore_kernel();
     for (const DpdkAlg& a : kDpdkAlgs) {
       rte_net_crc_set_alg(a.alg);
       check(a.name, icrc_copy_dpdk(f.l3, g_scratch.data()));
@@ -403,6 +483,18 @@ void register_benchmarks() {
     sizes(benchmark::RegisterBenchmark((std::string("crc32/") + a.name).c_str(), bm_crc_dpdk, a.alg));
   }
   sizes(benchmark::RegisterBenchmark("icrc/uroce_icrc_compute", bm_icrc_uroce));
+  for (const wire::CrcKernel k : kKernels) {
+    const std::string name(wire::crc_kernel_name(k));
+    for (const size_t n : kKernelSizes) {
+      benchmark::RegisterBenchmark(("crc/" + name).c_str(), bm_crc_kernel, k)->Arg(int64_t(n));
+    }
+  }
+  for (const wire::CrcKernel k : kKernels) {
+    const std::string name(wire::crc_kernel_name(k));
+    for (const size_t n : kKernelSizes) {
+      benchmark::RegisterBenchmark(("icrc/" + name).c_str(), bm_icrc_kernel, k)->Arg(int64_t(n));
+    }
+  }
   sizes(benchmark::RegisterBenchmark("icrc/isal_prefolded_vzeroupper", bm_icrc_isal_prefolded));
   sizes(benchmark::RegisterBenchmark("icrc/isal_chained", bm_icrc_chained, crc_isal));
   sizes(benchmark::RegisterBenchmark("icrc/isal_chained_vzeroupper", bm_icrc_chained, crc_isal_vzeroupper));
@@ -437,8 +529,9 @@ int main(int argc, char** argv) {
     return 1;
   }
 
+  g_startup_kernel = wire::crc_kernel();
   init_data();
-  g_scratch.resize(8 + 8192);
+  g_scratch.resize(8 + 16384);
   int rc = 0;
   if (!self_check()) {
     rc = 1;

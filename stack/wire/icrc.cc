@@ -4,8 +4,12 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstddef>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -43,6 +47,27 @@ uint32_t isal_crc32(uint32_t crc, const uint8_t* p, size_t n) {
   leave_simd_clean();
   return crc;
 }
+
+// A chainable CRC-32 (zlib convention). ISA-L's AVX-512 kernel leaves the
+// upper SIMD state dirty: after the last call of a chain of those, call
+// leave_simd_clean() (icrc_isal's kDirty).
+using CrcFn = uint32_t (*)(uint32_t crc, const uint8_t* p, size_t n);
+
+#if defined(__x86_64__)
+// Two of the kernels crc32_gzip_refl chooses from (ISA-L 2.30 exports them,
+// crc.h does not declare them): the SSE one it takes on CPUs without
+// AVX-512, and the AVX-512 one. Each is a whole CRC of any length.
+extern "C" uint32_t crc32_gzip_refl_by8(uint32_t crc, const unsigned char* p, uint64_t n);
+extern "C" uint32_t crc32_gzip_refl_by16_10(uint32_t crc, const unsigned char* p, uint64_t n);
+uint32_t isal_by8(uint32_t crc, const uint8_t* p, size_t n) { return crc32_gzip_refl_by8(crc, p, n); }
+uint32_t isal_by16_10(uint32_t crc, const uint8_t* p, size_t n) { return crc32_gzip_refl_by16_10(crc, p, n); }
+uint32_t isal_by16_10_clean(uint32_t crc, const uint8_t* p, size_t n) {
+  crc = crc32_gzip_refl_by16_10(crc, p, n);
+  zero_upper_simd();
+  return crc;
+}
+#endif
+uint32_t isal_dispatched(uint32_t crc, const uint8_t* p, size_t n) { return crc32_gzip_refl(crc, p, n); }
 
 // A17.3.3: the 8 bytes of 0xFF that stand in for the LRH.
 constexpr std::array<uint8_t, 8> kLrhOnes = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
@@ -91,20 +116,30 @@ consteval HeaderMask header_mask(L3Kind kind) {
 constexpr std::array<HeaderMask, 3> kHeaderMasks = {
     header_mask(L3Kind::kIpv4), header_mask(L3Kind::kIpv6), header_mask(L3Kind::kGrh)};
 
-// The ICRC by ISA-L: from the folded ones over a masked copy of the headers
-// (of constant length, so the copy is a few moves, not a call), then over
-// the rest in place.
-template <L3Kind kKind>
+// The ICRC by an ISA-L kernel: from the folded ones over a masked copy of
+// the headers (of constant length, so the copy is a few moves, not a call),
+// then over the rest in place. kDirty: clear the upper SIMD state after.
+template <L3Kind kKind, CrcFn kCrc, bool kDirty>
 uint32_t icrc_isal(std::span<const uint8_t> l3, std::span<const std::span<const uint8_t>> rest) {
   constexpr const HeaderMask& kMask = kHeaderMasks[size_t(kKind)];
   std::array<uint8_t, kMask.len> hdr;
   std::memcpy(hdr.data(), l3.data(), hdr.size());
   for (size_t i = 0; i < hdr.size(); ++i) hdr[i] |= kMask.bytes[kMaskLead + i];
-  uint32_t crc = crc32_gzip_refl(kLrhSeed, hdr.data(), hdr.size());
-  crc = crc32_gzip_refl(crc, l3.data() + hdr.size(), l3.size() - hdr.size());
-  for (const std::span<const uint8_t> s : rest) crc = crc32_gzip_refl(crc, s.data(), s.size());
-  leave_simd_clean();
+  uint32_t crc = kCrc(kLrhSeed, hdr.data(), hdr.size());
+  crc = kCrc(crc, l3.data() + hdr.size(), l3.size() - hdr.size());
+  for (const std::span<const uint8_t> s : rest) crc = kCrc(crc, s.data(), s.size());
+  if constexpr (kDirty) leave_simd_clean();
   return crc;
+}
+
+template <CrcFn kCrc, bool kDirty>
+uint32_t icrc_isal(L3Kind kind, std::span<const uint8_t> l3, std::span<const std::span<const uint8_t>> rest) {
+  switch (kind) {
+    case L3Kind::kIpv4: return icrc_isal<L3Kind::kIpv4, kCrc, kDirty>(l3, rest);
+    case L3Kind::kIpv6: return icrc_isal<L3Kind::kIpv6, kCrc, kDirty>(l3, rest);
+    case L3Kind::kGrh: return icrc_isal<L3Kind::kGrh, kCrc, kDirty>(l3, rest);
+  }
+  return 0;  // not reached: every L3Kind is handled above
 }
 
 #if defined(__x86_64__)
@@ -185,6 +220,7 @@ struct OperandPair {
 // (the higher degrees, H) by x^(e+64), the high half (L) by x^e.
 consteval OperandPair fold_pair(unsigned e) { return {times_xpow(e + 64), times_xpow(e)}; }
 
+constexpr OperandPair kFold1024 = fold_pair(1024);  // one lane past the other seven (256-bit lanes)
 constexpr OperandPair kFold512 = fold_pair(512);  // one lane past the other three
 constexpr OperandPair kFold384 = fold_pair(384);  // joining lane 0
 constexpr OperandPair kFold256 = fold_pair(256);  // lane 1
@@ -227,11 +263,6 @@ __attribute__((target("pclmul"))) uint32_t reduce_lanes(__m128i x0, __m128i x1, 
   const __m128i qp = _mm_clmulepi64_si128(q, mu_p, 0x10);
   return uint32_t(_mm_extract_epi32(u, 3)) ^ uint32_t(_mm_extract_epi32(qp, 1));
 }
-
-const bool kCpuHasPclmul = [] {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("pclmul") != 0;
-}();
 
 // ---------------------------------------------------------------------------
 // Folding the ICRC input of a short frame (the ones, the masked headers, the
@@ -278,12 +309,82 @@ __m128i shift_down(__m128i v, size_t k) {
   return _mm_shuffle_epi8(v, _mm_adds_epu8(idx, _mm_set1_epi8(0x70)));  // 16 and up: zero
 }
 
+// ---------------------------------------------------------------------------
+// The wide step (CrcKernel::kAvx2): the same folding with VPCLMULQDQ on
+// 256-bit registers, each holding two 128-bit lanes, for CPUs that have it
+// with AVX2 but not AVX-512 (AMD Zen 3, Intel Alder Lake client cores),
+// and, between 196 bytes and 2 KB, for the avx512 kernel.
+// Four registers are eight lanes over 128-byte rows, each folded by x^1024
+// per row: 16 bytes per VPCLMULQDQ, twice the 128-bit fold's 8.
+//
+// It continues the folder's four lanes x0..x3 (x3 the latest block) and
+// returns them, so the headers, the short spans, the tail and the reduction
+// stay the folder's. In: the four lanes fold by x^512 into the first 64
+// bytes (the folder's four-block step, two lanes per register), and the
+// next 64 bytes load as lanes 4..7 unfolded: eight lanes L0..L7 whose sum
+// Σ Li·x^(128·(7-i)) is the input so far. Out: Li·x^512 + L(i+4) are again
+// four lanes with the same sum.
+
+struct Lanes {
+  __m128i x0;
+  __m128i x1;
+  __m128i x2;
+  __m128i x3;
+};
+
+// tune=znver3: whole 256-bit unaligned loads (GCC's generic tuning splits
+// each into two 128-bit halves, two more instructions per register).
+#define UROCE_TARGET_WIDE __attribute__((target("avx2,vpclmulqdq,pclmul,tune=znver3")))
+
+UROCE_TARGET_WIDE inline __m256i operands_wide(OperandPair k) {
+  return _mm256_set_epi64x(int64_t(k.hi), int64_t(k.lo), int64_t(k.hi), int64_t(k.lo));
+}
+
+UROCE_TARGET_WIDE inline __m256i fold_wide(__m256i y, __m256i k) {
+  return _mm256_xor_si256(_mm256_clmulepi64_epi128(y, k, 0x00), _mm256_clmulepi64_epi128(y, k, 0x11));
+}
+
+UROCE_TARGET_WIDE inline __m256i load_wide(const uint8_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+
+// Folds n bytes at p (n a multiple of 128, at least 128) into the lanes.
+// Ends with VZEROUPPER (the compiler's, as for every function that uses the
+// upper halves): the caller is SSE code.
+UROCE_TARGET_WIDE __attribute__((noinline)) Lanes fold_rows_wide(Lanes in, const uint8_t* p, size_t n) {
+  const __m256i k512 = operands_wide(kFold512);
+  const __m256i k1024 = operands_wide(kFold1024);
+  __m256i y0 = _mm256_xor_si256(fold_wide(_mm256_set_m128i(in.x1, in.x0), k512), load_wide(p));
+  __m256i y1 = _mm256_xor_si256(fold_wide(_mm256_set_m128i(in.x3, in.x2), k512), load_wide(p + 32));
+  __m256i y2 = load_wide(p + 64);
+  __m256i y3 = load_wide(p + 96);
+  for (size_t i = 128; i < n; i += 128) {
+    y0 = _mm256_xor_si256(fold_wide(y0, k1024), load_wide(p + i));
+    y1 = _mm256_xor_si256(fold_wide(y1, k1024), load_wide(p + i + 32));
+    y2 = _mm256_xor_si256(fold_wide(y2, k1024), load_wide(p + i + 64));
+    y3 = _mm256_xor_si256(fold_wide(y3, k1024), load_wide(p + i + 96));
+  }
+  y0 = _mm256_xor_si256(fold_wide(y0, k512), y2);
+  y1 = _mm256_xor_si256(fold_wide(y1, k512), y3);
+  return {_mm256_castsi256_si128(y0), _mm256_extracti128_si256(y0, 1), _mm256_castsi256_si128(y1),
+          _mm256_extracti128_si256(y1, 1)};
+}
+
+// The shortest run of one span the wide step takes (icrc.h).
+constexpr size_t kWideMinBytes = kCrcWideMinBytes;
+static_assert(kIcrcWideMinBytes == kLrhOnes.size() + kMaxMasked + kWideMinBytes);
+
+// kWide: fold runs of kWideMinBytes and more with fold_rows_wide (the CPU
+// must have it: CrcKernel::kAvx2).
+template <bool kWide>
 class IcrcFolder {
  public:
-  /// Folds n input bytes in all; `mask` is ORed over the bytes
-  /// that follow the 8 ones.
-  __attribute__((target("pclmul"))) IcrcFolder(size_t n, const HeaderMask& mask)
-      : mask_(mask), lead_((16 - n % 16) % 16), mask_end_((lead_ + kLrhOnes.size() + mask.len + 15) / 16) {}
+  /// Folds n input bytes in all; `mask` (null for none) is ORed over the
+  /// bytes that follow the 8 ones.
+  __attribute__((target("pclmul"))) IcrcFolder(size_t n, const HeaderMask* mask)
+      : mask_(mask),
+        lead_((16 - n % 16) % 16),
+        mask_end_(mask == nullptr ? 0 : (lead_ + kLrhOnes.size() + mask->len + 15) / 16) {}
 
   /// Appends the n bytes at p; reads p[0..n) only.
   __attribute__((target("pclmul"))) void append(const uint8_t* p, size_t n) {
@@ -300,6 +401,20 @@ class IcrcFolder {
       fill_ = 0;
     }
     while (n >= 16) {
+      if constexpr (kWide) {
+        if (n >= kWideMinBytes && count_ >= mask_end_) {  // rows of 128 bytes, no mask
+          const size_t rows = n / 128 * 128;
+          const Lanes l = fold_rows_wide({x0_, x1_, x2_, x3_}, p, rows);
+          x0_ = l.x0;
+          x1_ = l.x1;
+          x2_ = l.x2;
+          x3_ = l.x3;
+          count_ += rows / 16;
+          p += rows;
+          n -= rows;
+          continue;
+        }
+      }
       if (n >= 64 && count_ >= 4 && count_ >= mask_end_) {  // four blocks, no mask: one per lane
         const __m128i k = operands(kFold512);
         x0_ = _mm_xor_si128(fold(x0_, k), _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
@@ -332,7 +447,7 @@ class IcrcFolder {
   // first four blocks need no fold.
   __attribute__((target("pclmul"))) void fold_in(__m128i b) {
     if (count_ < mask_end_) {  // the block starts 16·count_ - lead_ - 8 bytes from the headers, at least -23
-      const uint8_t* m = mask_.bytes.data() + kMaskLead + 16 * count_ - lead_ - kLrhOnes.size();
+      const uint8_t* m = mask_->bytes.data() + kMaskLead + 16 * count_ - lead_ - kLrhOnes.size();
       b = _mm_or_si128(b, _mm_loadu_si128(reinterpret_cast<const __m128i*>(m)));
     }
     if (count_ >= 4) b = _mm_xor_si128(b, fold(x0_, operands(kFold512)));
@@ -343,7 +458,7 @@ class IcrcFolder {
     ++count_;
   }
 
-  const HeaderMask& mask_;
+  const HeaderMask* const mask_;
   const size_t lead_;      // zero bytes before the input
   const size_t mask_end_;  // blocks from here on have no masked byte
   size_t count_ = 0;       // blocks folded
@@ -360,36 +475,212 @@ class IcrcFolder {
 // they are read, the rest; then the final inversion. n: the bytes covered.
 // Flattened, so that the folder's lanes live in registers across its appends
 // (crc_bench icrc/uroce_icrc_compute/64: 18.6 -> 15 ns; /256: 23 -> 17.5 ns).
-__attribute__((target("pclmul"), flatten)) uint32_t icrc_fold(const HeaderMask& mask, size_t n,
-                                                               std::span<const uint8_t> l3,
+template <bool kWide>
+__attribute__((target("pclmul"), flatten)) uint32_t icrc_fold(L3Kind kind, size_t n, std::span<const uint8_t> l3,
                                                                std::span<const std::span<const uint8_t>> rest) {
   static constexpr std::array<uint8_t, 8> kSeededOnes = {0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff};
-  IcrcFolder f(n, mask);
+  // Too short for a wide run: the narrow fold, whose loop has no call
+  // (around which its lanes would have to leave the registers).
+  if constexpr (kWide) {
+    if (n < kIcrcWideMinBytes) return icrc_fold<false>(kind, n, l3, rest);
+  }
+  IcrcFolder<kWide> f(n, &kHeaderMasks[size_t(kind)]);
   f.append(kSeededOnes.data(), kSeededOnes.size());
   f.append(l3.data(), l3.size());
   for (const std::span<const uint8_t> s : rest) f.append(s.data(), s.size());
   return ~f.remainder();
 }
+
+// The ICRC under the sse kernel: the fold up to kIcrcFoldMaxBytes, kCrc above.
+template <CrcFn kCrc, bool kDirty>
+uint32_t icrc_fold_or_isal(L3Kind kind, size_t n, std::span<const uint8_t> l3,
+                           std::span<const std::span<const uint8_t>> rest) {
+  if (n <= kIcrcFoldMaxBytes) return icrc_fold<false>(kind, n, l3, rest);
+  return icrc_isal<kCrc, kDirty>(kind, l3, rest);
+}
+
+// The ICRC under the avx512 kernel: the wide fold (the 128-bit fold where
+// too short for it) up to kIcrcWideMaxBytes, ISA-L's AVX-512 kernel above,
+// which folds 64 bytes per VPCLMULQDQ but costs two calls and a header copy.
+uint32_t icrc_wide_or_isal512(L3Kind kind, size_t n, std::span<const uint8_t> l3,
+                              std::span<const std::span<const uint8_t>> rest) {
+  if (n <= kIcrcWideMaxBytes) return icrc_fold<true>(kind, n, l3, rest);
+  return icrc_isal<isal_by16_10, true>(kind, l3, rest);
+}
+
+// zlib's byte table, for CRCs of fewer than 4 bytes.
+constexpr std::array<uint32_t, 256> kByteTable = [] {
+  std::array<uint32_t, 256> t{};
+  const auto p = uint32_t(reflect(kPoly, 32));
+  for (uint32_t i = 0; i < 256; ++i) {
+    uint32_t c = i;
+    for (int k = 0; k < 8; ++k) c = (c & 1) ? p ^ (c >> 1) : c >> 1;
+    t[i] = c;
+  }
+  return t;
+}();
+
+// A plain CRC by the folder. A CRC continued from `crc` is the CRC from zero
+// (no initial inversion) of the input with ~crc XORed into its first 4
+// bytes (zlib's initial register, moved into the message), so that word is
+// one span of its own and the rest another.
+template <bool kWide>
+__attribute__((target("pclmul"), flatten)) uint32_t crc_fold(uint32_t crc, const uint8_t* p, size_t n) {
+  if (n < 4) {
+    crc = ~crc;
+    while (n-- != 0) crc = kByteTable[(crc ^ *p++) & 0xff] ^ (crc >> 8);
+    return ~crc;
+  }
+  if constexpr (kWide) {
+    if (n < kWideMinBytes) return crc_fold<false>(crc, p, n);
+  }
+  uint32_t first;
+  std::memcpy(&first, p, 4);
+  first ^= ~crc;  // x86 is little-endian: byte 0 of the word is p[0]
+  IcrcFolder<kWide> f(n, nullptr);
+  f.append(reinterpret_cast<const uint8_t*>(&first), 4);
+  f.append(p + 4, n - 4);
+  return ~f.remainder();
+}
 #endif
+
+// ---------------------------------------------------------------------------
+// Kernel dispatch: one table entry per kernel, chosen at start-up; the data
+// path reads one pointer and makes one indirect call.
+
+using IcrcFn = uint32_t (*)(L3Kind kind, size_t n, std::span<const uint8_t> l3,
+                            std::span<const std::span<const uint8_t>> rest);
+
+uint32_t icrc_generic(L3Kind kind, size_t, std::span<const uint8_t> l3,
+                      std::span<const std::span<const uint8_t>> rest) {
+  return icrc_isal<isal_dispatched, true>(kind, l3, rest);
+}
+
+struct KernelOps {
+  CrcKernel kernel;
+  const char* name;
+  const char* needs;  // the CPU features it needs, for messages
+  CrcFn crc;          // leaves the SIMD state clean
+  IcrcFn icrc;
+};
+
+constexpr KernelOps kGenericOps = {CrcKernel::kGeneric, "generic", "nothing", isal_crc32, icrc_generic};
+#if defined(__x86_64__)
+constexpr KernelOps kSseOps = {CrcKernel::kSse, "sse", "PCLMULQDQ and SSE4.1", isal_by8,
+                               icrc_fold_or_isal<isal_by8, false>};
+constexpr KernelOps kPclmulOps = {CrcKernel::kPclmul, "pclmul", "PCLMULQDQ", crc_fold<false>, icrc_fold<false>};
+constexpr KernelOps kAvx2Ops = {CrcKernel::kAvx2, "avx2", "AVX2 and VPCLMULQDQ", crc_fold<true>, icrc_fold<true>};
+constexpr KernelOps kAvx512Ops = {CrcKernel::kAvx512, "avx512", "AVX-512 F, BW, DQ, VL, VPCLMULQDQ and AVX2",
+                                  isal_by16_10_clean, icrc_wide_or_isal512};
+#endif
+
+// Indexed by CrcKernel (kAuto has none); null where the architecture has none.
+constexpr std::array<const KernelOps*, 6> kKernels = {
+    nullptr,
+#if defined(__x86_64__)
+    &kSseOps, &kPclmulOps, &kAvx2Ops, &kAvx512Ops,
+#else
+    nullptr, nullptr, nullptr, nullptr,
+#endif
+    &kGenericOps,
+};
+
+bool cpu_has(CrcKernel k) {
+#if defined(__x86_64__)
+  __builtin_cpu_init();  // may run before libgcc's own constructor
+  const bool pclmul = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+  switch (k) {
+    case CrcKernel::kSse:
+    case CrcKernel::kPclmul: return pclmul;
+    case CrcKernel::kAvx2: return pclmul && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("vpclmulqdq");
+    case CrcKernel::kAvx512:
+      return pclmul && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+             __builtin_cpu_supports("vpclmulqdq");
+    case CrcKernel::kAuto:
+    case CrcKernel::kGeneric: return true;
+  }
+  return false;
+#else
+  return k == CrcKernel::kAuto || k == CrcKernel::kGeneric;
+#endif
+}
+
+// Constant-initialised, so a CRC taken by another file's static initialiser
+// before the one below runs is still right (ISA-L's own choice).
+constinit std::atomic<const KernelOps*> g_ops{&kGenericOps};
+
+[[maybe_unused]] const bool kKernelSet = [] {
+  apply_crc_kernel_setting(std::getenv("UROCE_CRC_KERNEL"));
+  return true;
+}();
 
 }  // namespace
 
-uint32_t crc32_ieee(uint32_t crc, std::span<const uint8_t> buf) { return isal_crc32(crc, buf.data(), buf.size()); }
+std::string_view crc_kernel_name(CrcKernel k) {
+  if (k == CrcKernel::kAuto) return "auto";
+  const KernelOps* ops = kKernels[size_t(k)];
+  return ops != nullptr ? ops->name : "none";
+}
+
+std::optional<CrcKernel> crc_kernel_from_name(std::string_view name) {
+  if (name == "auto") return CrcKernel::kAuto;
+  for (const KernelOps* ops : kKernels) {
+    if (ops != nullptr && name == ops->name) return ops->kernel;
+  }
+  return std::nullopt;
+}
+
+bool crc_kernel_supported(CrcKernel k) { return (k == CrcKernel::kAuto || kKernels[size_t(k)] != nullptr) && cpu_has(k); }
+
+CrcKernel crc_kernel_best() {
+  // AVX-512 ISA-L folds 64 bytes per VPCLMULQDQ to the wide fold's 32
+  // (docs/PERFORMANCE.md, "CRC kernels per CPU").
+  for (const CrcKernel k : {CrcKernel::kAvx512, CrcKernel::kAvx2, CrcKernel::kSse}) {
+    if (crc_kernel_supported(k)) return k;
+  }
+  return CrcKernel::kGeneric;
+}
+
+Status set_crc_kernel(CrcKernel k) {
+  if (k == CrcKernel::kAuto) k = crc_kernel_best();
+  if (!crc_kernel_supported(k)) return Status(StatusCode::kInvalidArgument, "this CPU lacks that CRC kernel");
+  g_ops.store(kKernels[size_t(k)], std::memory_order_relaxed);
+  return Status();
+}
+
+CrcKernel crc_kernel() { return g_ops.load(std::memory_order_relaxed)->kernel; }
+
+void apply_crc_kernel_setting(const char* value) {
+  const std::string_view v = value != nullptr ? value : "";
+  const std::optional<CrcKernel> k = v.empty() ? CrcKernel::kAuto : crc_kernel_from_name(v);
+  std::string has;
+  for (const KernelOps* ops : kKernels) {
+    if (ops != nullptr && cpu_has(ops->kernel)) has += std::string(" ") + ops->name;
+  }
+  if (!k) {
+    std::fprintf(stderr, "uroce: UROCE_CRC_KERNEL='%.*s' is not a CRC kernel; give auto or one of:%s\n", int(v.size()),
+                 v.data(), has.c_str());
+    std::exit(2);
+  }
+  if (!set_crc_kernel(*k).ok()) {
+    const KernelOps* ops = kKernels[size_t(*k)];
+    std::fprintf(stderr, "uroce: UROCE_CRC_KERNEL=%.*s: this CPU lacks %s, which that kernel needs; it has:%s\n",
+                 int(v.size()), v.data(), ops != nullptr ? ops->needs : "its architecture", has.c_str());
+    std::exit(2);
+  }
+}
+
+uint32_t crc32_ieee(uint32_t crc, std::span<const uint8_t> buf) {
+  return g_ops.load(std::memory_order_relaxed)->crc(crc, buf.data(), buf.size());
+}
 
 uint32_t icrc_compute(L3Kind kind, std::span<const uint8_t> l3) { return icrc_compute(kind, l3, {}); }
 
 uint32_t icrc_compute(L3Kind kind, std::span<const uint8_t> l3, std::span<const std::span<const uint8_t>> rest) {
-#if defined(__x86_64__)
   size_t n = kLrhOnes.size() + l3.size();
   for (const std::span<const uint8_t> s : rest) n += s.size();
-  if (n <= kIcrcFoldMaxBytes && kCpuHasPclmul) return icrc_fold(kHeaderMasks[size_t(kind)], n, l3, rest);
-#endif
-  switch (kind) {
-    case L3Kind::kIpv4: return icrc_isal<L3Kind::kIpv4>(l3, rest);
-    case L3Kind::kIpv6: return icrc_isal<L3Kind::kIpv6>(l3, rest);
-    case L3Kind::kGrh: return icrc_isal<L3Kind::kGrh>(l3, rest);
-  }
-  return 0;  // not reached: every L3Kind is handled above
+  return g_ops.load(std::memory_order_relaxed)->icrc(kind, n, l3, rest);
 }
 
 }  // namespace uroce::wire

@@ -6,16 +6,21 @@
 //   the UDP header with its checksum as ones (RoCEv2 only),
 //   the BTH with byte 4 (FECN, BECN, resv6) as ones,
 //   then everything up to the ICRC, which is stored in little-endian order.
-// Two paths, one result, neither copying the payload. Where the ICRC covers
-// at most kIcrcFoldMaxBytes and the CPU has PCLMULQDQ, one pass reads the
-// headers and the rest in place, masking the headers in registers, and folds
-// them with a kernel derived in icrc.cc. Longer frames (and other CPUs) use
-// ISA-L: over a masked copy of the headers, then over the rest in place.
+// Several kernels, one result, none copying the payload; one is chosen at
+// start-up for the CPU (CrcKernel below). Short frames are folded in one pass
+// that reads the headers and the rest in place, masking the headers in
+// registers (icrc.cc's own PCLMULQDQ fold). Long frames go to the kernel's
+// bulk CRC: ISA-L over a masked copy of the headers then the rest in place,
+// or icrc.cc's fold widened to 256-bit VPCLMULQDQ, in the same single pass.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
+#include <string_view>
+
+#include <uroce/status.h>
 
 namespace uroce::wire {
 
@@ -26,12 +31,61 @@ enum class L3Kind : uint8_t {
 };
 
 /// The most bytes an ICRC covers (the 8 ones included) for which icrc_compute
-/// folds with its own kernel; ISA-L's AVX-512 kernel is faster above. Chosen
-/// by measurement: docs/PERFORMANCE.md, "A whole ICRC per frame".
+/// folds with its own 128-bit kernel under CrcKernel::kSse; ISA-L is used
+/// above (it was the threshold of kAvx512 too, before the wide fold). Chosen by measurement:
+/// docs/PERFORMANCE.md, "A whole ICRC per frame".
 inline constexpr size_t kIcrcFoldMaxBytes = 1024;
 
+/// Under CrcKernel::kAvx2: the shortest run of bytes in one span that the
+/// 256-bit step folds (shorter ones, and the rest of a run, take the 128-bit
+/// fold), the fewest bytes of a CRC that may take it, and of an ICRC (the
+/// ones and the longest headers besides). Below, the call into the 256-bit
+/// code and the joining of its lanes cost more than they save
+/// (docs/PERFORMANCE.md, "CRC kernels per CPU").
+inline constexpr size_t kCrcWideMinBytes = 128;
+inline constexpr size_t kIcrcWideMinBytes = 8 + 60 + kCrcWideMinBytes;
+
+/// Under CrcKernel::kAvx512: the most bytes an ICRC covers for which
+/// icrc_compute takes the wide fold (from kIcrcWideMinBytes); ISA-L's
+/// AVX-512 kernel is faster above (docs/PERFORMANCE.md, "CRC kernels per CPU").
+inline constexpr size_t kIcrcWideMaxBytes = 2048;
+
+/// The CRC kernels (docs/PERFORMANCE.md, "CRC kernels per CPU"). Each gives
+/// the same CRC and ICRC; they differ in speed and in what the CPU needs.
+enum class CrcKernel : uint8_t {
+  kAuto,    ///< the best this CPU has (the default): kAvx512, else kAvx2, else kSse
+  kSse,     ///< fold up to kIcrcFoldMaxBytes, ISA-L crc32_gzip_refl_by8 (SSE) above; PCLMULQDQ, SSE4.1
+  kPclmul,  ///< icrc.cc's 128-bit PCLMULQDQ fold at every length; PCLMULQDQ
+  kAvx2,    ///< the fold, widened to four 256-bit VPCLMULQDQ lanes for long runs; AVX2, VPCLMULQDQ
+  kAvx512,  ///< kAvx2's fold up to kIcrcWideMaxBytes, ISA-L crc32_gzip_refl_by16_10 above and for
+            ///< every plain CRC; AVX-512 F/BW/DQ/VL, VPCLMULQDQ, AVX2
+  kGeneric, ///< ISA-L's own choice (crc32_gzip_refl), for CPUs without PCLMULQDQ; never chosen otherwise
+};
+
+/// "auto", "sse", "pclmul", "avx2", "avx512", "generic": the names
+/// UROCE_CRC_KERNEL takes.
+std::string_view crc_kernel_name(CrcKernel k);
+/// The kernel of that name, nullopt for none.
+std::optional<CrcKernel> crc_kernel_from_name(std::string_view name);
+/// True where this CPU (and OS) can run the kernel; kAuto and kGeneric always.
+bool crc_kernel_supported(CrcKernel k);
+/// The kernel kAuto stands for on this CPU.
+CrcKernel crc_kernel_best();
+/// Makes `k` the kernel of crc32_ieee and icrc_compute (kAuto: the best).
+/// kInvalidArgument, leaving the kernel as it was, where the CPU lacks it.
+/// Control path: not to be called while another thread computes a CRC.
+Status set_crc_kernel(CrcKernel k);
+/// The kernel in use, never kAuto. At start-up: UROCE_CRC_KERNEL's (a name
+/// above) where that variable is set and not empty, else the best. A name
+/// that is not one, or a kernel this CPU lacks, ends the process at start-up
+/// with exit status 2 and a message on stderr saying why and what this CPU has.
+CrcKernel crc_kernel();
+/// What start-up does with UROCE_CRC_KERNEL's value (null: unset): sets the
+/// kernel, or prints why not and exits with status 2. For tests.
+void apply_crc_kernel_setting(const char* value);
+
 /// CRC-32 (IEEE, reflected, zlib convention) of buf continued from crc;
-/// crc32_ieee(0, ...) is the CRC of buf alone. Uses ISA-L's folding kernel.
+/// crc32_ieee(0, ...) is the CRC of buf alone. Uses the kernel in use.
 uint32_t crc32_ieee(uint32_t crc, std::span<const uint8_t> buf);
 
 /// ICRC of a packet. `l3` runs from the first byte of the IP header (or GRH)

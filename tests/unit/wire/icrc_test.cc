@@ -1,14 +1,18 @@
-// Tests for stack/wire/icrc.cc (both paths: copy and fold for short input,
-// ISA-L for long) against independent references: zlib's crc32
-// over a pseudo-header masked by hand (tests/unit/wire/icrc_reference.h) and
-// the ICRCs rdma_rxe put on the wire (tests/data).
+// Tests for stack/wire/icrc.cc (every CRC kernel: the fold for short input,
+// ISA-L or the wide fold for long) against independent references: zlib's
+// crc32 over a pseudo-header masked by hand (tests/unit/wire/icrc_reference.h)
+// and the ICRCs rdma_rxe put on the wire (tests/data). The tests before
+// CrcKernels run under the kernel start-up chose; CrcKernels runs each
+// kernel this CPU has and skips, naming it, each it lacks.
 #include "stack/wire/icrc.h"
 
 #include <zlib.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -297,6 +301,214 @@ TEST(Icrc, A16_RoceV1IcrcIsZlibOverMaskedGrh) {
   // Expect: its ICRC equals zlib over 8 x 0xFF + GRH with TClass, FlowLabel and
   //   HopLmt as ones + BTH (byte 4 ones) + the rest; masked fields do not change it.
   check_v6_family(L3Kind::kGrh);
+}
+
+// ---------------------------------------------------------------------------
+// Every kernel against zlib and against each other.
+
+constexpr CrcKernel kAllKernels[] = {CrcKernel::kSse, CrcKernel::kPclmul, CrcKernel::kAvx2, CrcKernel::kAvx512,
+                                     CrcKernel::kGeneric};
+
+// Selects the kernel under test, or skips the test, saying which kernel the
+// CPU lacks; restores the start-up kernel after.
+class CrcKernels : public ::testing::TestWithParam<CrcKernel> {
+ protected:
+  void SetUp() override {
+    if (!crc_kernel_supported(GetParam())) {
+      GTEST_SKIP() << "this CPU lacks the " << crc_kernel_name(GetParam()) << " CRC kernel";
+    }
+    ASSERT_TRUE(set_crc_kernel(GetParam()).ok());
+    ASSERT_EQ(crc_kernel(), GetParam());
+  }
+  void TearDown() override { ASSERT_TRUE(set_crc_kernel(before_).ok()); }
+
+ private:
+  const CrcKernel before_ = crc_kernel();
+};
+
+// Restores the kernel in use when it goes out of scope, failed assertions included.
+struct KernelRestorer {
+  ~KernelRestorer() { EXPECT_TRUE(set_crc_kernel(before).ok()); }
+  const CrcKernel before = crc_kernel();
+};
+
+// Random bytes at a 64-byte-aligned address, with room for 64 more.
+struct Store {
+  explicit Store(size_t n, uint32_t seed) : bytes(n + 128) {
+    std::mt19937 rng(seed);
+    for (auto& x : bytes) x = uint8_t(rng());
+    const auto at = reinterpret_cast<uintptr_t>(bytes.data());
+    base = bytes.data() + (64 - at % 64) % 64;
+  }
+  std::vector<uint8_t> bytes;
+  uint8_t* base = nullptr;
+};
+
+TEST_P(CrcKernels, Crc32OfRandomLengthsAlignmentsAndContinuationsIsZlib) {
+  // Receive: every length 0..300, then 3000 seeded random lengths 0..9000,
+  //   each at a random alignment 0..63, continued from a random CRC, then cut
+  //   at a random point and chained.
+  // Expect: zlib's crc32 each time, and 0xCBF43926 for "123456789".
+  const char* check = "123456789";
+  EXPECT_EQ(crc32_ieee(0, {reinterpret_cast<const uint8_t*>(check), 9}), 0xcbf43926u);
+  const Store store(9000 + 64, 21);
+  std::mt19937 rng(23);
+  for (size_t i = 0; i < 3301; ++i) {
+    const size_t len = i <= 300 ? i : rng() % 9001;
+    const size_t align = rng() % 64;
+    const uint32_t seed = i % 2 == 0 ? 0 : uint32_t(rng());
+    const std::span<const uint8_t> b(store.base + align, len);
+    const uint32_t want = uint32_t(crc32(seed, b.data(), uInt(b.size())));
+    ASSERT_EQ(crc32_ieee(seed, b), want) << "len " << len << " align " << align << " seed " << seed;
+    const size_t cut = len == 0 ? 0 : rng() % (len + 1);
+    ASSERT_EQ(crc32_ieee(crc32_ieee(seed, b.first(cut)), b.subspan(cut)), want)
+        << "len " << len << " align " << align << " cut " << cut;
+  }
+}
+
+TEST_P(CrcKernels, A17_3_3_IcrcOfRandomLengthsAlignmentsAndSplitsIsZlib) {
+  // Receive: the 40 headers of a captured RC SEND Only, then every length
+  //   0..1100 and 2000 seeded random lengths up to 9000, at random alignments
+  //   0..63, cut into 1 to 4 spans at random points.
+  // Expect: zlib's crc32 over 8 x 0xFF + the hand-masked headers + the bytes.
+  const std::vector<uint8_t>& f = captured_send().bytes;
+  const std::span<const uint8_t> hdr(f.data() + kIpOff, 40);
+  std::vector<uint8_t> ref(8 + hdr.size(), 0xff);
+  std::copy(hdr.begin(), hdr.end(), ref.begin() + 8);
+  ref[8 + 1] = 0xff;                 // TOS
+  ref[8 + 8] = 0xff;                 // TTL
+  ref[8 + 10] = ref[8 + 11] = 0xff;  // IP checksum
+  ref[28 + 6] = ref[28 + 7] = 0xff;  // UDP checksum
+  ref[36 + 4] = 0xff;                // BTH FECN/BECN/resv6
+  const uint32_t ref_hdr = uint32_t(crc32(0L, ref.data(), uInt(ref.size())));
+  const Store store(9000 + 64, 31);
+  std::mt19937 rng(37);
+  for (size_t i = 0; i < 3101; ++i) {
+    const size_t len = i <= 1100 ? i : rng() % 9001;
+    const size_t align = rng() % 64;
+    const std::span<const uint8_t> b(store.base + align, len);
+    const uint32_t want = uint32_t(crc32(ref_hdr, b.data(), uInt(b.size())));
+    const std::vector<std::span<const uint8_t>> spans = split(b, 1 + rng() % 4, rng);
+    ASSERT_EQ(icrc_compute(L3Kind::kIpv4, hdr, spans), want)
+        << "len " << len << " align " << align << " spans " << spans.size();
+    ASSERT_EQ(icrc_compute(L3Kind::kIpv4, hdr, std::span(&b, 1)), want) << "len " << len << " align " << align;
+  }
+}
+
+TEST_P(CrcKernels, A17_3_3_EveryCapturedFrameMatchesTheWire) {
+  // Receive: every RoCE frame captured from rxe (tests/data), whole and with
+  //   its bytes after the 40 header bytes as a second span.
+  // Expect: icrc_compute under this kernel == the ICRC rxe carried.
+  for (const CapturedFrame& cf : captured_roce_frames()) {
+    SCOPED_TRACE(cf.where());
+    const uint32_t carried = test::carried_icrc(cf.bytes);
+    const std::span<const uint8_t> c = covered(cf.bytes);
+    EXPECT_EQ(icrc_compute(L3Kind::kIpv4, c), carried);
+    const std::span<const uint8_t> rest = c.subspan(40);
+    EXPECT_EQ(icrc_compute(L3Kind::kIpv4, c.first(40), std::span(&rest, 1)), carried);
+  }
+}
+
+TEST_P(CrcKernels, A17_3_3_Ipv6AndGrhIcrcOfLongFramesIsZlib) {
+  // Receive: RoCEv2/IPv6 and RoCEv1 WRITE Only frames of payloads 0..9000 in
+  //   steps of 97, built by build() under this kernel.
+  // Expect: the stored ICRC is zlib's over the hand-masked frame.
+  for (const L3Kind l3 : {L3Kind::kIpv6, L3Kind::kGrh}) {
+    PacketDesc d = v6_desc(l3);
+    d.opcode = kRcWriteOnly;
+    for (uint32_t len = 0; len <= 9000; len += 97) {
+      std::vector<uint8_t> payload(len, uint8_t(len));
+      d.reth_len = len;
+      d.payload_len = len;
+      d.pad = pad_for(len);
+      std::vector<uint8_t> f(frame_len(d));
+      ASSERT_EQ(build(d, payload, f), f.size());
+      ASSERT_EQ(test::carried_icrc(f), test::reference_icrc(f)) << "payload " << len;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Each, CrcKernels, ::testing::ValuesIn(kAllKernels),
+                         [](const ::testing::TestParamInfo<CrcKernel>& p) {
+                           return std::string(crc_kernel_name(p.param));
+                         });
+
+TEST(CrcKernel, EveryKernelGivesTheSameBytes) {
+  // Receive: 500 seeded random buffers of lengths 0..9000 at alignments
+  //   0..63, CRC and ICRC computed under every kernel this CPU has.
+  // Expect: one CRC and one ICRC per buffer, whichever kernel; at least the
+  //   pclmul and generic kernels ran (every x86-64 CPU uroce runs on has them).
+  const KernelRestorer restore;
+  std::vector<CrcKernel> have;
+  for (const CrcKernel k : kAllKernels) {
+    if (crc_kernel_supported(k)) have.push_back(k);
+  }
+  ASSERT_GE(have.size(), 2u);
+  const Store store(9000 + 64, 41);
+  const std::span<const uint8_t> hdr(captured_send().bytes.data() + kIpOff, 40);
+  std::mt19937 rng(43);
+  for (int i = 0; i < 500; ++i) {
+    const size_t len = rng() % 9001;
+    const std::span<const uint8_t> b(store.base + rng() % 64, len);
+    std::vector<uint32_t> crcs;
+    std::vector<uint32_t> icrcs;
+    for (const CrcKernel k : have) {
+      ASSERT_TRUE(set_crc_kernel(k).ok());
+      crcs.push_back(crc32_ieee(0x12345678, b));
+      icrcs.push_back(icrc_compute(L3Kind::kIpv4, hdr, std::span(&b, 1)));
+    }
+    for (size_t k = 1; k < have.size(); ++k) {
+      ASSERT_EQ(crcs[k], crcs[0]) << crc_kernel_name(have[k]) << " vs " << crc_kernel_name(have[0]) << " len " << len;
+      ASSERT_EQ(icrcs[k], icrcs[0]) << crc_kernel_name(have[k]) << " vs " << crc_kernel_name(have[0]) << " len " << len;
+    }
+  }
+}
+
+TEST(CrcKernel, NamesRoundTripAndAutoIsTheBest) {
+  // Expect: each name maps back to its kernel; an unknown name to none; auto
+  //   selects crc_kernel_best(), which the CPU has and which is never auto.
+  for (const CrcKernel k : {CrcKernel::kAuto, CrcKernel::kSse, CrcKernel::kPclmul, CrcKernel::kAvx2,
+                            CrcKernel::kAvx512, CrcKernel::kGeneric}) {
+    EXPECT_EQ(crc_kernel_from_name(crc_kernel_name(k)), k);
+  }
+  EXPECT_EQ(crc_kernel_from_name("avx3"), std::nullopt);
+  EXPECT_EQ(crc_kernel_from_name(""), std::nullopt);
+  const KernelRestorer restore;
+  EXPECT_NE(crc_kernel_best(), CrcKernel::kAuto);
+  EXPECT_TRUE(crc_kernel_supported(crc_kernel_best()));
+  ASSERT_TRUE(set_crc_kernel(CrcKernel::kAuto).ok());
+  EXPECT_EQ(crc_kernel(), crc_kernel_best());
+}
+
+TEST(CrcKernel, UnknownOrMissingKernelSettingExitsWithAMessage) {
+  // Receive: UROCE_CRC_KERNEL values "avx3" (no such kernel) and, where this
+  //   CPU lacks one, that kernel's name.
+  // Expect: exit status 2 and a message naming the setting; a kernel the CPU
+  //   lacks is refused by set_crc_kernel, leaving the kernel in use as it was.
+  EXPECT_EXIT(apply_crc_kernel_setting("avx3"), ::testing::ExitedWithCode(2),
+              "UROCE_CRC_KERNEL='avx3' is not a CRC kernel");
+  for (const CrcKernel k : kAllKernels) {
+    if (crc_kernel_supported(k)) continue;
+    const std::string name(crc_kernel_name(k));
+    EXPECT_EXIT(apply_crc_kernel_setting(name.c_str()), ::testing::ExitedWithCode(2),
+                "UROCE_CRC_KERNEL=" + name + ": this CPU lacks");
+    const CrcKernel before = crc_kernel();
+    EXPECT_EQ(set_crc_kernel(k).code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(crc_kernel(), before);
+  }
+}
+
+TEST(CrcKernel, StartUpHonoursTheSetting) {
+  // Receive: the setting as start-up reads it (UROCE_CRC_KERNEL, or unset).
+  // Expect: the kernel in use is the one it names, or the best where unset.
+  const char* v = std::getenv("UROCE_CRC_KERNEL");
+  CrcKernel want = CrcKernel::kAuto;
+  if (v != nullptr && *v != '\0') {
+    const std::optional<CrcKernel> named = crc_kernel_from_name(v);
+    ASSERT_TRUE(named.has_value()) << v;
+    want = *named;
+  }
+  EXPECT_EQ(crc_kernel(), want == CrcKernel::kAuto ? crc_kernel_best() : want);
 }
 
 }  // namespace
