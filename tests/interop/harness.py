@@ -1231,6 +1231,23 @@ VERBS_CELLS = {
     "send_bw":        ("ib_send_bw", "-s 16384 -n 50", 0),
     "send_lat":       ("ib_send_lat", "-s 64 -n 100", 0),
     "rping":          ("rping", "-v -C 100", 0),
+    "uc_pingpong":    ("ibv_uc_pingpong", "-n 50 -c", 0),
+    # 4 QPs on one SRQ, 16 iterations each (iters count every QP's)
+    "srq_pingpong":   ("ibv_srq_pingpong", "-n 64 -q 4 -c", 0),
+    # -o 16 on the read and atomic tests, as ib_read_bw (above); ib_read_lat's and ib_atomic_bw's
+    # servers advertise their max_qp_rd_atom too (rxe: "Outstand reads : 128").
+    "atomic_bw":      ("ib_atomic_bw", "-o 16 -A FETCH_AND_ADD -n 100", 0),
+    "write_lat":      ("ib_write_lat", "-s 64 -n 100", 0),
+    "read_lat":       ("ib_read_lat", "-o 16 -s 64 -n 100", 0),
+    # rdma_cm: ucmatose (RC, -C SENDs each way) and udaddy (UD over SIDR); the server binds its
+    # RDMA address, the client dials it.
+    "ucmatose":       ("ucmatose", "-C 10", 0),
+    "udaddy":         ("udaddy", "-C 10", 0),
+    # perftest -R: the out-of-band exchange over a first rdma_cm connection (no TCP), the test
+    # QP connected by a second one; the client dials the server's RDMA address (no -x: the GID
+    # comes from rdma_cm's route). Ours as the server only (VERBS_ROLES).
+    "send_lat_R":     ("ib_send_lat", "-R -s 64 -n 100", 0),
+    "write_bw_R":     ("ib_write_bw", "-R -s 16384 -n 50", 0),
     # Loss: our port loses this fraction of the frames it receives and of those it sends
     # (`uroce run --drop-rate`, a fixed --drop-seed per cell and role).
     "write_bw_loss1": ("ib_write_bw", "-s 16384 -n 50", 0.01),
@@ -1244,42 +1261,81 @@ VERBS_CELLS = {
     # 2.1 s (19, what the REQ carries, rxe's as ours), so 20 pings (~10 of them hit at 5%).
     "rping_loss5":    ("rping", "-v -C 20", 0.05),
 }
+# Cells run in these of our roles only (default: both). perftest -R with a stock client on uroce
+# against a stock server on rxe races perftest itself: right after the last handshake on the
+# channel the client sends the test connection's REQ, the server only then listens for it (rxe
+# under TCG: after ~5 ms; ours answered 2 ms later: REJ, reason 8); the client's retry
+# (rdma_cm_client_connection) then calls rdma_resolve_addr on the cm_ids, event channel and node
+# array that rdma_cm_destroy_cma has just destroyed and freed (perftest v4.5-0.17): our client
+# crashes there, and the rxe server, still listening for the test connection, takes the next
+# try's channel REQ as it and never posts a receive on it (RNR NAKs for ever). docs/INTEROP.md.
+VERBS_ROLES = {"send_lat_R": ("server",), "write_bw_R": ("server",)}
+# A loss cell's --drop-seed: 1 + its index here (+ 100 as the client), the sorted cells of the
+# first matrix, so cells added later do not change the losses of the old ones. A lost last frame
+# goes unrepaired: rping's client sends one DREQ, destroys its id and exits (the kernel CM, too,
+# stops resending a DREQ when its id is destroyed), and rxe's rping server then waits for ever;
+# with the seeds of the cells' sorted order after adding cells, client-rping_loss5 lost its DREQ.
+VERBS_SEED_ORDER = ("read_bw", "read_bw_loss1", "read_bw_loss5", "rc_pingpong", "rping", "rping_loss5",
+                    "send_bw", "send_bw_loss1", "send_bw_loss5", "send_lat", "ud_pingpong", "write_bw",
+                    "write_bw_loss1", "write_bw_loss5")
 VERBS_STEP_TIMEOUT = 150   # one stock tool run, either side (rxe retries forever: bound it)
 VERBS_RETRY = {            # what a client prints while the server is not listening yet
     "ibv": "Couldn.t connect", "ib": "Couldn.t connect\\|Unable to init the socket",
-    "rping": "REJECTED\\|UNREACHABLE\\|ADDR_ERROR\\|ROUTE_ERROR"}
+    "rping": "REJECTED\\|UNREACHABLE\\|ADDR_ERROR\\|ROUTE_ERROR",
+    "cma": "REJECTED\\|UNREACHABLE\\|ADDR_ERROR\\|ROUTE_ERROR",
+    # perftest -R's client gives up at once when its REQ is rejected (the server not up yet)
+    "ibR": "REJECTED\\|UNREACHABLE\\|Unable to perform rdma_client"}
 VERBS_OUR_GID = 3
+# read/atomic latency: the (non-duplex) server prints no result row; it ends after the
+# exchange with the remote address block and a dashes line (perftest's RESULT_LINE)
+VERBS_SERVER_NO_ROW = {"ib_read_lat", "ib_atomic_lat"}
 
 
-def _verbs_family(tool: str) -> str:
-    return "rping" if tool == "rping" else "ibv" if tool.startswith("ibv_") else "ib"
+def _verbs_family(tool: str, flags: str = "") -> str:
+    """ibv (pingpong), ib (perftest over TCP), ibR (perftest -R), rping, cma (ucmatose, udaddy)."""
+    if tool == "rping":
+        return "rping"
+    if tool in ("ucmatose", "udaddy"):
+        return "cma"
+    if tool.startswith("ibv_"):
+        return "ibv"
+    return "ibR" if re.search(r"(^| )-R( |$)", flags) else "ib"
+
+
+def _cell_family(cell: str) -> str:
+    return _verbs_family(*VERBS_CELLS[cell][:2])
 
 
 def verbs_cmd(cell: str, side: str, server: bool) -> str:
     """The stock command line of one side of a cell: side 'rxe' (the guest) or 'uroce' (ours);
     server: whether that side is the server."""
     tool, flags, _ = VERBS_CELLS[cell]
-    fam = _verbs_family(tool)
+    fam = _cell_family(cell)
     gid = "$GID4" if side == "rxe" else str(VERBS_OUR_GID)
     peer_oob = KERNEL_IP4 if side == "rxe" else GUEST_IP4   # the other side's TCP address
+    own, other = (GUEST_IP4, STACK_IP4) if side == "rxe" else (STACK_IP4, GUEST_IP4)  # RDMA addresses
     if fam == "rping":  # rdma_cm: the server binds its RDMA address, the client dials it
-        own, other = (GUEST_IP4, STACK_IP4) if side == "rxe" else (STACK_IP4, GUEST_IP4)
         return f"rping -s -a {own} {flags}" if server else f"rping -c -a {other} -V {flags}"
+    if fam == "cma":
+        return f"{tool} -b {own} {flags}" if server else f"{tool} -s {other} {flags}"
     dev = "rxe0" if side == "rxe" else "uroce0"
+    if fam == "ibR":
+        cmd = f"{tool} -d {dev} -F {flags}"
+        return cmd if server else f"{cmd} {other}"
     cmd = (f"{tool} -d {dev} -g {gid} {flags}" if fam == "ibv" else f"{tool} -d {dev} -x {gid} -F {flags}")
     return cmd if server else f"{cmd} {peer_oob}"
 
 
 def verbs_ids(roles: list[str], cells: list[str]) -> list[str]:
     """The boot's steps in order: <our role>-<cell>."""
-    return [f"{r}-{c}" for r in roles for c in cells]
+    return [f"{r}-{c}" for r in roles for c in cells if r in VERBS_ROLES.get(c, (r,))]
 
 
 def verbs_guest_script(ids: list[str]) -> str:
     lines = []
     for i in ids:
         role, c = i.split("-", 1)
-        fam = _verbs_family(VERBS_CELLS[c][0])
+        fam = _cell_family(c)
         # rping prints a line per ping: keep the first and last ones on the console
         show = ('if [ $(wc -l </tmp/o) -le 30 ]; then cat /tmp/o; else head -n 5 /tmp/o; echo ...; '
                 'tail -n 5 /tmp/o; fi' if fam == "rping" else "cat /tmp/o")
@@ -1300,7 +1356,7 @@ def verbs_host_cmd(uroce: str, i: str, rdir: str) -> str:
     port = (f"--dev net_af_packet0 --ip {STACK_IP4} --mac {STACK_MAC} --pcap {rdir}/uroce-{i}.pcap "
             f"--counters {rdir}/{i}.counters")
     if loss:
-        seed = 1 + sorted(VERBS_CELLS).index(c) + (100 if role == "client" else 0)
+        seed = 1 + VERBS_SEED_ORDER.index(c) + (100 if role == "client" else 0)
         port += f" --drop-rate {loss} --drop-seed {seed}"
     return (f"timeout {VERBS_STEP_TIMEOUT} {shlex.quote(uroce)} run {eal} -- {port} "
             f"{verbs_cmd(c, 'uroce', role == 'server')}")
@@ -1316,23 +1372,32 @@ def verbs_host_script(uroce: str, ids: list[str], rdir: str) -> str:
         run = f"{verbs_host_cmd(uroce, i, rdir)} >{out} 2>&1; rc=$?"
         if role == "client":
             run = (f"for n in $(seq 90); do {run}; [ $rc = 0 ] && break; "
-                   f"grep -q '{VERBS_RETRY[_verbs_family(VERBS_CELLS[c][0])]}' {out} || break; sleep 1; done")
+                   f"grep -q '{VERBS_RETRY[_cell_family(c)]}' {out} || break; sleep 1; done")
         lines += host_step(i, f"{run}; if [ $(wc -l <{out}) -le 40 ]; then cat {out}; "
                               f"else head -n 20 {out}; echo ...; tail -n 10 {out}; fi")
     return "\n".join(lines)
 
 
-def verbs_output_ok(c: str, text: str) -> bool:
+def verbs_output_ok(c: str, text: str, server: bool) -> bool:
     """One side's own success output: pingpong's iteration line, perftest's result row (the
-    write/read server prints the client's), rping's last ping (-v prints each)."""
-    tool = VERBS_CELLS[c][0]
+    write/read/atomic_bw server prints the client's; the read/atomic_lat server none: its
+    remote address block), with -R also "Data ex. method : rdma_cm", rping's last ping (-v
+    prints each), ucmatose's and udaddy's "data transfers complete" and "return status 0"."""
+    tool, flags, _ = VERBS_CELLS[c]
+    fam = _cell_family(c)
     if "invalid data" in text or "mismatch" in text:
         return False
-    if tool == "rping":
-        pings = int(re.search(r"-C (\d+)", VERBS_CELLS[c][1]).group(1))
+    if fam == "rping":
+        pings = int(re.search(r"-C (\d+)", flags).group(1))
         return re.search(rf"ping data: rdma-ping-{pings - 1}: ", text) is not None
-    if tool.startswith("ibv_"):
+    if fam == "cma":
+        return "data transfers complete" in text and "return status 0" in text
+    if fam == "ibv":
         return re.search(r"\d+ iters in [\d.]+ seconds", text) is not None
+    if fam == "ibR" and "Data ex. method : rdma_cm" not in text:
+        return False
+    if server and tool in VERBS_SERVER_NO_ROW:
+        return re.search(r"remote address: LID .*\n.*GID: .*\n.*-{80}", text) is not None
     return bool(perf_rows(text))
 
 
@@ -1428,8 +1493,8 @@ def run_verbs_matrix(out: str, uroce: str, roles: list[str], cells: list[str],
                     if os.path.exists(cpath) else {})
         opath = os.path.join(ctx["rdir"], f"{i}.out")
         our_out = open(opath).read() if os.path.exists(opath) else ""
-        stock_ok = verbs_output_ok(c, ctx["stock_out"])
-        our_ok = verbs_output_ok(c, our_out)
+        stock_ok = verbs_output_ok(c, ctx["stock_out"], role == "client")
+        our_ok = verbs_output_ok(c, our_out, role == "server")
         cell.update({"ours": role, "cell": c, "tool": f"{tool} {flags}", "counters": counters,
                      "host_cmd": verbs_host_cmd(uroce, i, ctx["rdir"]),
                      "stock_cmd": verbs_cmd(c, "rxe", role == "client"),
