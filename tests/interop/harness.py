@@ -2,6 +2,10 @@
 """uroce interop harness: Linux Soft-RoCE (rdma_rxe) reference peers in QEMU, on a tap inside a
 private network namespace, next to a host-side program (later: `uroce pingpong` / `uroce perf`
 on DPDK's net_af_packet PMD). Python 3 standard library only. Run as root.
+Over 800 lines, and knowingly so for now: the session library, the one cell
+runner and the three matrices on it (pingpong, perf, verbs) share one CLI
+and one set of helpers; the matrices' cell tables are the part to move to
+modules of their own next.
 
 Topology of one session (namespace urxe<pid>[x<n>], nothing routed out of it):
 
