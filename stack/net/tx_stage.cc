@@ -11,7 +11,7 @@ TxStage::~TxStage() {
   for (uint16_t i = 0; i < n_; ++i) rte_pktmbuf_free(frames_[i]);
 }
 
-uint16_t TxStage::flush(PacketIo& io) {
+uint16_t TxStage::hand_over(PacketIo& io) {
   if (n_ == 0) return 0;
   const uint16_t sent = io.tx_burst(frames_.data(), n_);
   for (uint16_t i = 0; i < sent; ++i) bytes_ -= frames_[i]->pkt_len;
@@ -20,6 +20,11 @@ uint16_t TxStage::flush(PacketIo& io) {
   return sent;
 }
 
-void TxStage::ring_early() { rung_early_ = uint16_t(rung_early_ + flush(*port_)); }
+void TxStage::ring_early() {
+  const uint16_t staged = n_;
+  const uint16_t sent = hand_over(*port_);
+  rung_early_ = uint16_t(rung_early_ + sent);
+  early_refused_ = sent < staged;
+}
 
 }  // namespace uroce::net

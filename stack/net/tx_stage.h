@@ -13,7 +13,10 @@
 // leaving all at the end of the poll. Small frames never reach the
 // threshold within a burst, so they keep leaving in one tx_burst a poll
 // (each tx_burst is a doorbell on a NIC). Every writer finishes a frame
-// before it stages the next, so every frame handed over is complete.
+// before it stages the next, so every frame handed over is complete. A port
+// that refuses frames rung early is not rung early again until the next
+// flush(): the stage fills and waits for the poll's flush, as without the
+// early doorbell, instead of knocking once a frame.
 #pragma once
 
 #include <array>
@@ -53,7 +56,7 @@ class TxStage {
   /// another library per frame cost the requester 18 instructions a packet
   /// (callgrind, engine_bench engine/write/64/32; docs/PERFORMANCE.md).
   uint8_t* append(uint16_t len, rte_mbuf** m = nullptr) {
-    if (bytes_ >= kDoorbellBytes && port_) ring_early();
+    if (early_due()) ring_early();
     if (n_ >= capacity_) [[unlikely]] {
       error_ = Error::kFull;
       return nullptr;
@@ -78,14 +81,18 @@ class TxStage {
   /// Stages a frame the caller built (a chain of segments from pool()). The
   /// stage must not be full.
   void push(rte_mbuf* m) {
-    if (bytes_ >= kDoorbellBytes && port_) ring_early();
+    if (early_due()) ring_early();
     frames_[n_++] = m;
     bytes_ += m->pkt_len;
     ++appended_;
   }
   /// Hands the staged frames to io.tx_burst; what it refuses stays staged, in
-  /// order. Returns the number it took.
-  uint16_t flush(PacketIo& io);
+  /// order. Returns the number it took. Ends the poll's early doorbells'
+  /// pause after a refusal.
+  uint16_t flush(PacketIo& io) {
+    early_refused_ = false;
+    return hand_over(io);
+  }
   /// Frames early doorbells handed to the port since the last call; resets.
   uint16_t take_rung_early() {
     const uint16_t n = rung_early_;
@@ -111,8 +118,11 @@ class TxStage {
   }
 
  private:
-  /// The early doorbell: flush to port_, counted in rung_early_.
+  bool early_due() const { return bytes_ >= kDoorbellBytes && port_ && !early_refused_; }
+  /// The early doorbell: hand over to port_, counted in rung_early_.
   [[gnu::noinline]] void ring_early();
+  /// io.tx_burst of the staged frames; what it refuses stays staged, in order.
+  uint16_t hand_over(PacketIo& io);
 
   rte_mempool* pool_;
   uint16_t capacity_;
@@ -120,6 +130,7 @@ class TxStage {
   uint16_t n_ = 0;
   uint16_t appended_ = 0;
   uint16_t rung_early_ = 0;
+  bool early_refused_ = false;  // the port refused some of an early doorbell's frames
   uint32_t bytes_ = 0;  // staged
   Error error_ = Error::kNone;
   std::array<rte_mbuf*, kMaxFrames> frames_{};
