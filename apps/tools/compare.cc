@@ -546,7 +546,8 @@ int cmd_compare(int argc, char** argv) {
   cfg.keep = args.flag("keep");
   cfg.json = args.flag("json");
 
-  const bool uroce_run = std::find(cfg.kinds.begin(), cfg.kinds.end(), "uroce-run") != cfg.kinds.end();
+  auto want = [&](std::string_view k) { return std::find(cfg.kinds.begin(), cfg.kinds.end(), k) != cfg.kinds.end(); };
+  const bool uroce_run = want("uroce-run");
   for (const char* tool : {"ib_write_lat", "ib_write_bw"}) {
     if (uroce_run && !on_path(tool)) {
       std::fprintf(stderr, "uroce compare: --kinds uroce-run needs perftest's %s on PATH (Debian: apt install perftest)\n",
@@ -561,7 +562,6 @@ int cmd_compare(int argc, char** argv) {
   const std::string tmp_dir = make_temp_dir("compare");
   if (tmp_dir.empty()) return kExitFailure;
   const char* tmpl = tmp_dir.c_str();
-  auto want = [&](std::string_view k) { return std::find(cfg.kinds.begin(), cfg.kinds.end(), k) != cfg.kinds.end(); };
   const Verbs verbs = want("verbs") ? detect_verbs() : Verbs{false, "", "skipped: not in --kinds"};
   std::fprintf(info, "# uroce compare %s\n# %ld CPUs online; server side on CPU %d, client side on CPU %d; temp dir %s\n",
                args.config_line().c_str(), sysconf(_SC_NPROCESSORS_ONLN), cfg.cpu[0], cfg.cpu[1], tmpl);
@@ -573,6 +573,20 @@ int cmd_compare(int argc, char** argv) {
     if (v) {
       s[metric][size].push_back(*v);
       std::fprintf(info, "#   %-20s %8u B  %12.3f\n", metric.c_str(), size, *v);
+    }
+  };
+  // A perftest tool's rows of kind (verbs, uroce-run): KIND.write_lat /
+  // KIND.send_lat (t_typical) for a latency tool, KIND.write_bw (BW average)
+  // and KIND.write_rate (MsgRate) for ib_write_bw.
+  auto add_perftest = [&](const std::string& kind, std::string_view tool, uint32_t size,
+                          const std::optional<std::string>& out) {
+    if (!out) return;
+    const std::string test(tool.substr(3));  // "ib_write_lat" -> "write_lat"
+    if (test.ends_with("_lat")) {
+      add(kind + "." + test, size, perftest_field(*out, size, 4));
+    } else {
+      add(kind + ".write_bw", size, perftest_field(*out, size, 3));
+      add(kind + ".write_rate", size, perftest_field(*out, size, 4));
     }
   };
   const std::vector<std::string> order = {"stack", "tcp-block", "tcp-busy", "floor", "verbs", "uroce-run"};
@@ -609,23 +623,11 @@ int cmd_compare(int argc, char** argv) {
             }
           }
         } else if (kind == "verbs") {
-          for (const char* tool : {"ib_write_lat", "ib_send_lat"}) {
-            if (auto out = run.verbs(tool, verbs.device, size)) {
-              add(std::string("verbs.") + (tool + 3), size, perftest_field(*out, size, 4));  // t_typical
-            }
-          }
-          if (auto out = run.verbs("ib_write_bw", verbs.device, size)) {
-            add("verbs.write_bw", size, perftest_field(*out, size, 3));    // BW average
-            add("verbs.write_rate", size, perftest_field(*out, size, 4));  // MsgRate
+          for (const char* tool : {"ib_write_lat", "ib_send_lat", "ib_write_bw"}) {
+            add_perftest(kind, tool, size, run.verbs(tool, verbs.device, size));
           }
         } else if (kind == "uroce-run") {
-          if (auto out = run.uroce_run("ib_write_lat", size)) {
-            add("uroce-run.write_lat", size, perftest_field(*out, size, 4));  // t_typical
-          }
-          if (auto out = run.uroce_run("ib_write_bw", size)) {
-            add("uroce-run.write_bw", size, perftest_field(*out, size, 3));    // BW average
-            add("uroce-run.write_rate", size, perftest_field(*out, size, 4));  // MsgRate
-          }
+          for (const char* tool : {"ib_write_lat", "ib_write_bw"}) add_perftest(kind, tool, size, run.uroce_run(tool, size));
         }
       }
     }
