@@ -429,14 +429,21 @@ def af_xdp_main(uroce):
     return failures
 
 
+def tshark_errors(pcap):
+    """The lines tshark marks malformed or error. Wireshark's RPC-over-RDMA
+    heuristic claims the empty payload of a 0-byte SEND and throws, so it is
+    off (tests/interop/cm.py turns it off alike)."""
+    b = subprocess.run(["tshark", "--disable-protocol", "rpcordma", "-r", pcap,
+                        "-Y", "_ws.malformed || _ws.expert.severity >= error"], capture_output=True, text=True, check=False)
+    return [ln for ln in b.stdout.splitlines() if ln.strip()]
+
+
 def tshark_mads(pcap):
     """(CM message names tshark gives the capture's MADs, lines tshark marks malformed / error)."""
     r = subprocess.run(["tshark", "-r", pcap, "-Y", "infiniband.mad", "-T", "fields", "-e", "_ws.col.Info"],
                        capture_output=True, text=True, check=False)
     mads = [ln.strip().removeprefix("CM: ") for ln in r.stdout.splitlines() if ln.strip()]
-    b = subprocess.run(["tshark", "-r", pcap, "-Y", "_ws.malformed || _ws.expert.severity >= error"],
-                       capture_output=True, text=True, check=False)
-    return mads, [ln for ln in b.stdout.splitlines() if ln.strip()]
+    return mads, tshark_errors(pcap)
 
 
 def cm_pingpong_main(uroce):
@@ -530,12 +537,7 @@ def loopback_main(uroce):
                       f"{summary[-1] if summary else dump.stderr.strip()}", failures)
         frames = subprocess.run(["tshark", "-r", pcap, "-T", "fields", "-e", "frame.protocols"],
                                 capture_output=True, text=True, check=False).stdout.split()
-        # Wireshark's RPC-over-RDMA heuristic claims the empty payload of a
-        # 0-byte SEND and throws (tests/interop/cm.py turns it off alike).
-        bad = subprocess.run(["tshark", "--disable-protocol", "rpcordma", "-r", pcap,
-                              "-Y", "_ws.malformed || _ws.expert.severity >= error"],
-                             capture_output=True, text=True, check=False).stdout.split("\n")
-        bad = [ln for ln in bad if ln.strip()]
+        bad = tshark_errors(pcap)
         harness.check(frames and all(":infiniband" in f for f in frames) and not bad,
                       f"tshark: {sum(':infiniband' in f for f in frames)} of {len(frames)} frames InfiniBand, "
                       f"malformed/error {bad[:3]}", failures)

@@ -76,8 +76,8 @@ def progress_auto(d, port_no):
     for name, srv, cli, ok_re, want in cells:
         cd = st.cell_dir(d, name)
         files = {role: os.path.join(cd, role + ".counters") for role in ("server", "client")}
-        argv = {role: st.RUN + st.LINK.run_args(cd, role) + ["--counters", files[role]] + a
-                for role, a in (("server", srv), ("client", cli))}
+        # --counters is one more `uroce run` option before COMMAND.
+        argv = {role: st.stock(cd, role, ["--counters", files[role]] + a) for role, a in (("server", srv), ("client", cli))}
         st.run_pair(cd, name, argv["server"], argv["client"], ok_re)
         got = {}
         for role, path in files.items():
