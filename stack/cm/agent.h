@@ -144,6 +144,9 @@ class Agent final : public Qp1Handler {
   /// The CM's share of an engine poll: timers due at now_ns and the outbox
   /// onto the transmit stage. Cheap when there is nothing to do.
   void poll(uint64_t now_ns) override;
+  /// A QP lent to an id (cm_attach_qp) destroyed without cm_detach_qp, as
+  /// rping does with ibv_destroy_qp: the id forgets it.
+  void qp_destroyed(const Qp* qp) override;
 };
 
 /// The context's agent, created and registered as its QP1 handler on first

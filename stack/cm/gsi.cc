@@ -158,4 +158,10 @@ void Agent::poll(uint64_t now) {
   flush(a);
 }
 
+void Agent::qp_destroyed(const Qp* qp) {
+  for (uint32_t i = 0; i < ids.capacity(); ++i) {
+    if (CmIdImpl* id = ids.at(i); id && id->qp == qp) id->qp = nullptr;
+  }
+}
+
 }  // namespace uroce::cm

@@ -33,7 +33,8 @@ namespace uroce {
 /// The handler of QP1, the General Services Interface (IBA 13.5): the
 /// connection manager (stack/cm) registers one with its device when it starts
 /// (Context::qp1), and the engine hands it every frame for DestQP 1 and a
-/// call each poll. The device knows no more of the CM than this.
+/// call each poll; destroy_qp tells it which QP goes. The device knows no
+/// more of the CM than this.
 class Qp1Handler {
  public:
   virtual ~Qp1Handler() = default;
@@ -41,6 +42,8 @@ class Qp1Handler {
   virtual void rx(const wire::PacketDesc& d, const uint8_t* frame) = 0;
   /// The timers due at now_ns and the MADs waiting to go on the transmit stage.
   virtual void poll(uint64_t now_ns) = 0;
+  /// qp is being destroyed: no reference to it may outlive this call.
+  virtual void qp_destroyed(const Qp* qp) = 0;
 };
 
 struct PdImpl : Pd {

@@ -85,6 +85,7 @@ Status destroy_qp(Qp* q) {
   Context& ctx = *q->context;
   QpImpl& qp = transport::impl(q);
   if (ctx.qps.at(qp.index) != &qp) return Status(StatusCode::kNotFound, "unknown qp");
+  if (ctx.qp1) ctx.qp1->qp_destroyed(q);
   ctx.timers.cancel(qp.index);
   ctx.pace_timers.cancel(qp.index);
   --transport::impl(qp.send_cq).refs;

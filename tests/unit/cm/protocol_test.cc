@@ -316,6 +316,31 @@ TEST_F(Cm, ConsumerMovesItsOwnQpWithInitQpAttr) {
   ASSERT_TRUE(destroy_qp(qb).ok());
 }
 
+// A QP lent to an id (cm_attach_qp) and destroyed without cm_detach_qp, as
+// rping frees the QP rdma_create_qp made with ibv_destroy_qp before
+// rdma_destroy_id: the id forgets it, and the peer's DREQ that follows moves
+// no QP (the ASan build reads freed memory here without the forgetting).
+TEST_F(Cm, DestroyedAttachedQpIsForgotten) {
+  listen_and_resolve();
+  CmId* server = connect_request();
+  ASSERT_NE(server, nullptr);
+  Qp* qb = must(create_qp(b->pd, qp_attr(*b)));
+  ASSERT_TRUE(cm_attach_qp(server, qb).ok());
+  ASSERT_TRUE(cm_accept(server, CmConnParam{}).ok());
+  ASSERT_EQ(wait_event(*a).event, CmEventType::kEstablished);
+  ASSERT_EQ(wait_event(*b).event, CmEventType::kEstablished);
+  ASSERT_TRUE(destroy_qp(qb).ok());
+  EXPECT_EQ(server->qp, nullptr);
+  ASSERT_TRUE(cm_disconnect(client).ok());
+  EXPECT_EQ(wait_event(*b).event, CmEventType::kDisconnected);
+  EXPECT_EQ(wait_event(*a).event, CmEventType::kDisconnected);
+  EXPECT_EQ(client->qp->state, QpState::kErr);
+  ASSERT_TRUE(cm_destroy_id(server).ok());
+  ASSERT_TRUE(cm_destroy_id(client).ok());
+  ASSERT_TRUE(cm_destroy_id(listener).ok());
+  EXPECT_EQ(cm_id_count(b->ctx.get()), 0u);
+}
+
 // IBA 12.6.7 / Table 109: no listener for the service ID -> REJ reason 8.
 TEST_F(Cm, NoListenerIsRejectedInvalidServiceId) {
   listen_and_resolve();
