@@ -125,9 +125,10 @@ constexpr std::string_view kDemoDetails =
     "unique one.\n"
     "\n"
     "Columns (and --json keys per row): op, bytes, iters (pingpong round trips),\n"
-    "t_med/t_p99 (lat_median_us, lat_p99_us: half a round trip in us: SEND and WRITE\n"
-    "are echoed by the server, READ and atomics complete at the requester after one\n"
-    "round trip), msgs (stream_msgs), BW (bw_gbps, payload bits per second),\n"
+    "t_med/t_p99 (lat_median_us, lat_p99_us, in us, as perftest counts them: half the\n"
+    "round trip of a SEND or WRITE, which the server echoes (send_lat, write_lat), and\n"
+    "the whole round trip of a READ or atomic (read_lat, atomic_lat)), msgs\n"
+    "(stream_msgs), BW (bw_gbps, payload bits per second),\n"
     "Mmsg/s (mmsg_per_s) and verified (every byte of every message checked).\n"
     "Matrix rows: type, op, bytes, msgs, verified. Exit: 0 everything verified, 1 a\n"
     "failure or interrupted, 2 usage error.\n";

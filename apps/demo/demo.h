@@ -183,6 +183,15 @@ class DemoPeer {
     return std::max(64u, (size + (t == QpType::kUd ? 40u : 0u) + 63u) & ~63u);
   }
   uint32_t slots(uint32_t size, QpType t) const { return uint32_t(area_bytes_ / stride(size, t)); }
+  /// The slots a case cycles through, both ends alike. A pingpong takes two,
+  /// each message checked before its slot comes round again: its buffers stay
+  /// in cache, as perftest's one buffer does (cycling the whole 32 MB area
+  /// made a 64 KB SEND's half round trip 1.5x uroce perf's), and a receive is
+  /// always posted for the next message. A stream fills the area.
+  uint64_t case_slots(uint32_t size, QpType t, Mode m) const {
+    const uint64_t all = std::max<uint64_t>(1, slots(size, t));
+    return m == Mode::kPingpong ? std::min<uint64_t>(all, 2) : all;
+  }
   uint8_t* area() { return mem_.get() + kAtomicArea; }                  // the peer's target
   uint8_t* local() { return mem_.get() + kAtomicArea + area_bytes_; }   // our sources and READ results
   uint64_t* atomic_word() { return reinterpret_cast<uint64_t*>(mem_.get()); }

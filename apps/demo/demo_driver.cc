@@ -102,7 +102,7 @@ bool Driver::finish(Msg m, std::string& err) {
 bool Driver::pingpong(Row& row, uint64_t seed, std::string& err) {
   const uint64_t n = row.iters;
   const uint32_t stride = ep_.stride(row.size, row.type);
-  const uint64_t k_slots = std::max<uint64_t>(1, ep_.slots(row.size, row.type));
+  const uint64_t k_slots = ep_.case_slots(row.size, row.type, Mode::kPingpong);
   const Msg m = prepare_msg(row, Mode::kPingpong, n, seed);
   if (!exchange(m, err)) return false;
   std::vector<uint64_t> lat;
@@ -176,7 +176,8 @@ bool Driver::pingpong(Row& row, uint64_t seed, std::string& err) {
       }
     }
     if (!done) break;
-    lat.push_back(clk.to_ns(t1 - t0) / 2);
+    const bool echoed = row.op == WrOpcode::kSend || row.op == WrOpcode::kRdmaWrite;
+    lat.push_back(clk.to_ns(t1 - t0) / (echoed ? 2 : 1));  // as perftest's *_lat report
     // Checks, outside the timed window.
     if (row.op == WrOpcode::kSend || row.op == WrOpcode::kRdmaWrite || row.op == WrOpcode::kRdmaRead) {
       const bool read = row.op == WrOpcode::kRdmaRead;
@@ -299,7 +300,7 @@ void Driver::perf(WrOpcode op, uint32_t size, std::vector<Row>& rows) {
   row.iters = ep_.cfg_.iters;
   std::string err;
   bool ok = pingpong(row, next_seed(), err);
-  const uint64_t k_slots = ep_.slots(row.size, row.type);
+  const uint64_t k_slots = ep_.case_slots(row.size, row.type, Mode::kStream);
   const uint64_t msgs = std::min<uint64_t>({ep_.cfg_.stream_msgs, ep_.cfg_.stream_bytes / std::max(row.size, 1u), k_slots});
   if (ok && msgs) ok = stream(row, msgs, ep_.cfg_.tx_depth, next_seed(), true, err);
   row.verified = ok;

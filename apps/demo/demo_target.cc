@@ -39,7 +39,7 @@ void Target::prepare() {
   active_ = true;
   error_.clear();
   stride_ = ep_.stride(cur_.size, cur_.qp_type);
-  k_ = std::max<uint64_t>(1, ep_.slots(cur_.size, cur_.qp_type));
+  k_ = ep_.case_slots(cur_.size, cur_.qp_type, cur_.mode);
   recvs_posted_ = recvs_done_ = echo_next_ = 0;
   expected_recvs_ = consumes_recv(cur_.op) ? cur_.count : 0;
   const uint64_t used = std::min<uint64_t>(cur_.count, k_);
