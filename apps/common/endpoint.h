@@ -189,7 +189,8 @@ class Endpoint {
   bool trace_if_asked(Qp* qp) const { return trace_qp_if(qp, cfg_.trace_qpn); }
 
   /// One engine poll at the TSC clock.
-  void pump() { uroce::poll(ctx_.get(), clock_->now_ns()); }
+  /// One engine step; returns the frames it received and sent (0: idle).
+  uint32_t pump() { return uroce::poll(ctx_.get(), clock_->now_ns()); }
   /// Pumps for ms milliseconds (lets the last ACKs and responses leave).
   void drain(uint32_t ms);
   /// Ends --pcap's capture: false if it could not all be written (a full

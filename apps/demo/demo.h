@@ -175,7 +175,7 @@ class DemoPeer {
   explicit DemoPeer(const Config& cfg) : cfg_(cfg) {}
 
   bool open(std::string& err);
-  void pump() { endpoint_.pump(); }
+  uint32_t pump() { return endpoint_.pump(); }
   bool connect(Oob& oob, std::string& err);
 
   Qp* qp(QpType t) { return t == QpType::kRc ? rc_ : t == QpType::kUc ? uc_ : ud_; }
@@ -228,6 +228,8 @@ class Target {
   void step();
   void prepare();
   void on_recv(const Wc& wc);
+  void echo(uint64_t k, uint8_t* data, WrOpcode op);
+  void check_echoed();
   void post_recvs();
   void finish(Msg& reply);
   void fail(std::string e) {
@@ -243,6 +245,10 @@ class Target {
   uint64_t k_ = 1;  // slots of this case's size in the area
   uint64_t expected_recvs_ = 0, recvs_posted_ = 0, recvs_done_ = 0;
   uint64_t echo_next_ = 0;  // WRITE pingpong: the message to echo next
+  // A pingpong message echoed but not yet checked: checked when the engine
+  // goes idle (the echo is on the wire) or, at the latest, before the next
+  // message is taken, so the check is never in the client's round trip.
+  std::optional<uint64_t> unchecked_;
   std::string error_;
   uint64_t cases_ = 0, failed_ = 0;
 };

@@ -110,13 +110,13 @@ bool Driver::pingpong(Row& row, uint64_t seed, std::string& err) {
   uint64_t wrs_posted = 0, wrs_reaped = 0;  // send-side completions, all drained before the next phase
   const TscClock& clk = ep_.endpoint_.clock();
   Qp* qp = ep_.qp(row.type);
-  std::memset(ep_.area(), 0, stride);
+  std::memset(ep_.area(), 0, k_slots * stride);
   uint64_t faa_sum = atomic_initial(seed);
   Wc wc[32];
   for (uint64_t i = 0; i < n && err.empty(); ++i) {
     const uint64_t s = i % k_slots;
     uint8_t* src = ep_.local() + s * stride;
-    uint8_t* echo = ep_.area() + (row.op == WrOpcode::kSend ? s * stride : 0);
+    uint8_t* echo = ep_.area() + s * stride;
     if (row.op == WrOpcode::kSend || row.op == WrOpcode::kRdmaWrite) fill(src, row.size, msg_key(seed, i), msg_tag(i));
     if (row.op == WrOpcode::kRdmaRead) std::memset(src, 0, row.size);
     if (row.op == WrOpcode::kSend) {
@@ -132,8 +132,7 @@ bool Driver::pingpong(Row& row, uint64_t seed, std::string& err) {
       }
     }
     Sge sge;
-    SendWr wr = make_wr(row, i, seed, row.op == WrOpcode::kRdmaWrite ? 0 : s, sge);
-    if (row.op == WrOpcode::kRdmaWrite) sge.addr = ep_.addr_of(src);
+    SendWr wr = make_wr(row, i, seed, s, sge);
     SendWr* bad = nullptr;
     arm();
     const uint64_t t0 = rte_rdtsc();

@@ -41,6 +41,7 @@ void Target::prepare() {
   stride_ = ep_.stride(cur_.size, cur_.qp_type);
   k_ = ep_.case_slots(cur_.size, cur_.qp_type, cur_.mode);
   recvs_posted_ = recvs_done_ = echo_next_ = 0;
+  unchecked_.reset();
   expected_recvs_ = consumes_recv(cur_.op) ? cur_.count : 0;
   const uint64_t used = std::min<uint64_t>(cur_.count, k_);
   if (cur_.op == WrOpcode::kRdmaRead) {
@@ -54,21 +55,15 @@ void Target::prepare() {
 }
 
 void Target::on_recv(const Wc& wc) {
+  check_echoed();  // before the next message is taken: its slot comes round again
   const uint64_t k = recvs_done_++;
   if (!active_ || k >= expected_recvs_) return fail(strf("unexpected receive completion %llu", (unsigned long long)k));
   if (wc.status != WcStatus::kSuccess) return fail(strf("receive %llu: %s", (unsigned long long)k, wc_status_str(wc.status)));
   if (wc.wr_id != k) return fail(strf("receive %llu completed as WR %llu (out of order)", (unsigned long long)k, (unsigned long long)wc.wr_id));
   const bool ud = cur_.qp_type == QpType::kUd;
+  const bool pingpong = cur_.mode == Mode::kPingpong && cur_.op == WrOpcode::kSend;
   uint8_t* data = slot(k) + (ud ? 40 : 0);
-  if (cur_.mode == Mode::kPingpong && cur_.op == WrOpcode::kSend) {
-    // Echo it back first (the client times the round trip), check it after.
-    Sge sge{ep_.addr_of(data), cur_.size, ep_.lkey()};
-    SendWr wr = send_wr(k, cur_.size ? &sge : nullptr);
-    wr.signaled();
-    SendWr* bad = nullptr;
-    if (Status s = post_send(ep_.rc_, &wr, &bad); !s.ok()) fail(strf("echo post_send: %s", s.message()));
-    ep_.pump();  // the echo leaves now, not after the checks below (as the WRITE echo in step())
-  }
+  if (pingpong) echo(k, data, WrOpcode::kSend);  // first: the client times the round trip
   const bool write_imm = cur_.op == WrOpcode::kRdmaWriteWithImm;
   const WcOpcode want_op = write_imm ? WcOpcode::kRecvRdmaWithImm : WcOpcode::kRecv;
   const uint32_t want_len = cur_.size + (ud ? 40 : 0);
@@ -81,33 +76,54 @@ void Target::on_recv(const Wc& wc) {
                     (wc.wc_flags & kWcWithImm) ? "" : "missing, ", wc.imm_data, msg_imm(cur_.seed, k)));
   }
   if (ud && wc.src_qp != ep_.peer_.qpn[2]) return fail(strf("UD receive %llu from QP 0x%x", (unsigned long long)k, wc.src_qp));
+  if (pingpong) {
+    unchecked_ = k;  // its data, and the next receive, once the echo is out
+    return;
+  }
   if (int64_t off = check(data, cur_.size, msg_key(cur_.seed, k), msg_tag(k)); off >= 0) {
     return fail(strf("message %llu: %s", (unsigned long long)k, mismatch(data, cur_.size, cur_.seed, k, off).c_str()));
   }
   post_recvs();
 }
 
-void Target::step() {
+// Sends pingpong message k back, a SEND from where it landed or a WRITE into
+// the client's slot of k, and pumps so that it leaves before anything else.
+void Target::echo(uint64_t k, uint8_t* data, WrOpcode op) {
+  Sge sge{ep_.addr_of(data), cur_.size, ep_.lkey()};
+  SendWr wr = op == WrOpcode::kSend ? send_wr(k, cur_.size ? &sge : nullptr)
+                                    : write_wr(k, &sge, ep_.peer_.area_addr + (k % k_) * stride_, ep_.peer_.rkey);
+  wr.signaled();
+  SendWr* bad = nullptr;
+  if (Status s = post_send(ep_.rc_, &wr, &bad); !s.ok()) fail(strf("echo post_send: %s", s.message()));
   ep_.pump();
+}
+
+void Target::check_echoed() {
+  if (!unchecked_) return;
+  const uint64_t k = *unchecked_;
+  unchecked_.reset();
+  const uint8_t* data = slot(k) + (cur_.op == WrOpcode::kSend && cur_.qp_type == QpType::kUd ? 40 : 0);
+  if (int64_t off = check(data, cur_.size, msg_key(cur_.seed, k), msg_tag(k)); off >= 0) {
+    return fail(strf("message %llu: %s", (unsigned long long)k, mismatch(data, cur_.size, cur_.seed, k, off).c_str()));
+  }
+  if (cur_.op == WrOpcode::kSend) post_recvs();
+}
+
+void Target::step() {
+  if (ep_.pump() == 0) check_echoed();  // idle: the last echo is on the wire
   Wc wc[32];
   for (int n = poll_cq(ep_.rcq_, 32, wc), i = 0; i < n; ++i) on_recv(wc[i]);
   for (int n = poll_cq(ep_.scq_, 32, wc), i = 0; i < n; ++i) {
     if (wc[i].status != WcStatus::kSuccess) fail(strf("echo %llu: %s", (unsigned long long)wc[i].wr_id, wc_status_str(wc[i].status)));
   }
-  // WRITE pingpong: the last byte of slot 0 turns to message k's tag when
-  // message k has been placed (RC places in PSN order): echo it, then check it.
+  // WRITE pingpong: the last byte of message k's slot turns to its tag when
+  // the message has been placed (RC places in PSN order): echo it.
   if (active_ && cur_.mode == Mode::kPingpong && cur_.op == WrOpcode::kRdmaWrite && echo_next_ < cur_.count &&
-      cur_.size != 0 && ep_.area()[cur_.size - 1] == msg_tag(echo_next_)) {
+      cur_.size != 0 && slot(echo_next_)[cur_.size - 1] == msg_tag(echo_next_)) {
+    check_echoed();
     const uint64_t k = echo_next_++;
-    Sge sge{ep_.addr_of(ep_.area()), cur_.size, ep_.lkey()};
-    SendWr wr = write_wr(k, &sge, ep_.peer_.area_addr, ep_.peer_.rkey);
-    wr.signaled();
-    SendWr* bad = nullptr;
-    if (Status s = post_send(ep_.rc_, &wr, &bad); !s.ok()) fail(strf("echo post_send: %s", s.message()));
-    ep_.pump();
-    if (int64_t off = check(ep_.area(), cur_.size, msg_key(cur_.seed, k), msg_tag(k)); off >= 0) {
-      fail(strf("message %llu: %s", (unsigned long long)k, mismatch(ep_.area(), cur_.size, cur_.seed, k, off).c_str()));
-    }
+    echo(k, slot(k), WrOpcode::kRdmaWrite);
+    unchecked_ = k;
   }
 }
 
@@ -118,6 +134,7 @@ void Target::finish(Msg& reply) {
          std::chrono::steady_clock::now() < end) {
     step();
   }
+  check_echoed();
   if (recvs_done_ < expected_recvs_) {
     fail(strf("%llu of %llu messages received", (unsigned long long)recvs_done_, (unsigned long long)expected_recvs_));
   }
