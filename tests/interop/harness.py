@@ -1252,6 +1252,20 @@ VERBS_CELLS = {
     # comes from rdma_cm's route). Ours as the server only (VERBS_ROLES).
     "send_lat_R":     ("ib_send_lat", "-R -s 64 -n 100", 0),
     "write_bw_R":     ("ib_write_bw", "-R -s 16384 -n 50", 0),
+    # perftest's variants: four QPs, both directions at once, every size (2 B to 8 MB, 5
+    # iterations each), completion channels, the UC and UD transports, the old post API, and
+    # the other atomic. UC keeps to 20 messages of 4 KB: a UC message lost at the tap's ring
+    # is never resent, and the SEND server would wait for it.
+    "write_bw_q4":    ("ib_write_bw", "-q 4 -s 16384 -n 50", 0),
+    "send_bw_b":      ("ib_send_bw", "-b -s 16384 -n 50", 0),
+    "write_bw_a":     ("ib_write_bw", "-a -n 5", 0),
+    "send_lat_e":     ("ib_send_lat", "-e -s 64 -n 100", 0),
+    "write_bw_uc":    ("ib_write_bw", "-c UC -s 4096 -n 20", 0),
+    "send_bw_uc":     ("ib_send_bw", "-c UC -s 4096 -n 20", 0),
+    "send_bw_ud":     ("ib_send_bw", "-c UD -s 1024 -n 50", 0),
+    "send_lat_ud":    ("ib_send_lat", "-c UD -s 64 -n 100", 0),
+    "write_bw_old":   ("ib_write_bw", "--use_old_post_send -s 16384 -n 50", 0),
+    "atomic_lat_cas": ("ib_atomic_lat", "-o 16 -A CMP_AND_SWAP -n 100", 0),
     # Loss: our port loses this fraction of the frames it receives and of those it sends
     # (`uroce run --drop-rate`, a fixed --drop-seed per cell and role).
     "write_bw_loss1": ("ib_write_bw", "-s 16384 -n 50", 0.01),
