@@ -1266,6 +1266,11 @@ VERBS_CELLS = {
     "send_lat_ud":    ("ib_send_lat", "-c UD -s 64 -n 100", 0),
     "write_bw_old":   ("ib_write_bw", "--use_old_post_send -s 16384 -n 50", 0),
     "atomic_lat_cas": ("ib_atomic_lat", "-o 16 -A CMP_AND_SWAP -n 100", 0),
+    # IPv6 GIDs on a 9000-byte link, path MTU 4096: a boot of their own (VERBS_V6J).
+    "rc_pingpong_6j": ("ibv_rc_pingpong", "-m 4096 -s 4096 -n 50 -c", 0),
+    "write_bw_6j":    ("ib_write_bw", "-m 4096 -s 65536 -n 50", 0),
+    "read_bw_6j":     ("ib_read_bw", "-m 4096 -o 16 -s 65536 -n 50", 0),
+    "send_lat_6j":    ("ib_send_lat", "-m 4096 -s 4096 -n 100", 0),
     # Loss: our port loses this fraction of the frames it receives and of those it sends
     # (`uroce run --drop-rate`, a fixed --drop-seed per cell and role).
     "write_bw_loss1": ("ib_write_bw", "-s 16384 -n 50", 0.01),
@@ -1304,6 +1309,10 @@ VERBS_RETRY = {            # what a client prints while the server is not listen
     # perftest -R's client gives up at once when its REQ is rejected (the server not up yet)
     "ibR": "REJECTED\\|UNREACHABLE\\|Unable to perform rdma_client"}
 VERBS_OUR_GID = 3
+# The cells on IPv6 GIDs (rxe's $GID6, our index 5: the IPv6 RoCEv2 entry after the IPv4 pair)
+# over a 9000-byte link, path MTU 4096; the out-of-band TCP stays on IPv4.
+VERBS_V6J = {c for c in VERBS_CELLS if c.endswith("_6j")}
+VERBS_OUR_GID6 = 5
 # read/atomic latency: the (non-duplex) server prints no result row; it ends after the
 # exchange with the remote address block and a dashes line (perftest's RESULT_LINE)
 VERBS_SERVER_NO_ROW = {"ib_read_lat", "ib_atomic_lat"}
@@ -1329,7 +1338,8 @@ def verbs_cmd(cell: str, side: str, server: bool) -> str:
     server: whether that side is the server."""
     tool, flags, _ = VERBS_CELLS[cell]
     fam = _cell_family(cell)
-    gid = "$GID4" if side == "rxe" else str(VERBS_OUR_GID)
+    v6 = cell in VERBS_V6J
+    gid = ("$GID6" if v6 else "$GID4") if side == "rxe" else str(VERBS_OUR_GID6 if v6 else VERBS_OUR_GID)
     peer_oob = KERNEL_IP4 if side == "rxe" else GUEST_IP4   # the other side's TCP address
     own, other = (GUEST_IP4, STACK_IP4) if side == "rxe" else (STACK_IP4, GUEST_IP4)  # RDMA addresses
     if fam == "rping":  # rdma_cm: the server binds its RDMA address, the client dials it
@@ -1369,10 +1379,13 @@ def verbs_host_cmd(uroce: str, i: str, rdir: str) -> str:
     counters <rdir>/<i>.counters."""
     role, c = i.split("-", 1)
     loss = VERBS_CELLS[c][2]
+    mtu = 9000 if c in VERBS_V6J else 1500
     eal = ("--no-huge --no-pci --no-shconf -m 256 -l 0 --log-level=lib.*:error "
-           f"--vdev={afp_vdev()}")
+           f"--vdev={afp_vdev(mtu)}")
     port = (f"--dev net_af_packet0 --ip {STACK_IP4} --mac {STACK_MAC} --pcap {rdir}/uroce-{i}.pcap "
             f"--counters {rdir}/{i}.counters")
+    if c in VERBS_V6J:
+        port += f" --ip6 {STACK_IP6} --port-mtu {mtu}"
     if loss:
         seed = 1 + VERBS_SEED_ORDER.index(c) + (100 if role == "client" else 0)
         port += f" --drop-rate {loss} --drop-seed {seed}"
@@ -1495,15 +1508,15 @@ def verbs_data_check(c: str, role: str, our_frames: list[dict], guest_frames: li
 
 def run_verbs_matrix(out: str, uroce: str, roles: list[str], cells: list[str],
                      timeout: float = 900, cache: str | None = None) -> dict:
-    """One guest boot (run_cells) for every cell in every role; per cell also both sides' own
+    """One guest boot (run_cells) for every cell in every role, and one more for the IPv6 jumbo
+    cells (VERBS_V6J); per cell also both sides' own
     success output, our counters and, under loss, that frames were lost and resent and, for
     perftest, the data on the wire (verbs_data_check)."""
     res: dict = {"cells": {}, "boots": {}}
     ids = verbs_ids(roles, cells)
-    guest_frames: list[dict] | None = None
+    guest_frames: dict[str, list[dict]] = {}  # per boot: the RoCE frames of the guest's capture
 
     def check(i: str, cell: dict, ctx: dict) -> None:
-        nonlocal guest_frames
         role, c = i.split("-", 1)
         tool, flags, loss = VERBS_CELLS[c]
         cpath = os.path.join(ctx["rdir"], f"{i}.counters")
@@ -1519,6 +1532,12 @@ def run_verbs_matrix(out: str, uroce: str, roles: list[str], cells: list[str],
                      "stock_output_ok": stock_ok, "our_output_ok": our_ok,
                      "stock_rows": perf_rows(ctx["stock_out"]), "our_rows": perf_rows(our_out)})
         cell["ok"] = cell["ok"] and stock_ok and our_ok
+        if c in VERBS_V6J:  # every RoCE frame between the two IPv6 addresses, the largest 4096 B
+            frames = [f for f in map(verify_data.roce, read_pcap(cell["pcap"])) if f]
+            v6 = bool(frames) and all({f["src"], f["dst"]} == {STACK_IP6, GUEST_IP6} for f in frames)
+            biggest = max((len(f.get("payload", b"")) for f in frames), default=0)
+            cell["path"] = {"frames": len(frames), "ipv6": v6, "largest_payload": biggest}
+            cell["ok"] = cell["ok"] and v6 and biggest == 4096
         if loss:
             cell["loss"] = loss
             lost = counters.get("hook_rx_dropped", 0) + counters.get("hook_tx_dropped", 0)
@@ -1528,10 +1547,11 @@ def run_verbs_matrix(out: str, uroce: str, roles: list[str], cells: list[str],
             if not d["ok"]:
                 d["why"] = f"no loss or no retransmission seen: {counters}"
             elif tool != "rping":
-                if guest_frames is None:
-                    guest_frames = [f for f in map(verify_data.roce, read_pcap(ctx["run"]["pcap"])) if f]
+                gpcap = ctx["run"]["pcap"]
+                if gpcap not in guest_frames:
+                    guest_frames[gpcap] = [f for f in map(verify_data.roce, read_pcap(gpcap)) if f]
                 hs = cell["host_step"]
-                d = {**verbs_data_check(c, role, our_frames, guest_frames,
+                d = {**verbs_data_check(c, role, our_frames, guest_frames[gpcap],
                                         hs.get("epoch_begin", int(time.time())) - 60,
                                         hs.get("epoch_end", int(time.time())) + 60), "lost": lost, "resent": resent}
             else:
@@ -1539,8 +1559,13 @@ def run_verbs_matrix(out: str, uroce: str, roles: list[str], cells: list[str],
             cell["data"] = d
             cell["ok"] = cell["ok"] and d["ok"]
 
-    run_cells(res, uroce, out, "verbs", "uroce", ids, verbs_guest_script(ids),
-              lambda rdir: verbs_host_script(uroce, ids, rdir), check, timeout=timeout, cache=cache)
+    # One boot for the cells on an IPv4 1500-byte link, one for those on IPv6 and MTU 9000.
+    for boot, group, v6j in (("verbs", [i for i in ids if i.split("-", 1)[1] not in VERBS_V6J], False),
+                             ("verbs-ipv6-mtu9000", [i for i in ids if i.split("-", 1)[1] in VERBS_V6J], True)):
+        if group:
+            run_cells(res, uroce, out, boot, "uroce", group, verbs_guest_script(group),
+                      lambda rdir, g=group: verbs_host_script(uroce, g, rdir), check, timeout=timeout,
+                      cache=cache, mtu=9000 if v6j else 1500, ipv6=v6j)
     res["ok"] = matrix_ok(res)
     return res
 
