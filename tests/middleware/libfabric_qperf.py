@@ -42,8 +42,8 @@ ITERS = 20
 PINGPONG_OK = r"(?ms)" + r".*".join(rf"^{s}\s+{ITERS}\s+={ITERS}\s" for s in SIZES)
 QPERF_CM = ["rc_lat", "rc_bw", "rc_rdma_write_lat", "rc_rdma_write_bw", "rc_rdma_read_lat", "rc_rdma_read_bw"]
 # qperf without rdma_cm: (test, what qperf prints when the device refuses its LID-only address).
-QPERF_NO_CM = [("rc_lat", "failed to modify QP to RTR"), ("uc_lat", "failed to modify QP to RTR"),
-               ("ud_lat", "failed to create address handle: Invalid argument")]
+QPERF_NO_CM = ([(t, "failed to modify QP to RTR") for t in QPERF_CM + ["uc_lat"]]
+               + [(t, "failed to create address handle: Invalid argument") for t in ("ud_lat", "ud_bw")])
 # Out-of-band TCP ports: fi_pingpong's control port, qperf's listen port.
 BASE_PORT = 24500 + (os.getpid() % 100) * 20
 
