@@ -102,10 +102,10 @@ class Cm : public ::testing::Test {
     ASSERT_TRUE(cm_listen(listener, 4).ok());
     resolve_client(ps);
   }
-  /// A new client id on a: resolves b's address and route and creates its QP.
-  void resolve_client(CmPortSpace ps = CmPortSpace::kTcp) {
+  /// A new client id on a: resolves b's address and route (to port) and creates its QP.
+  void resolve_client(CmPortSpace ps = CmPortSpace::kTcp, uint16_t port = kPort) {
     client = must(cm_create_id(a->ctx.get(), nullptr, ps));
-    ASSERT_TRUE(cm_resolve_addr(client, nullptr, SockAddr{b->gid, kPort}, 2000).ok());
+    ASSERT_TRUE(cm_resolve_addr(client, nullptr, SockAddr{b->gid, port}, 2000).ok());
     ASSERT_EQ(wait_event(*a).event, CmEventType::kAddrResolved);
     EXPECT_EQ(client->route.dmac, b->mac);
     ASSERT_TRUE(cm_resolve_route(client, 2000).ok());
@@ -383,12 +383,7 @@ TEST_F(Cm, LoopbackBindIsTheDevicesAddressAndPortZeroIsEphemeral) {
   const uint16_t port = listener->src.port;
   EXPECT_NE(port, 0);
   ASSERT_TRUE(cm_listen(listener, 4).ok());
-  client = must(cm_create_id(a->ctx.get(), nullptr, CmPortSpace::kTcp));
-  ASSERT_TRUE(cm_resolve_addr(client, nullptr, SockAddr{b->gid, port}, 2000).ok());
-  ASSERT_EQ(wait_event(*a).event, CmEventType::kAddrResolved);
-  ASSERT_TRUE(cm_resolve_route(client, 2000).ok());
-  ASSERT_EQ(wait_event(*a).event, CmEventType::kRouteResolved);
-  ASSERT_TRUE(cm_create_qp(client, a->pd, qp_attr(*a)).ok());
+  ASSERT_NO_FATAL_FAILURE(resolve_client(CmPortSpace::kTcp, port));
   ASSERT_TRUE(cm_connect(client, CmConnParam{}).ok());
   const CmEvent ev = wait_event(*b);
   EXPECT_EQ(ev.event, CmEventType::kConnectRequest);
