@@ -14,7 +14,8 @@ Checks:
     rc_rdma_read_lat rc_rdma_read_bw: each ends with qperf's own figure and
     no error. qperf's rdma_cm side connects to the address its TCP control
     connection used, so both run in a network namespace whose loopback holds
-    the server's uroce address;
+    the server's uroce address (a REQ that meets qperf 0.4.11's own race,
+    port sent before listen, is run again);
   * qperf without rdma_cm (every rc test without -cm1, and uc and ud, which
     qperf never runs over rdma_cm) addresses the peer by LID alone, with no
     GRH, which no RoCE device takes: uroce refuses it with EINVAL as the
@@ -106,12 +107,24 @@ def qperf(d):
         started.append(srv)
         time.sleep(1.5)
         client = st.RUN + link.run_args(cd, "client") + ["qperf", SERVER_IP, "-lp", port, "-t", "1"]
-        cli = harness.Proc("qperf-client-cm", client + ["-cm1"] + QPERF_CM, cd, ns=ns)
-        rc = cli.wait(120)
-        out = cli.output()
+        # Debian's qperf 0.4.11 sends its rdma_cm port to the client before it
+        # listens (cm_open_server; fixed upstream after 0.4.11 by 118a571
+        # "Fix rdmacm race"), so a client whose REQ comes first is rejected
+        # (REJ 8, as by any kernel) and stops with "Event rejected", and that
+        # server child waits out qperf's timeout. That race, and only it,
+        # gets the tests not yet done run again, at most twice.
+        figures, todo, out, rc = {}, list(QPERF_CM), "", None
+        for attempt in range(3):
+            cli = harness.Proc(f"qperf-client-cm{attempt or ''}", client + ["-cm1"] + todo, cd, ns=ns)
+            rc = cli.wait(120)
+            out = cli.output()
+            figures.update((t, f"{k} {v}") for t, k, v in re.findall(r"^(\w+):\n\s+(latency|bw)\s+=\s+([\d.]+ \S+)", out, re.M))
+            todo = [t for t in todo if t not in figures]
+            if rc == 0 or "unexpected event from RDMA CM: Event rejected" not in out:
+                break
+            print(f"qperf's own race (its REQ came before the server's rdma_listen): {todo} again")
         for t in QPERF_CM:
-            m = re.search(rf"^{t}:\n\s+(latency|bw)\s+=\s+([\d.]+ \S+)", out, re.M)
-            st.check(m is not None, f"qperf -cm1 {t}: {m.group(1) + ' ' + m.group(2) if m else 'no figure'}")
+            st.check(t in figures, f"qperf -cm1 {t}: {figures.get(t, 'no figure')}")
         st.check(rc == 0 and not re.search(r"error|fail|unexpected", out, re.I), f"qperf -cm1: client rc {rc}, no error")
         if rc != 0:
             print(out[-1500:])
