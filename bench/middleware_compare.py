@@ -80,7 +80,7 @@ def median_range(xs):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("Usage:")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--uroce", default="build/apps/uroce", help="the uroce executable (default build/apps/uroce)")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
     ap.add_argument("--sizes", default="64,4096,65536,1048576", help="fi_pingpong sizes in bytes (default 64,4096,65536,1048576)")
