@@ -16,6 +16,7 @@ pkgs=(
   libboost-dev
   libclang-rt-14-dev
   libdpdk-dev
+  libfabric-bin
   libgmock-dev
   libgtest-dev
   libibverbs-dev
@@ -29,6 +30,7 @@ pkgs=(
   rdmacm-utils
   python3
   python3-matplotlib
+  qperf
   tshark
   zlib1g-dev
 )

@@ -173,34 +173,47 @@ int rdma_establish(rdma_cm_id* id) {
 // ---------------------------------------------------------------- addresses
 
 int rdma_getaddrinfo(const char* node, const char* service, const rdma_addrinfo* hints, rdma_addrinfo** res) {
-  if ((!node && !service) || !res) return fail(EINVAL);
+  if ((!node && !service && !hints) || !res) return fail(EINVAL);
   const int flags = hints ? hints->ai_flags : 0;
   if (flags & ~(RAI_PASSIVE | RAI_NUMERICHOST | RAI_NOROUTE | RAI_FAMILY)) return fail(EINVAL);
-  addrinfo h{};
-  h.ai_family = hints && hints->ai_family ? hints->ai_family : AF_UNSPEC;
-  h.ai_socktype = SOCK_STREAM;
-  h.ai_flags = ((flags & RAI_NUMERICHOST) ? AI_NUMERICHOST : 0) | ((flags & RAI_PASSIVE) ? AI_PASSIVE : 0);
   addrinfo* ai = nullptr;
-  if (int rc = getaddrinfo(node, service, &h, &ai); rc != 0) return fail(rc == EAI_SYSTEM ? errno : EADDRNOTAVAIL);
+  if (node || service) {
+    addrinfo h{};
+    h.ai_family = hints && hints->ai_family ? hints->ai_family : AF_UNSPEC;
+    h.ai_socktype = SOCK_STREAM;
+    h.ai_flags = ((flags & RAI_NUMERICHOST) ? AI_NUMERICHOST : 0) | ((flags & RAI_PASSIVE) ? AI_PASSIVE : 0);
+    if (int rc = getaddrinfo(node, service, &h, &ai); rc != 0) return fail(rc == EAI_SYSTEM ? errno : EADDRNOTAVAIL);
+  }
   auto* r = static_cast<rdma_addrinfo*>(std::calloc(1, sizeof(rdma_addrinfo)));
   if (!r) {
-    freeaddrinfo(ai);
+    if (ai) freeaddrinfo(ai);
     return fail(ENOMEM);
   }
   r->ai_flags = flags;
-  r->ai_family = ai->ai_family;
   r->ai_port_space = hints && hints->ai_port_space ? hints->ai_port_space : RDMA_PS_TCP;
   r->ai_qp_type = hints && hints->ai_qp_type ? hints->ai_qp_type
                                              : (r->ai_port_space == RDMA_PS_UDP ? IBV_QPT_UD : IBV_QPT_RC);
-  sockaddr** mine = (flags & RAI_PASSIVE) ? &r->ai_src_addr : &r->ai_dst_addr;
-  socklen_t* mine_len = (flags & RAI_PASSIVE) ? &r->ai_src_len : &r->ai_dst_len;
-  *mine = copy_addr(ai->ai_addr, ai->ai_addrlen);
-  *mine_len = ai->ai_addrlen;
-  if (!(flags & RAI_PASSIVE) && hints && hints->ai_src_addr) {
+  if (ai) {
+    r->ai_family = ai->ai_family;
+    sockaddr** mine = (flags & RAI_PASSIVE) ? &r->ai_src_addr : &r->ai_dst_addr;
+    socklen_t* mine_len = (flags & RAI_PASSIVE) ? &r->ai_src_len : &r->ai_dst_len;
+    *mine = copy_addr(ai->ai_addr, ai->ai_addrlen);
+    *mine_len = ai->ai_addrlen;
+    freeaddrinfo(ai);
+  } else {
+    // Neither node nor service: the hints' own destination, as rdma-core
+    // gives it (libfabric's verbs provider asks so for the peer address a
+    // program got out of band: fi_pingpong's client, ofi_rxm's connections).
+    r->ai_family = hints->ai_family;
+    if (hints->ai_dst_addr) {
+      r->ai_dst_addr = copy_addr(hints->ai_dst_addr, hints->ai_dst_len);
+      r->ai_dst_len = addr_len(hints->ai_dst_addr);
+    }
+  }
+  if (!r->ai_src_addr && hints && hints->ai_src_addr) {
     r->ai_src_addr = copy_addr(hints->ai_src_addr, hints->ai_src_len);
     r->ai_src_len = addr_len(hints->ai_src_addr);
   }
-  freeaddrinfo(ai);
   *res = r;
   return 0;
 }

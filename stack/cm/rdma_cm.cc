@@ -40,6 +40,27 @@ uint16_t ephemeral_port(Agent& a, const CmIdImpl& id) {
   return uint16_t(49152 + ((a.comm_salt * 31 + id.index * 7919 + a.ids.generation(id.index)) % 16384));
 }
 
+// The first RoCEv2 GID of an address family: the source rdma_cm takes when
+// it is given none (or the wildcard) for a destination of that family.
+std::optional<uint8_t> first_gid_of_family(const net::GidTable& gids, bool ipv4) {
+  for (uint32_t i = 0; i < 256; ++i) {
+    const net::GidEntry* e = gids.at(uint8_t(i));
+    if (e && e->type == net::GidType::kRoceV2 && e->gid.is_ipv4_mapped() == ipv4) return uint8_t(i);
+  }
+  return std::nullopt;
+}
+
+// 127.0.0.0/8 or ::1. Linux binds a loopback address to the loopback netdev,
+// and a connection to it stays in the host. A uroce process has no netdev but
+// its device, so a bind to loopback binds the device's own address of that
+// family: what libfabric's verbs provider binds when given no address (it
+// asks rdma_getaddrinfo for "localhost": vrb_get_rdmacm_rai), which
+// `fi_info -p 'verbs;ofi_rxm'` and fi_pingpong need.
+bool is_loopback(const Gid& g) {
+  static constexpr Gid kIpv6Loopback{{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}};
+  return g.is_ipv4_mapped() ? g.raw[12] == 127 : g == kIpv6Loopback;
+}
+
 }  // namespace
 
 Result<CmId*> cm_create_id(Context* ctx, void* user_context, CmPortSpace ps) {
@@ -102,10 +123,20 @@ Status cm_bind_addr(CmId* id, const SockAddr& addr) {
   if (!id) return Status(StatusCode::kInvalidArgument, "null cm id");
   CmIdImpl& d = impl(id);
   if (d.state != CmState::kIdle) return Status(StatusCode::kInvalidArgument, "cm id already in use");
-  if (addr.ip != Gid{} && !id->context->net->gids().find(addr.ip, net::kNoVlan)) {
+  const net::GidTable& gids = id->context->net->gids();
+  SockAddr src = addr;
+  if (is_loopback(addr.ip)) {
+    const std::optional<uint8_t> own = first_gid_of_family(gids, addr.ip.is_ipv4_mapped());
+    if (!own) return Status(StatusCode::kNotFound, "no address of the loopback's family on this device");
+    src.ip = gids.at(*own)->gid;
+  } else if (addr.ip != Gid{} && !gids.find(addr.ip, net::kNoVlan)) {
     return Status(StatusCode::kNotFound, "address is not one of this device's GIDs");
   }
-  d.src = addr;
+  // Port 0: an ephemeral port now, as Linux rdma_bind_addr picks one, so
+  // that the id can listen and rdma_get_src_port tells it (qperf -cm1's
+  // server, libfabric's passive endpoints).
+  if (src.port == 0) src.port = ephemeral_port(agent_of(id), d);
+  d.src = src;
   d.bound = true;
   return {};
 }
@@ -133,17 +164,8 @@ Status cm_resolve_addr(CmId* id, const SockAddr* src, const SockAddr& dst, int t
   if (dst.port == 0) return Status(StatusCode::kInvalidArgument, "destination port 0");
   const net::GidTable& gids = id->context->net->gids();
   const SockAddr want = src ? *src : d.src;
-  std::optional<uint8_t> sgid;
-  if (want.ip != Gid{}) {
-    sgid = gids.find(want.ip, net::kNoVlan);
-  } else {
-    for (uint32_t i = 0; i < 256 && !sgid; ++i) {  // the first RoCEv2 GID of dst's family
-      const net::GidEntry* e = gids.at(uint8_t(i));
-      if (e && e->type == net::GidType::kRoceV2 && e->gid.is_ipv4_mapped() == dst.ip.is_ipv4_mapped()) {
-        sgid = uint8_t(i);
-      }
-    }
-  }
+  const std::optional<uint8_t> sgid =
+      want.ip != Gid{} ? gids.find(want.ip, net::kNoVlan) : first_gid_of_family(gids, dst.ip.is_ipv4_mapped());
   if (!sgid) return Status(StatusCode::kNotFound, "no local GID for that address family");
   d.sgid_index = *sgid;
   d.src.ip = gids.at(*sgid)->gid;

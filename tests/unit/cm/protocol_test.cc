@@ -102,10 +102,10 @@ class Cm : public ::testing::Test {
     ASSERT_TRUE(cm_listen(listener, 4).ok());
     resolve_client(ps);
   }
-  /// A new client id on a: resolves b's address and route and creates its QP.
-  void resolve_client(CmPortSpace ps = CmPortSpace::kTcp) {
+  /// A new client id on a: resolves b's address and route (to port) and creates its QP.
+  void resolve_client(CmPortSpace ps = CmPortSpace::kTcp, uint16_t port = kPort) {
     client = must(cm_create_id(a->ctx.get(), nullptr, ps));
-    ASSERT_TRUE(cm_resolve_addr(client, nullptr, SockAddr{b->gid, kPort}, 2000).ok());
+    ASSERT_TRUE(cm_resolve_addr(client, nullptr, SockAddr{b->gid, port}, 2000).ok());
     ASSERT_EQ(wait_event(*a).event, CmEventType::kAddrResolved);
     EXPECT_EQ(client->route.dmac, b->mac);
     ASSERT_TRUE(cm_resolve_route(client, 2000).ok());
@@ -368,6 +368,32 @@ TEST_F(Cm, ListenerBoundToOtherAddressRejects) {
   EXPECT_EQ(ev.event, CmEventType::kRejected);
   EXPECT_EQ(ev.status, cm::kRejInvalidServiceId);
   EXPECT_EQ(cm_id_count(b->ctx.get()), 1u);  // the listener only
+}
+
+// rdma_cm: a bind to 127.0.0.1 binds the device's own IPv4 address (Linux
+// binds the loopback netdev, which a uroce process has not), and port 0 an
+// ephemeral port at once, as Linux rdma_bind_addr picks one: the id can
+// listen, and a REQ to that address and port reaches it. A bind to ::1 on a
+// device with no IPv6 RoCEv2 GID finds no address.
+TEST_F(Cm, LoopbackBindIsTheDevicesAddressAndPortZeroIsEphemeral) {
+  listener = must(cm_create_id(b->ctx.get(), nullptr, CmPortSpace::kTcp));
+  const uint8_t lo[4] = {127, 0, 0, 1};
+  ASSERT_TRUE(cm_bind_addr(listener, SockAddr{Gid::from_ipv4(lo), 0}).ok());
+  EXPECT_EQ(listener->src.ip, b->gid);
+  const uint16_t port = listener->src.port;
+  EXPECT_NE(port, 0);
+  ASSERT_TRUE(cm_listen(listener, 4).ok());
+  ASSERT_NO_FATAL_FAILURE(resolve_client(CmPortSpace::kTcp, port));
+  ASSERT_TRUE(cm_connect(client, CmConnParam{}).ok());
+  const CmEvent ev = wait_event(*b);
+  EXPECT_EQ(ev.event, CmEventType::kConnectRequest);
+  EXPECT_EQ(ev.listen_id, listener);
+
+  CmId* v6 = must(cm_create_id(b->ctx.get(), nullptr, CmPortSpace::kTcp));
+  Gid v6_loopback;
+  v6_loopback.raw[15] = 1;
+  EXPECT_EQ(cm_bind_addr(v6, SockAddr{v6_loopback, 0}).code(), StatusCode::kNotFound);
+  ASSERT_TRUE(cm_destroy_id(v6).ok());
 }
 
 // The consumer rejects: REJ reason 28 with its private data.
