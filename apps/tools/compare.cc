@@ -123,6 +123,12 @@ inline constexpr uint32_t kChildTimeoutS = 20;  // a child's --timeout: link up,
 
 // Bytes a WRITE frame adds to its payload: Ethernet 14, IPv4 20, UDP 8, BTH 12, RETH 16, ICRC 4.
 inline constexpr uint32_t kWriteFrameOverhead = 74;
+// Frames the floor's ping-pong builds before each tx_burst: of 1, 2, 4, 6, 8
+// and 32, 2 and 4 gave the lowest 64 KB and 1 MB half round trips (32 was
+// 1.6x slower at 64 KB: the receiver waits while the sender builds), and the
+// stack's transmit stage rings its port every 16 KiB, 4 frames of MTU 4096
+// (docs/PERFORMANCE.md, "The multi-frame floor"). Blasts keep 32.
+inline constexpr uint32_t kFloorPingpongBurst = 4;
 
 struct Config {
   uint32_t rounds = 5;
@@ -340,10 +346,14 @@ class Runner {
   /// floor) or one frame a message (floor-1frame). The client's JSON
   /// (pingpong) or the server's (blast).
   std::optional<std::string> floor(const std::string& kind, const std::string& mode, uint32_t size) {
-    const std::vector<std::string> shape =
+    std::vector<std::string> shape =
         kind == "floor" ? std::vector<std::string>{"--message", std::to_string(size), "--mtu", std::to_string(cfg_.mtu),
                                                    "--overhead", std::to_string(kWriteFrameOverhead)}
                         : std::vector<std::string>{"--size", std::to_string(std::min(size, cfg_.mtu) + kWriteFrameOverhead)};
+    if (mode == "pingpong") {
+      shape.push_back("--burst");
+      shape.push_back(std::to_string(kFloorPingpongBurst));
+    }
     std::vector<std::string> av[2];
     for (int i = 0; i < 2; ++i) {
       av[i] = {"floor"};
