@@ -64,8 +64,7 @@ def main():
     failures = []
 
     def check(ok, what):
-        if not ok:
-            failures.append(what)
+        harness.check(ok, what, failures)
 
     iters = 300
     (rc_s, s), (rc_c, c) = pair(uroce, "pingpong", "pingpong", MSG + ["--check", "-n", str(iters)])
@@ -102,12 +101,9 @@ def main():
 
     for bad, says in ((["--message", "100", "--size", "100"], "--size is the single-frame floor's"),
                       (["--check"], "are for --message BYTES"), (["--mtu", "1024"], "are for --message BYTES")):
-        p = subprocess.run([uroce, "floor", "pingpong", "--dev", "x", *bad], capture_output=True, text=True,
-                                   timeout=30)
+        p = subprocess.run([uroce, "floor", "pingpong", "--dev", "x", *bad], capture_output=True, text=True, timeout=30)
         check(p.returncode == 2 and says in p.stderr, f"{bad}: exit {p.returncode}, {p.stderr.strip()!r}")
 
-    for f in failures:
-        print("FAIL:", f)
     print(f"floor_smoke: {'PASS' if not failures else 'FAIL'} ({len(failures)} problem(s))")
     return 1 if failures else 0
 
