@@ -76,7 +76,7 @@ constexpr OptSpec kOptions[] = {
     {.name = "sizes", .kind = OptKind::kString, .def = "64,4096,65536", .help = "message sizes in bytes, comma-separated", .meta = "LIST"},
     {.name = "kinds", .kind = OptKind::kString, .def = "stack,tcp-block,tcp-busy,floor,floor-1frame,verbs", .help = "what to run, comma-separated", .meta = "LIST"},
     {.name = "lat-iters", .kind = OptKind::kUint, .def = "10000", .help = "most round trips per latency run", .min = 10, .max = 10'000'000},
-    {.name = "lat-bytes", .kind = OptKind::kUint, .def = "1073741824", .help = "most bytes one way per latency run (round trips = min(lat-iters, this / size), at least 100)", .min = 1},
+    {.name = "lat-bytes", .kind = OptKind::kUint, .def = "1073741824", .help = "most bytes one way per latency run (round trips = min(lat-iters, max(100, this / size)))", .min = 1},
     {.name = "bw-msgs", .kind = OptKind::kUint, .def = "200000", .help = "most messages per bandwidth run", .min = 100, .max = 100'000'000},
     {.name = "bw-bytes", .kind = OptKind::kUint, .def = "268435456", .help = "most bytes per bandwidth run (messages = min(bw-msgs, this / size), at least 100)", .min = 1},
     {.name = "tx-depth", .short_name = 't', .kind = OptKind::kUint, .def = "128", .help = "WRITEs in flight in the stack's and perftest's bandwidth runs (perftest's default: 128)", .min = 1, .max = 15000},
