@@ -4,8 +4,9 @@
 Runs `UROCE compare --quick --json --charts DIR` (1 round, sizes 64 and 4096,
 short runs) and checks, without any timing threshold:
   - the command exits 0 and its JSON parses, with no failed measurement;
-  - every metric of every kind run (stack, tcp-block, tcp-busy, floor) has a
-    finite, positive median at every size, and one value per round;
+  - every metric of every kind run (stack, tcp-block, tcp-busy, floor,
+    floor-1frame) has a finite, positive median at every size, and one value
+    per round;
   - each latency is at least the floor's lowest possible (above 0) and each
     message rate times the size agrees with the bandwidth (MB/sec = Mmsg/s x
     bytes / 2^20) within 5 %, for the stack and TCP rows (they come from one run);
@@ -30,6 +31,7 @@ KINDS = {
     "tcp-block": ["tcp-block.lat", "tcp-block.bw", "tcp-block.rate"],
     "tcp-busy": ["tcp-busy.lat", "tcp-busy.bw", "tcp-busy.rate"],
     "floor": ["floor.lat", "floor.bw", "floor.rate"],
+    "floor-1frame": ["floor-1frame.lat", "floor-1frame.bw", "floor-1frame.rate"],
 }
 RATIOS = ["stack write_lat / floor lat", "stack send_lat / floor lat", "tcp-block lat / stack write_lat",
           "tcp-busy lat / stack write_lat", "stack write rate / floor frame rate", "stack write bw / tcp-block bw"]

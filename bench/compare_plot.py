@@ -12,6 +12,7 @@ import os
 import sys
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -19,12 +20,22 @@ import matplotlib.pyplot as plt  # noqa: E402
 LAT = [("stack.write_lat", "uroce RC WRITE (memif)"), ("stack.send_lat", "uroce RC SEND (memif)"),
        ("verbs.write_lat", "verbs WRITE"), ("verbs.send_lat", "verbs SEND"),
        ("uroce-run.write_lat", "stock ib_write_lat under uroce run (memif)"),
-       ("floor.lat", "raw memif floor"), ("tcp-busy.lat", "kernel TCP, busy poll"),
+       ("floor.lat", "raw memif floor: the message's frames, payload copied"),
+       ("floor-1frame.lat", "raw memif floor: one frame (before issue 20)"), ("tcp-busy.lat", "kernel TCP, busy poll"),
        ("tcp-block.lat", "kernel TCP, blocking")]
 BW = [("stack.write_bw", "uroce RC WRITE (memif)"), ("verbs.write_bw", "verbs WRITE"),
       ("uroce-run.write_bw", "stock ib_write_bw under uroce run (memif)"),
-      ("floor.bw", "raw memif floor (payload)"), ("tcp-busy.bw", "kernel TCP, busy poll"),
+      ("floor.bw", "raw memif floor: the message's frames, payload copied"),
+      ("floor-1frame.bw", "raw memif floor: one frame (before issue 20)"), ("tcp-busy.bw", "kernel TCP, busy poll"),
       ("tcp-block.bw", "kernel TCP, blocking")]
+
+
+def size_label(n):
+    """64, 4K, 64K, 1M, 4M: the size axis' tick labels."""
+    for unit, div in (("M", 1 << 20), ("K", 1 << 10)):
+        if n >= div and n % div == 0:
+            return f"{n // div}{unit}"
+    return str(n)
 
 
 def chart(res, series, ylabel, title, path):
@@ -37,6 +48,9 @@ def chart(res, series, ylabel, title, path):
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
         drawn += 1
     ax.set_xscale("log", base=2)
+    sizes = sorted(int(s) for s in res["sizes"])
+    ax.set_xticks(sizes, [size_label(s) for s in sizes])  # every size run, 4 MB included
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
     ax.set_yscale("log")
     ax.set_xlabel("message size [bytes]")
     ax.set_ylabel(ylabel)

@@ -5,10 +5,15 @@
 //   tcp-block  uroce perf --tcp block over kernel TCP on loopback, one core
 //              each: write_lat, write_bw (the sockets' SEND and WRITE are one)
 //   tcp-busy   the same with non-blocking sockets spinning on EAGAIN
-//   floor      uroce floor on a net_memif link, one core each: a bare-frame
-//              ping-pong and a blast of the frames the stack sends for the size
-//              (min(size, path MTU) + 74 bytes: Ethernet, IPv4, UDP, BTH,
-//              RETH, ICRC), no protocol work
+//   floor      uroce floor --message on a net_memif link, one core each: a
+//              ping-pong and a blast of messages of the size, each the
+//              ceil(size / path MTU) frames the stack sends for it (path MTU
+//              payload + 74 bytes: Ethernet, IPv4, UDP, BTH, RETH, ICRC), the
+//              payload copied out of and into user buffers once a frame each
+//              side, no protocol work: the stack's ratios are to this floor
+//   floor-1frame  the floor before issue 20: one frame of min(size, path
+//              MTU) + 74 bytes a message, bounced as it is, nothing copied
+//              (its rate: frames a second over the frames a message needs)
 //   verbs      perftest's ib_write_lat, ib_send_lat and ib_write_bw on the first
 //              device libibverbs finds, when it finds one (loaded at run time;
 //              without a device the column says why it was skipped)
@@ -25,6 +30,8 @@
 // floor's: frames received per second, divided by the frames a message needs).
 // Bandwidth runs are timed from the first send to the last completion, with
 // no clock read per message on any path (the stack and perftest run with -N).
+// Runs are sized in bytes as well as in messages (--lat-bytes, --bw-bytes), so
+// a 4 MB run takes about as long as a 64 KB one.
 // --charts DIR writes compare.json there and runs the plotting script
 // (bench/compare_plot.py, with /usr/bin/python3) for latency and bandwidth
 // against size.
@@ -36,6 +43,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -66,8 +74,9 @@ namespace {
 constexpr OptSpec kOptions[] = {
     {.name = "rounds", .short_name = 'r', .kind = OptKind::kUint, .def = "5", .help = "interleaved rounds; the table shows their medians", .min = 1, .max = 100},
     {.name = "sizes", .kind = OptKind::kString, .def = "64,4096,65536", .help = "message sizes in bytes, comma-separated", .meta = "LIST"},
-    {.name = "kinds", .kind = OptKind::kString, .def = "stack,tcp-block,tcp-busy,floor,verbs", .help = "what to run, comma-separated", .meta = "LIST"},
-    {.name = "lat-iters", .kind = OptKind::kUint, .def = "10000", .help = "round trips per latency run", .min = 10, .max = 10'000'000},
+    {.name = "kinds", .kind = OptKind::kString, .def = "stack,tcp-block,tcp-busy,floor,floor-1frame,verbs", .help = "what to run, comma-separated", .meta = "LIST"},
+    {.name = "lat-iters", .kind = OptKind::kUint, .def = "10000", .help = "most round trips per latency run", .min = 10, .max = 10'000'000},
+    {.name = "lat-bytes", .kind = OptKind::kUint, .def = "1073741824", .help = "most bytes one way per latency run (round trips = min(lat-iters, max(100, this / size)))", .min = 1},
     {.name = "bw-msgs", .kind = OptKind::kUint, .def = "200000", .help = "most messages per bandwidth run", .min = 100, .max = 100'000'000},
     {.name = "bw-bytes", .kind = OptKind::kUint, .def = "268435456", .help = "most bytes per bandwidth run (messages = min(bw-msgs, this / size), at least 100)", .min = 1},
     {.name = "tx-depth", .short_name = 't', .kind = OptKind::kUint, .def = "128", .help = "WRITEs in flight in the stack's and perftest's bandwidth runs (perftest's default: 128)", .min = 1, .max = 15000},
@@ -88,17 +97,21 @@ constexpr CommandSpec kCommand = {
     .summary = "our stack, kernel TCP, the raw memif floor (and verbs) side by side: medians, ratios, charts",
     .options = kOptions,
     .max_positional = 0,
-    .details = "Kinds: stack, tcp-block, tcp-busy, floor, verbs, uroce-run. Each measurement is a fresh pair of\n"
-               "processes (uroce perf, uroce perf --tcp, uroce floor, or perftest's ib_* tools), one\n"
-               "pinned to each of --cpus. --json keys: rounds, sizes, mtu, machine, verbs{status,\n"
+    .details = "Kinds: stack, tcp-block, tcp-busy, floor, floor-1frame, verbs, uroce-run. Each measurement is a\n"
+               "fresh pair of processes (uroce perf, uroce perf --tcp, uroce floor, or perftest's ib_* tools),\n"
+               "one pinned to each of --cpus. --json keys: rounds, sizes, mtu, machine, verbs{status,\n"
                "device}, median{metric: {size: value}}, runs{metric: {size: [values]}}, ratios{name:\n"
                "{size: value}}, failures[]. Metrics are named KIND.TEST: lat in usec, bw in MB/sec,\n"
-               "rate in Mmsg/s.\n"
+               "rate in Mmsg/s. floor.* is the multi-frame floor (messages of ceil(size / mtu) frames,\n"
+               "payload copied each side), which the ratios use; floor-1frame.* the single-frame floor\n"
+               "(floor.* before issue 20).\n"
                "Kind uroce-run, only when named in --kinds: perftest's ib_write_lat and ib_write_bw\n"
                "(found on PATH) under `uroce run` on a memif link, beside the stack's rows; its\n"
                "processes are not pinned (each runs the program and the library's engine thread).\n",
 };
 
+inline constexpr std::array<std::string_view, 7> kKinds = {"stack", "tcp-block", "tcp-busy", "floor",
+                                                           "floor-1frame", "verbs", "uroce-run"};
 inline constexpr int kAttempts = 3;  // runs of one measurement before it counts as failed
 // Ethernet MTU of both memif ports: room for path MTU 4096. DPDK 22.11's
 // memif reports 1500 but carries a frame as large as its ring slot, whose
@@ -110,13 +123,19 @@ inline constexpr uint32_t kChildTimeoutS = 20;  // a child's --timeout: link up,
 
 // Bytes a WRITE frame adds to its payload: Ethernet 14, IPv4 20, UDP 8, BTH 12, RETH 16, ICRC 4.
 inline constexpr uint32_t kWriteFrameOverhead = 74;
+// Frames the floor's ping-pong builds before each tx_burst: of 1, 2, 4, 6, 8
+// and 32, 2 and 4 gave the lowest 64 KB and 1 MB half round trips (32 was
+// 1.6x slower at 64 KB: the receiver waits while the sender builds), and the
+// stack's transmit stage rings its port every 16 KiB, 4 frames of MTU 4096
+// (docs/PERFORMANCE.md, "The multi-frame floor"). Blasts keep 32.
+inline constexpr uint32_t kFloorPingpongBurst = 4;
 
 struct Config {
   uint32_t rounds = 5;
   std::vector<uint32_t> sizes;
   std::vector<std::string> kinds;
   uint32_t lat_iters = 0, bw_msgs = 0;
-  uint64_t bw_bytes = 0;
+  uint64_t lat_bytes = 0, bw_bytes = 0;
   uint32_t tx_depth = 128;
   double floor_seconds = 1;
   uint32_t mtu = 4096;
@@ -277,12 +296,18 @@ class Runner {
   uint32_t bw_iters(uint32_t size) const {
     return uint32_t(std::clamp<uint64_t>(cfg_.bw_bytes / size, 100, cfg_.bw_msgs));
   }
+  uint32_t lat_iters(uint32_t size) const {
+    return uint32_t(std::clamp<uint64_t>(cfg_.lat_bytes / size, std::min(100u, cfg_.lat_iters), cfg_.lat_iters));
+  }
+  uint32_t iters(const std::string& test, uint32_t size) const {
+    return test.ends_with("_bw") ? bw_iters(size) : lat_iters(size);
+  }
 
   /// uroce perf TEST at size over memif: its JSON result (client side).
   std::optional<std::string> stack(const std::string& test, uint32_t size) {
     const uint16_t port = free_tcp_port("127.0.0.1");
     const bool bw = test.ends_with("_bw");
-    const uint32_t iters = bw ? bw_iters(size) : cfg_.lat_iters;
+    const uint32_t iters = this->iters(test, size);
     std::vector<std::string> av[2];
     for (int i = 0; i < 2; ++i) {
       av[i] = {"perf"};
@@ -307,7 +332,7 @@ class Runner {
 
   std::optional<std::string> tcp(const std::string& mode, const std::string& test, uint32_t size) {
     const uint16_t port = free_tcp_port("127.0.0.1");
-    const uint32_t iters = test.ends_with("_bw") ? bw_iters(size) : cfg_.lat_iters;
+    const uint32_t iters = this->iters(test, size);
     std::vector<std::string> av[2];
     for (int i = 0; i < 2; ++i) {
       av[i] = {"perf", test, "-s", std::to_string(size), "-n", std::to_string(iters), "--tcp", mode,
@@ -317,21 +342,31 @@ class Runner {
     return pair(strf("tcp-%s-%s-%u", mode.c_str(), test.c_str(), size), av[0], av[1], "", 1);
   }
 
-  /// uroce floor MODE with frames of frame_bytes: the client's JSON (pingpong) or the server's (blast).
-  std::optional<std::string> floor(const std::string& mode, uint32_t frame_bytes) {
+  /// uroce floor MODE for messages of size: the multi-frame floor (kind
+  /// floor) or one frame a message (floor-1frame). The client's JSON
+  /// (pingpong) or the server's (blast).
+  std::optional<std::string> floor(const std::string& kind, const std::string& mode, uint32_t size) {
+    std::vector<std::string> shape =
+        kind == "floor" ? std::vector<std::string>{"--message", std::to_string(size), "--mtu", std::to_string(cfg_.mtu),
+                                                   "--overhead", std::to_string(kWriteFrameOverhead)}
+                        : std::vector<std::string>{"--size", std::to_string(std::min(size, cfg_.mtu) + kWriteFrameOverhead)};
+    if (mode == "pingpong") {
+      shape.push_back("--burst");
+      shape.push_back(std::to_string(kFloorPingpongBurst));
+    }
     std::vector<std::string> av[2];
     for (int i = 0; i < 2; ++i) {
       av[i] = {"floor"};
       for (auto& e : eal(i)) av[i].push_back(e);
       for (auto& a : {mode, std::string("--role"), std::string(i == 0 ? "server" : "client"), std::string("--dev"),
-                      memif(i), std::string("--port-mtu"), std::to_string(kPortMtu), std::string("--size"),
-                      std::to_string(frame_bytes), std::string("-n"),
-                      std::to_string(cfg_.lat_iters), std::string("--seconds"), strf("%g", cfg_.floor_seconds),
+                      memif(i), std::string("--port-mtu"), std::to_string(kPortMtu), std::string("-n"),
+                      std::to_string(lat_iters(size)), std::string("--seconds"), strf("%g", cfg_.floor_seconds),
                       std::string("--timeout"), std::to_string(kChildTimeoutS), std::string("--json")}) {
         av[i].push_back(a);
       }
+      av[i].insert(av[i].end(), shape.begin(), shape.end());
     }
-    return pair(strf("floor-%s-%u", mode.c_str(), frame_bytes), av[0], av[1], sock(), mode == "blast" ? 0 : 1);
+    return pair(strf("%s-%s-%u", kind.c_str(), mode.c_str(), size), av[0], av[1], sock(), mode == "blast" ? 0 : 1);
   }
 
   /// perftest's TOOL on the verbs device; its text output (client side).
@@ -366,7 +401,7 @@ class Runner {
                                       std::vector<std::string> (&av)[2], const std::string& sock, const std::string& exe,
                                       bool pin = true) {
     const uint16_t port = free_tcp_port("127.0.0.1");
-    const uint32_t iters = tool.ends_with("_bw") ? bw_iters(size) : cfg_.lat_iters;
+    const uint32_t iters = this->iters(tool, size);
     for (int i = 0; i < 2; ++i) {
       for (auto& a : {std::string("-s"), std::to_string(size), std::string("-n"), std::to_string(iters),
                       std::string("-p"), std::to_string(port)}) {
@@ -417,15 +452,17 @@ struct Ratio {
   std::string target;  ///< what docs/PERFORMANCE.md asks of it, or empty
 };
 
+// The floor of the ratios is the multi-frame one (kind floor): a message of
+// the size in the frames the stack sends, its payload copied each side.
 const Ratio kRatios[] = {
-    {"stack write_lat / floor lat", "stack.write_lat", "floor.lat", "<= 5 at 64 B"},
-    {"stack send_lat / floor lat", "stack.send_lat", "floor.lat", "<= 5 at 64 B"},
+    {"stack write_lat / floor lat", "stack.write_lat", "floor.lat", "<= 5 at 64 B, <= 2.5 at every size"},
+    {"stack send_lat / floor lat", "stack.send_lat", "floor.lat", "<= 5 at 64 B, <= 2.5 at every size"},
     {"tcp-block lat / stack write_lat", "tcp-block.lat", "stack.write_lat", ">= 10 at 64 B"},
-    {"tcp-busy lat / stack write_lat", "tcp-busy.lat", "stack.write_lat", ">= 10 at 64 B"},
+    {"tcp-busy lat / stack write_lat", "tcp-busy.lat", "stack.write_lat", ">= 10 at 64 B, >= 1.5 at 64 KB and 1 MB"},
     {"tcp-block lat / stack send_lat", "tcp-block.lat", "stack.send_lat", ">= 10 at 64 B"},
-    {"tcp-busy lat / stack send_lat", "tcp-busy.lat", "stack.send_lat", ">= 10 at 64 B"},
+    {"tcp-busy lat / stack send_lat", "tcp-busy.lat", "stack.send_lat", ">= 10 at 64 B, >= 1.5 at 64 KB and 1 MB"},
     {"stack write rate / floor frame rate", "stack.write_rate", "floor.rate", ">= 0.4 at 64 B"},
-    {"stack write bw / tcp-block bw", "stack.write_bw", "tcp-block.bw", ">= 3 at 64 KB"},
+    {"stack write bw / tcp-block bw", "stack.write_bw", "tcp-block.bw", ">= 3 at 64 KB and 1 MB"},
     {"stack write bw / tcp-busy bw", "stack.write_bw", "tcp-busy.bw", ">= 3 at 64 KB"},
     {"verbs write_lat / stack write_lat", "verbs.write_lat", "stack.write_lat", ""},
     {"uroce-run write_lat / stack write_lat", "uroce-run.write_lat", "stack.write_lat", "<= 1.1 at 64 B"},
@@ -523,14 +560,15 @@ int cmd_compare(int argc, char** argv) {
     cfg.sizes.push_back(uint32_t(*v));
   }
   for (const auto& k : split_list(args.get_str("kinds"))) {
-    if (k != "stack" && k != "tcp-block" && k != "tcp-busy" && k != "floor" && k != "verbs" && k != "uroce-run") {
-      return usage("--kinds: '" + k + "' is not stack, tcp-block, tcp-busy, floor, verbs or uroce-run");
+    if (std::find(kKinds.begin(), kKinds.end(), k) == kKinds.end()) {
+      return usage("--kinds: '" + k + "' is not stack, tcp-block, tcp-busy, floor, floor-1frame, verbs or uroce-run");
     }
     cfg.kinds.push_back(k);
   }
   if (cfg.sizes.empty() || cfg.kinds.empty()) return usage("nothing to run");
   cfg.lat_iters = quick && !args.given("lat-iters") ? 200 : uint32_t(args.get_uint("lat-iters"));
   cfg.bw_msgs = quick && !args.given("bw-msgs") ? 2000 : uint32_t(args.get_uint("bw-msgs"));
+  cfg.lat_bytes = args.get_uint("lat-bytes");
   cfg.bw_bytes = args.get_uint("bw-bytes");
   cfg.tx_depth = uint32_t(args.get_uint("tx-depth"));
   cfg.floor_seconds = quick && !args.given("floor-seconds") ? 0.1 : args.get_double("floor-seconds");
@@ -589,7 +627,7 @@ int cmd_compare(int argc, char** argv) {
       add(kind + ".write_rate", size, perftest_field(*out, size, 4));
     }
   };
-  const std::vector<std::string> order = {"stack", "tcp-block", "tcp-busy", "floor", "verbs", "uroce-run"};
+  const std::vector<std::string> order(kKinds.begin(), kKinds.end());
   for (uint32_t round = 0; round < cfg.rounds && !g_stop; ++round) {
     std::fprintf(info, "# round %u/%u\n", round + 1, cfg.rounds);
     for (size_t k = 0; k < order.size() && !g_stop; ++k) {
@@ -612,14 +650,15 @@ int cmd_compare(int argc, char** argv) {
             add(kind + ".bw", size, json_num(*j, "bw_average"));
             add(kind + ".rate", size, json_num(*j, "msg_rate"));
           }
-        } else if (kind == "floor") {
-          const uint32_t payload = std::min(size, cfg.mtu);
-          const uint32_t frames_per_msg = (size + cfg.mtu - 1) / cfg.mtu;
-          if (auto j = run.floor("pingpong", payload + kWriteFrameOverhead)) add("floor.lat", size, json_num(*j, "t_typical"));
-          if (auto j = run.floor("blast", payload + kWriteFrameOverhead)) {
-            if (auto mpps = json_num(*j, "mpps")) {
-              add("floor.rate", size, *mpps / frames_per_msg);
-              add("floor.bw", size, *mpps * 1e6 * payload / double(1 << 20));
+        } else if (kind == "floor" || kind == "floor-1frame") {
+          if (auto j = run.floor(kind, "pingpong", size)) add(kind + ".lat", size, json_num(*j, "t_typical"));
+          if (auto j = run.floor(kind, "blast", size)) {
+            // The single-frame floor counts frames: a message is the frames it needs, each min(size, MTU) bytes.
+            const uint32_t frames_per_msg = kind == "floor" ? 1 : (size + cfg.mtu - 1) / cfg.mtu;
+            const uint32_t msg_bytes = kind == "floor" ? size : std::min(size, cfg.mtu) * frames_per_msg;
+            if (auto rate = json_num(*j, kind == "floor" ? "msg_rate" : "mpps")) {
+              add(kind + ".rate", size, *rate / frames_per_msg);
+              add(kind + ".bw", size, *rate / frames_per_msg * 1e6 * msg_bytes / double(1 << 20));
             }
           }
         } else if (kind == "verbs") {
@@ -642,18 +681,19 @@ int cmd_compare(int argc, char** argv) {
   };
   print_table(info, "# latency, half round trip, t_typical [usec]",
               with_run({{"stack.write_lat", "stack WRITE"}, {"stack.send_lat", "stack SEND"}, {"tcp-block.lat", "tcp block"},
-                        {"tcp-busy.lat", "tcp busy"}, {"floor.lat", "memif floor"}, {"verbs.write_lat", "verbs WRITE"},
+                        {"tcp-busy.lat", "tcp busy"}, {"floor.lat", "floor"}, {"floor-1frame.lat", "floor 1frame"},
+                        {"verbs.write_lat", "verbs WRITE"},
                         {"verbs.send_lat", "verbs SEND"}},
                        "uroce-run.write_lat"),
               s, cfg.sizes);
   print_table(info, "# bandwidth, average [MB/sec]",
               with_run({{"stack.write_bw", "stack WRITE"}, {"tcp-block.bw", "tcp block"}, {"tcp-busy.bw", "tcp busy"},
-                        {"floor.bw", "memif floor"}, {"verbs.write_bw", "verbs WRITE"}},
+                        {"floor.bw", "floor"}, {"floor-1frame.bw", "floor 1frame"}, {"verbs.write_bw", "verbs WRITE"}},
                        "uroce-run.write_bw"),
               s, cfg.sizes);
   print_table(info, "# message rate [Mmsg/s]",
               with_run({{"stack.write_rate", "stack WRITE"}, {"tcp-block.rate", "tcp block"}, {"tcp-busy.rate", "tcp busy"},
-                        {"floor.rate", "memif floor"}, {"verbs.write_rate", "verbs WRITE"}},
+                        {"floor.rate", "floor"}, {"floor-1frame.rate", "floor 1frame"}, {"verbs.write_rate", "verbs WRITE"}},
                        "uroce-run.write_rate"),
               s, cfg.sizes);
   std::fprintf(info, "# ratios (of the medians)\n %-38s", "ratio");
