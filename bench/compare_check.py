@@ -15,7 +15,9 @@ short runs) and checks, without any timing threshold:
   - lat.png and bw.png exist and are PNG files;
   - `--kinds stack,uroce-run` (stock perftest under `uroce run`, when perftest
     is installed) gives the uroce-run metrics and their ratios to the stack at
-    64 B, and without perftest on PATH it exits 1 saying so.
+    64 B, and without perftest on PATH it exits 1 saying so;
+  - `--kinds stack,demo` gives uroce demo's SEND, WRITE and READ pingpongs
+    beside uroce perf's (stack.read_lat too) and the three demo / perf ratios.
 Usage: compare_check.py PATH/uroce
 """
 import json
@@ -57,6 +59,21 @@ def uroce_run(uroce, check):
     for name in ("uroce-run write_lat / stack write_lat", "uroce-run rate / stack write rate"):
         v = res["ratios"].get(name, {}).get("64")
         check(v is not None and math.isfinite(v) and v > 0, f"ratio '{name}' at 64 B: {v}")
+
+
+def demo_kind(uroce, check):
+    """The opt-in kind: uroce demo's pingpongs beside uroce perf's."""
+    p = subprocess.run([uroce, "compare", "--quick", "--sizes", "64", "--kinds", "stack,demo", "--json"],
+                       capture_output=True, text=True, timeout=600)
+    sys.stderr.write(p.stderr[-4000:])
+    check(p.returncode == 0, f"demo: exit status {p.returncode}")
+    res = json.loads(p.stdout) if p.returncode == 0 else {"median": {}, "ratios": {}}
+    for m in ("demo.send_lat", "demo.write_lat", "demo.read_lat", "stack.read_lat"):
+        v = res["median"].get(m, {}).get("64")
+        check(v is not None and math.isfinite(v) and v > 0, f"{m} at 64 B: {v}")
+    for op in ("send", "write", "read"):
+        v = res["ratios"].get(f"demo {op}_lat / stack {op}_lat", {}).get("64")
+        check(v is not None and math.isfinite(v) and v > 0, f"ratio 'demo {op}_lat / stack {op}_lat' at 64 B: {v}")
 
 
 def main():
@@ -105,6 +122,7 @@ def main():
             ok = os.path.exists(path) and open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
             check(ok, f"{png} missing or not a PNG")
     uroce_run(uroce, check)
+    demo_kind(uroce, check)
     for f in failures:
         print("FAIL:", f)
     print(f"compare_smoke: {'PASS' if not failures else 'FAIL'} ({len(failures)} problem(s)); verbs: {status}")

@@ -97,7 +97,7 @@ constexpr CommandSpec kCommand = {
     .summary = "our stack, kernel TCP, the raw memif floor (and verbs) side by side: medians, ratios, charts",
     .options = kOptions,
     .max_positional = 0,
-    .details = "Kinds: stack, tcp-block, tcp-busy, floor, floor-1frame, verbs, uroce-run. Each measurement is a\n"
+    .details = "Kinds: stack, tcp-block, tcp-busy, floor, floor-1frame, verbs, uroce-run, demo. Each measurement is a\n"
                "fresh pair of processes (uroce perf, uroce perf --tcp, uroce floor, or perftest's ib_* tools),\n"
                "one pinned to each of --cpus. --json keys: rounds, sizes, mtu, machine, verbs{status,\n"
                "device}, median{metric: {size: value}}, runs{metric: {size: [values]}}, ratios{name:\n"
@@ -107,11 +107,15 @@ constexpr CommandSpec kCommand = {
                "(floor.* before issue 20).\n"
                "Kind uroce-run, only when named in --kinds: perftest's ib_write_lat and ib_write_bw\n"
                "(found on PATH) under `uroce run` on a memif link, beside the stack's rows; its\n"
-               "processes are not pinned (each runs the program and the library's engine thread).\n",
+               "processes are not pinned (each runs the program and the library's engine thread).\n"
+               "Kind demo, only when named in --kinds: `uroce demo`'s SEND, WRITE and READ pingpongs\n"
+               "(demo.send_lat, demo.write_lat, demo.read_lat) on the stack's link and path MTU, as\n"
+               "many round trips as the stack's, against uroce perf's (the stack kind then adds\n"
+               "stack.read_lat): the README's demo must agree with perf within 15 %.\n",
 };
 
-inline constexpr std::array<std::string_view, 7> kKinds = {"stack", "tcp-block", "tcp-busy", "floor",
-                                                           "floor-1frame", "verbs", "uroce-run"};
+inline constexpr std::array<std::string_view, 8> kKinds = {"stack", "tcp-block", "tcp-busy", "floor",
+                                                           "floor-1frame", "verbs", "uroce-run", "demo"};
 inline constexpr int kAttempts = 3;  // runs of one measurement before it counts as failed
 // Ethernet MTU of both memif ports: room for path MTU 4096. DPDK 22.11's
 // memif reports 1500 but carries a frame as large as its ring slot, whose
@@ -145,10 +149,11 @@ struct Config {
   bool keep = false, json = false;
 };
 
-/// The number after "key": in a JSON text (the first occurrence), if any.
-std::optional<double> json_num(const std::string& j, std::string_view key) {
+/// The number after "key": in a JSON text (its first occurrence at or after
+/// from), if any.
+std::optional<double> json_num(const std::string& j, std::string_view key, size_t from = 0) {
   const std::string k = "\"" + std::string(key) + "\":";
-  const size_t at = j.find(k);
+  const size_t at = j.find(k, from);
   if (at == std::string::npos) return std::nullopt;
   const char* p = j.c_str() + at + k.size();
   char* end = nullptr;
@@ -330,6 +335,26 @@ class Runner {
     return pair(strf("stack-%s-%u", test.c_str(), size), av[0], av[1], sock(), 1);
   }
 
+  /// uroce demo's SEND, WRITE and READ pingpongs at size over memif, no
+  /// streaming phase: its JSON result (client side).
+  std::optional<std::string> demo(uint32_t size) {
+    const uint16_t port = free_tcp_port("127.0.0.1");
+    std::vector<std::string> av[2];
+    for (int i = 0; i < 2; ++i) {
+      av[i] = {"demo"};
+      for (auto& e : eal(i)) av[i].push_back(e);
+      for (auto& a : {std::string("--role"), std::string(i == 0 ? "server" : "client"), std::string("--dev"), memif(i),
+                      std::string("--mac"), strf("02:00:00:00:00:0%d", i + 1), std::string("--mtu"), std::to_string(cfg_.mtu),
+                      std::string("--oob-port"), std::to_string(port), std::string("--ops"), std::string("send,write,read"),
+                      std::string("--sizes"), std::to_string(size), std::string("--iters"), std::to_string(lat_iters(size)),
+                      std::string("--stream-msgs"), std::string("0"), std::string("--timeout"),
+                      std::to_string(kChildTimeoutS), std::string("--json")}) {
+        av[i].push_back(a);
+      }
+    }
+    return pair(strf("demo-%u", size), av[0], av[1], sock(), 1);
+  }
+
   std::optional<std::string> tcp(const std::string& mode, const std::string& test, uint32_t size) {
     const uint16_t port = free_tcp_port("127.0.0.1");
     const uint32_t iters = this->iters(test, size);
@@ -467,6 +492,9 @@ const Ratio kRatios[] = {
     {"verbs write_lat / stack write_lat", "verbs.write_lat", "stack.write_lat", ""},
     {"uroce-run write_lat / stack write_lat", "uroce-run.write_lat", "stack.write_lat", "<= 1.1 at 64 B"},
     {"uroce-run rate / stack write rate", "uroce-run.write_rate", "stack.write_rate", ">= 0.9 at 64 B"},
+    {"demo send_lat / stack send_lat", "demo.send_lat", "stack.send_lat", "<= 1.15 at every size"},
+    {"demo write_lat / stack write_lat", "demo.write_lat", "stack.write_lat", "<= 1.15 at every size"},
+    {"demo read_lat / stack read_lat", "demo.read_lat", "stack.read_lat", "<= 1.15 at every size"},
 };
 
 struct Column {
@@ -561,7 +589,7 @@ int cmd_compare(int argc, char** argv) {
   }
   for (const auto& k : split_list(args.get_str("kinds"))) {
     if (std::find(kKinds.begin(), kKinds.end(), k) == kKinds.end()) {
-      return usage("--kinds: '" + k + "' is not stack, tcp-block, tcp-busy, floor, floor-1frame, verbs or uroce-run");
+      return usage("--kinds: '" + k + "' is not stack, tcp-block, tcp-busy, floor, floor-1frame, verbs, uroce-run or demo");
     }
     cfg.kinds.push_back(k);
   }
@@ -586,6 +614,7 @@ int cmd_compare(int argc, char** argv) {
 
   auto want = [&](std::string_view k) { return std::find(cfg.kinds.begin(), cfg.kinds.end(), k) != cfg.kinds.end(); };
   const bool uroce_run = want("uroce-run");
+  const bool demo = want("demo");
   for (const char* tool : {"ib_write_lat", "ib_write_bw"}) {
     if (uroce_run && !on_path(tool)) {
       std::fprintf(stderr, "uroce compare: --kinds uroce-run needs perftest's %s on PATH (Debian: apt install perftest)\n",
@@ -636,7 +665,8 @@ int cmd_compare(int argc, char** argv) {
       for (uint32_t size : cfg.sizes) {
         if (g_stop) break;
         if (kind == "stack") {
-          for (const char* test : {"write_lat", "send_lat"}) {
+          for (const char* test : {"write_lat", "send_lat", "read_lat"}) {
+            if (std::string_view(test) == "read_lat" && !demo) continue;  // only beside the demo's READ
             if (auto j = run.stack(test, size)) add(std::string("stack.") + test, size, json_num(*j, "t_typical"));
           }
           if (auto j = run.stack("write_bw", size)) {
@@ -667,6 +697,13 @@ int cmd_compare(int argc, char** argv) {
           }
         } else if (kind == "uroce-run") {
           for (const char* tool : {"ib_write_lat", "ib_write_bw"}) add_perftest(kind, tool, size, run.uroce_run(tool, size));
+        } else if (kind == "demo") {
+          if (auto j = run.demo(size)) {
+            for (const char* op : {"send", "write", "read"}) {  // each row: "op":"send", ..., "lat_median_us":...
+              const size_t row = j->find(strf("\"op\":\"%s\"", op));
+              if (row != std::string::npos) add(strf("demo.%s_lat", op), size, json_num(*j, "lat_median_us", row));
+            }
+          }
         }
       }
     }
@@ -696,6 +733,12 @@ int cmd_compare(int argc, char** argv) {
                         {"floor.rate", "floor"}, {"floor-1frame.rate", "floor 1frame"}, {"verbs.write_rate", "verbs WRITE"}},
                        "uroce-run.write_rate"),
               s, cfg.sizes);
+  if (demo) {
+    print_table(info, "# uroce demo against uroce perf: SEND and WRITE half a round trip, READ a whole one [usec]",
+                {{"demo.send_lat", "demo SEND"}, {"stack.send_lat", "perf SEND"}, {"demo.write_lat", "demo WRITE"},
+                 {"stack.write_lat", "perf WRITE"}, {"demo.read_lat", "demo READ"}, {"stack.read_lat", "perf READ"}},
+                s, cfg.sizes);
+  }
   std::fprintf(info, "# ratios (of the medians)\n %-38s", "ratio");
   for (uint32_t size : cfg.sizes) std::fprintf(info, " %10u", size);
   std::fprintf(info, "   target\n");
