@@ -14,6 +14,7 @@
 
 #include "apps/common/addr_text.h"
 #include "apps/common/args.h"
+#include "apps/libibverbs/gid_layout.h"
 #include "drivers/registry.h"
 #include "stack/device/context.h"
 
@@ -152,9 +153,8 @@ std::string Provider::open() {
   if (!ctx.ok()) return std::string("open_device: ") + ctx.status().message();
   ctx_ = std::move(ctx).value();
 
-  // The GID table as Linux fills a RoCE device's (ib_core's roce_gid_mgmt):
-  // the link-local GID of the MAC, then each IP address, each as a RoCEv1
-  // and a RoCEv2 entry. open_device put the link-local RoCEv2 entry at 0.
+  // The GID table as Linux fills a RoCE device's (gid_layout.h). open_device
+  // put the link-local RoCEv2 entry at 0.
   net::GidTable& gids = ctx_->net->gids();
   (void)gids.remove(0);
   std::vector<Gid> addrs{dc.gid};
@@ -162,7 +162,7 @@ std::string Provider::open() {
   if (cfg_.ip6) addrs.push_back(*cfg_.ip6);
   uint8_t index = 0;
   for (const Gid& g : addrs) {
-    for (net::GidType t : {net::GidType::kRoceV1, net::GidType::kRoceV2}) {
+    for (net::GidType t : kGidTypesPerAddress) {
       if (Status s = gids.set(index++, net::GidEntry{g, t, net::kNoVlan, dc.mac}); !s.ok()) {
         return "GID " + apps::gid_str(g) + ": " + s.message();
       }
