@@ -17,8 +17,9 @@
  *   SIZES  comma-separated message sizes in bytes (default 64,4096,65536,1048576)
  *   ITERS  ping-pong round trips and streamed messages per size (default
  *          1000), fewer where that would pass 64 MiB a size
- *   --stall S  rank 1 sleeps S seconds in the middle of the first size's
- *          stream, so that a test can kill a rank while the other waits. */
+ *   --stall S  rank 1 prints its pid and sleeps S seconds in the middle of
+ *          the first size's stream, so that a test can kill it while rank 0
+ *          waits. */
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -85,7 +86,11 @@ static double stream(int rank, unsigned char* buf, long size, long msgs, int sta
       fill(buf, size, it);
       MPI_Send(buf, (int)size, MPI_BYTE, peer, 3, MPI_COMM_WORLD);
     } else {
-      if (stall && it == msgs / 2) sleep((unsigned)stall);
+      if (stall && it == msgs / 2) {
+        printf("mpi_pingpong: rank %d pid %d stalls %d s\n", rank, (int)getpid(), stall);
+        fflush(stdout);
+        sleep((unsigned)stall);
+      }
       MPI_Recv(buf, (int)size, MPI_BYTE, peer, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
       verify(buf, size, it, "stream");
     }
@@ -127,7 +132,13 @@ int main(int argc, char** argv) {
   long iters = 1000;
   int stall = 0, positional = 0;
   for (int i = 1; i < argc; ++i) {
-    if (!strcmp(argv[i], "--stall") && i + 1 < argc) {
+    if (!strcmp(argv[i], "--help")) {
+      printf("usage: mpi_pingpong [SIZES] [ITERS] [--stall S]\n"
+             "  SIZES      comma-separated message sizes in bytes (default 64,4096,65536,1048576)\n"
+             "  ITERS      round trips and streamed messages per size (default 1000; fewer past 64 MiB a size)\n"
+             "  --stall S  rank 1 prints its pid and sleeps S seconds mid-stream (default 0: no stall)\n");
+      return 0;
+    } else if (!strcmp(argv[i], "--stall") && i + 1 < argc) {
       stall = atoi(argv[++i]);
     } else if (positional == 0) {
       sizes = argv[i];
@@ -136,12 +147,12 @@ int main(int argc, char** argv) {
       iters = atol(argv[i]);
       ++positional;
     } else {
-      fprintf(stderr, "usage: mpi_pingpong [SIZES] [ITERS] [--stall S]\n");
+      fprintf(stderr, "mpi_pingpong: unexpected argument '%s' (--help)\n", argv[i]);
       return 2;
     }
   }
-  if (iters < 1) {
-    fprintf(stderr, "mpi_pingpong: ITERS must be at least 1\n");
+  if (iters < 1 || stall < 0) {
+    fprintf(stderr, "mpi_pingpong: ITERS must be at least 1 and S at least 0 (--help)\n");
     return 2;
   }
   MPI_Init(&argc, &argv);
