@@ -72,7 +72,8 @@ constexpr CommandSpec kRunCommand = {
                "Without \"--\" EAL gets uroce's defaults (no hugepages, no PCI).\n"
                "Each option given sets its UROCE_* variable (docs/VERBS.md) for COMMAND; an option\n"
                "not given leaves the variable as the environment has it, and the library takes\n"
-               "the default shown above where neither sets it.\n"
+               "the default shown above where neither sets it. --device-files sets none: it is for\n"
+               "UCX, which lists a verbs device only with those files (docs/MIDDLEWARE.md).\n"
                "Example: uroce run -- --dev net_memif0,role=server,socket=/tmp/m.sock,socket-abstract=no \\\n"
                "           --ip 10.0.0.1 ibv_rc_pingpong -g 3\n",
 };

@@ -8,7 +8,8 @@ loopback. Checks:
   * ucx_info -d lists memory domain uroce0 with rc_verbs and ud_verbs on
     uroce0:1 and picks GID index 3 (RoCEv2, IPv4); without --device-files
     it lists no uroce0 (the reason for the option); the host's /dev and
-    /sys/class are unchanged after it;
+    /sys/class are unchanged after it; as a user other than root the option
+    fails with an error saying so;
   * ucx_perftest over rc_verbs (ud_verbs as UCP's auxiliary wire-up
     transport, self) and over ud_verbs: tag_lat, tag_bw, put_lat/put_bw
     (UCT rc_verbs; UCP's over ud_verbs), am_lat (UCT) end with their final
@@ -113,6 +114,10 @@ def ucx_info():
     check("uroce0" not in out, "ucx_info -d without --device-files lists no uroce0 (UCX wants /dev/infiniband/uverbs0)")
     after = (os.path.exists("/dev/infiniband"), os.path.exists("/sys/class/infiniband"))
     check(before == after, f"the host's /dev/infiniband and /sys/class/infiniband as they were ({after})")
+    nobody = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] + base + ["--device-files"]
+                            + port, capture_output=True, text=True, timeout=60)
+    check(nobody.returncode == 1 and "root is needed" in nobody.stderr,
+          f"uroce run --device-files as nobody: rc {nobody.returncode}, '{nobody.stderr.strip()[:120]}'")
 
 
 # ---------------------------------------------------------------- ucx_perftest
@@ -137,27 +142,49 @@ PERF_CELLS = [
 ]
 
 
-def perftest_pair(ns, d, name, tls, lines, env=(), srv_env=()):
-    """ucx_perftest's server (end 0) and client (end 1) on a batch file; both
-    must read the same one. Returns (client rc, server rc, client output,
-    server output, counters of end 0 and end 1)."""
-    cd = os.path.join(d, name)
-    os.mkdir(cd)
-    batch = os.path.join(cd, "batch")
-    with open(batch, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    ucx = UCX_ENV + [f"UCX_TLS={tls}"] + list(env)
-    args = ["-p", str(PERF_PORT), "-b", batch]
-    srv = harness.Proc(name + "-server", end(0, cd, PERFTEST + args, ucx + list(srv_env)), cd, ns=ns)
-    try:
-        wait_output(srv, r"Waiting for connection", 60)
-        cli = harness.Proc(name + "-client", end(1, cd, PERFTEST + ["127.0.0.1"] + args, ucx), cd, ns=ns)
-        rc_c = cli.wait(120)
-        rc_s = srv.wait(30)
-    finally:
-        srv.stop()
-    return rc_c, rc_s, cli.output(), srv.output(), counters(os.path.join(cd, "end0.counters")), \
-        counters(os.path.join(cd, "end1.counters"))
+class PerftestPair:
+    """ucx_perftest's server (end 0) and client (end 1) of cell `name` on a
+    batch file, which both must read; over uroce (each end through
+    uroce_end.sh, UCX_ENV and UCX_TLS=tls) or, with tls None, over UCX's tcp
+    transport on the namespace's loopback (no uroce)."""
+
+    def __init__(self, ns, d, name, tls, lines, env=(), client_env=()):
+        self.ns, self.name, self.client_env = ns, name, list(client_env)
+        self.cd = os.path.join(d, name)
+        os.mkdir(self.cd)
+        batch = os.path.join(self.cd, "batch")
+        with open(batch, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        self.args = ["-p", str(PERF_PORT), "-b", batch]
+        self.env = (UCX_ENV + [f"UCX_TLS={tls}"] if tls else ["UCX_TLS=tcp,self", "UCX_NET_DEVICES=lo"]) + list(env)
+        self.on_uroce = tls is not None
+
+    def start(self, n):
+        """End n: the server, which returns once it listens, or the client."""
+        argv = PERFTEST + (["127.0.0.1"] if n else []) + self.args
+        env = self.env + (self.client_env if n else [])
+        argv = end(n, self.cd, argv, env) if self.on_uroce else ["env"] + env + argv
+        p = harness.Proc(f"{self.name}-{'client' if n else 'server'}", argv, self.cd, ns=self.ns)
+        if n == 0:
+            wait_output(p, r"Waiting for connection", 60)
+        return p
+
+    def run(self):
+        """Both ends to the end: (client rc, server rc, client output, server
+        output, counters of end 0 and end 1)."""
+        srv = self.start(0)
+        try:
+            cli = self.start(1)
+            rc_c = cli.wait(300)
+            rc_s = srv.wait(30)
+        finally:
+            srv.stop()
+        return rc_c, rc_s, cli.output(), srv.output(), counters(os.path.join(self.cd, "end0.counters")), \
+            counters(os.path.join(self.cd, "end1.counters"))
+
+
+def perftest_pair(ns, d, name, tls, lines, env=(), client_env=()):
+    return PerftestPair(ns, d, name, tls, lines, env, client_env).run()
 
 
 def perftest(ns, d):
@@ -192,7 +219,8 @@ def wire(ns, d):
     no RC frame at all."""
     for name, tls in (("wire_rc", RC_TLS), ("wire_ud", UD_TLS)):
         pcap = os.path.join(d, name + ".pcap")
-        rc_c, rc_s, *_ = perftest_pair(ns, d, name, tls, ["tag_lat -t tag_lat -s 64 -n 200 -w 10"], env=[f"UROCE_PCAP={pcap}"])
+        rc_c, rc_s, *_ = perftest_pair(ns, d, name, tls, ["tag_lat -t tag_lat -s 64 -n 200 -w 10"],
+                                      client_env=[f"UROCE_PCAP={pcap}"])
         tshark = ["tshark", "-r", pcap, "-d", "udp.port==4791,infiniband"]
         rows = subprocess.run(tshark + ["-T", "fields", "-e", "frame.protocols", "-e", "infiniband.bth.opcode"],
                               capture_output=True, text=True, timeout=120).stdout.splitlines()
@@ -271,18 +299,12 @@ def kill_perftest(ns, d):
     the client's RC QP runs out of retries (UCX_RC_TIMEOUT 100 ms, 4 retries)
     and ucx_perftest must exit with an error, not hang."""
     name = "kill_perftest"
-    cd = os.path.join(d, name)
-    os.mkdir(cd)
-    batch = os.path.join(cd, "batch")
-    with open(batch, "w") as f:
-        f.write("tag_bw -t tag_bw -s 4096 -n 100000000\n")
-    ucx = UCX_ENV + [f"UCX_TLS={RC_TLS}", "UCX_RC_TIMEOUT=100ms", "UCX_RC_RETRY_COUNT=4"]
-    args = ["-p", str(PERF_PORT), "-b", batch]
-    srv = harness.Proc(name + "-server", end(0, cd, PERFTEST + args, ucx), cd, ns=ns)
+    pair = PerftestPair(ns, d, name, RC_TLS, ["tag_bw -t tag_bw -s 4096 -n 100000000"],
+                        env=["UCX_RC_TIMEOUT=100ms", "UCX_RC_RETRY_COUNT=4"])
+    srv = pair.start(0)
     cli = None
     try:
-        wait_output(srv, r"Waiting for connection", 60)
-        cli = harness.Proc(name + "-client", end(1, cd, PERFTEST + ["127.0.0.1"] + args, ucx), cd, ns=ns)
+        cli = pair.start(1)
         running = wait_output(cli, r"\[thread 0\]\s+\d+", 60)  # the first progress line: data flows
         os.kill(srv.p.pid, signal.SIGKILL)
         t0 = time.monotonic()
@@ -333,22 +355,7 @@ def compare(ns, d, exe, rounds):
     prog = [exe, ",".join(map(str, SIZES)), "500"]
     for r in range(rounds):
         for kind in ("uroce", "tcp"):
-            cd = os.path.join(d, f"cmp_{kind}_{r}")
-            if kind == "uroce":
-                rc_c, _, oc, *_ = perftest_pair(ns, d, f"cmp_{kind}_{r}", RC_TLS, lines)
-            else:
-                os.mkdir(cd)
-                batch = os.path.join(cd, "batch")
-                with open(batch, "w") as f:
-                    f.write("\n".join(lines) + "\n")
-                env = ["env", "UCX_TLS=tcp,self", "UCX_NET_DEVICES=lo"]
-                args = ["-p", str(PERF_PORT), "-b", batch]
-                srv = harness.Proc("tcp-server", env + PERFTEST + args, cd, ns=ns)
-                wait_output(srv, r"Waiting for connection", 60)
-                cli = harness.Proc("tcp-client", env + PERFTEST + ["127.0.0.1"] + args, cd, ns=ns)
-                rc_c = cli.wait(300)
-                srv.wait(30)
-                oc = cli.output()
+            oc = perftest_pair(ns, d, f"cmp_{kind}_{r}", RC_TLS if kind == "uroce" else None, lines)[2]
             for line, f in zip(lines, FINAL.findall(oc)):
                 label = line.split()[0]
                 res.setdefault(("ucx", kind, label), []).append(float(f[1]) if "lat" in label else float(f[4]))
