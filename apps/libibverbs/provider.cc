@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 #include <uroce/eal.h>
@@ -44,6 +45,34 @@ std::vector<std::string> split_spaces(const std::string& s) {
   std::istringstream in(s);
   for (std::string w; in >> w;) out.push_back(w);
   return out;
+}
+
+// A memif client's port, opened until its link comes up. DPDK 22.11's
+// net_memif client connects once, when its port starts: if the server's
+// socket is not there yet the port does not start, and if the server has
+// probed but not yet started its port it answers the client's INIT with
+// "ID not found" (drivers/net/memif/memif_socket.c, memif_msg_receive_init)
+// and the client never connects again. Programs that open both ends at the
+// same moment (ucx_perftest after its TCP handshake, MPI ranks) meet either
+// at random, so a client opens its port again, waiting for the link each
+// time, for kMemifClientRetryMs; then it opens it as any other port (the
+// last try: a device without a peer, as before).
+constexpr uint32_t kMemifClientLinkWaitMs = 1000;
+constexpr uint32_t kMemifClientRetryMs = 15000;
+
+Result<std::unique_ptr<drivers::IoPort>> open_port(drivers::IoConfig pc) {
+  const bool memif_client = pc.device.find("net_memif") != std::string::npos &&
+                            (pc.device.find("role=client") != std::string::npos ||
+                             pc.device.find("role=slave") != std::string::npos);
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(kMemifClientRetryMs);
+  while (memif_client && std::chrono::steady_clock::now() < end) {
+    drivers::IoConfig attempt = pc;
+    attempt.link_timeout_ms = kMemifClientLinkWaitMs;
+    auto port = drivers::make_packet_io("dpdk", attempt);
+    if (port.ok()) return port;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // a port that did not start returns at once
+  }
+  return drivers::make_packet_io("dpdk", pc);
 }
 
 }  // namespace
@@ -138,7 +167,7 @@ std::string Provider::open() {
   pc.mac = cfg_.mac;  // the port keeps its own and runs promiscuous: the stack answers for UROCE_MAC in software
   pc.pcap_path = cfg_.pcap;
   pc.link_timeout_ms = 0;  // as a kernel device opens: a memif server waits for its peer otherwise
-  auto port = drivers::make_packet_io("dpdk", pc);
+  auto port = open_port(pc);
   if (!port.ok()) return "UROCE_DEV '" + cfg_.dev + "': " + port.status().message();
   port_ = std::move(port).value();
 

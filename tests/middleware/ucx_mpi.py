@@ -1,10 +1,10 @@
 """tests/middleware: UCX 1.13 (ucx_info, ucx_perftest) and Open MPI 4.1
 (mpirun, pml ucx), the Debian binaries unmodified, on uroce's
 libibverbs.so.1 under `uroce run --device-files` (docs/MIDDLEWARE.md).
-Each pair runs in a network namespace this test creates, one end on each
-end of a veth pair (net_af_packet), through tests/middleware/uroce_end.sh;
-the out-of-band TCP of ucx_perftest and mpirun runs on the namespace's
-loopback. Checks:
+Each pair's ends are the two sides of a net_memif link, each in its own
+process through tests/middleware/uroce_end.sh (end 0 the memif server,
+end 1 the client); ucx_perftest's and mpirun's out-of-band TCP runs on the
+host's loopback. Checks:
   * ucx_info -d lists memory domain uroce0 with rc_verbs and ud_verbs on
     uroce0:1 and picks GID index 3 (RoCEv2, IPv4); without --device-files
     it lists no uroce0 (the reason for the option); the host's /dev and
@@ -24,14 +24,14 @@ loopback. Checks:
     ranks' counters carry at least every byte the program sent;
   * a side killed with SIGKILL by its PID mid-run (the ucx_perftest server
     during tag_bw over rc_verbs; rank 1 of mpirun during the stream) leaves
-    the other with an error exit, not a hang, within the timeout, and no
-    process of the job left in the namespace.
+    the other with an error exit, not a hang, within the timeout, no process
+    of the job left and no socket (memif's) still bound in its folder.
 With --compare ROUNDS: no checks; ucx_perftest tag_lat/tag_bw over rc_verbs
-on uroce against UCX_TLS=tcp on the namespace's loopback, and the MPI
+on uroce against UCX_TLS=tcp on loopback, and the MPI
 program on pml ucx/uroce against pml ob1/btl tcp, sizes 64, 4096, 65536,
 1048576, ROUNDS interleaved rounds, medians printed as a markdown table with
 the CPU (docs/MIDDLEWARE.md).
-Needs root (namespaces, mounts): exit 77 without it, or without ucx_perftest,
+Needs root (mount namespaces): exit 77 without it, or without ucx_perftest,
 mpirun or mpicc.
 Usage: ucx_mpi.py UROCE_BIN [--compare ROUNDS]
 """
@@ -61,7 +61,7 @@ UD_TLS = "ud_verbs,self"
 # (docs/MIDDLEWARE.md). UROCE_PROGRESS=inline: UCX's async thread polls the
 # UD CQ, which would give each process an engine thread of its own.
 UCX_ENV = ["UCX_NET_DEVICES=uroce0:1", "UCX_UD_VERBS_ETH_DGID_CHECK=n", "UROCE_PROGRESS=inline"]
-PERF_PORT = 13337
+PERF_PORT = 20000 + os.getpid() % 10000  # ucx_perftest's TCP port; the pairs run one at a time
 FINAL = re.compile(r"^Final:\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)", re.M)
 
 
@@ -93,9 +93,22 @@ def wait_output(proc, pattern, timeout):
         and re.search(pattern, proc.output()) is not None
 
 
-def no_job_left(ns, what):
-    pids = harness.sh("ip", "netns", "pids", ns, check=False).stdout.split()
-    check(not pids, f"{what}: no process left in the namespace ({pids})")
+def no_job_left(cd, what):
+    """No process of the job in cell folder cd is left (each has the folder
+    in its environment: UROCE_COUNTERS, or mpirun's), and no socket is still
+    bound under it (the memif socket: /proc/net/unix lists a path while a
+    process holds it)."""
+    left = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if cd.encode() in f.read():
+                    left.append(int(pid))
+        except OSError:
+            pass
+    with open("/proc/net/unix") as f:
+        bound = [line.split()[-1] for line in f if cd in line]
+    check(not left and not bound, f"{what}: no process of the job left ({left}), no socket bound under its folder ({bound})")
 
 
 # ---------------------------------------------------------------- ucx_info
@@ -146,10 +159,10 @@ class PerftestPair:
     """ucx_perftest's server (end 0) and client (end 1) of cell `name` on a
     batch file, which both must read; over uroce (each end through
     uroce_end.sh, UCX_ENV and UCX_TLS=tls) or, with tls None, over UCX's tcp
-    transport on the namespace's loopback (no uroce)."""
+    transport on loopback (no uroce)."""
 
-    def __init__(self, ns, d, name, tls, lines, env=(), client_env=()):
-        self.ns, self.name, self.client_env = ns, name, list(client_env)
+    def __init__(self, d, name, tls, lines, env=(), client_env=()):
+        self.name, self.client_env = name, list(client_env)
         self.cd = os.path.join(d, name)
         os.mkdir(self.cd)
         batch = os.path.join(self.cd, "batch")
@@ -164,7 +177,7 @@ class PerftestPair:
         argv = PERFTEST + (["127.0.0.1"] if n else []) + self.args
         env = self.env + (self.client_env if n else [])
         argv = end(n, self.cd, argv, env) if self.on_uroce else ["env"] + env + argv
-        p = harness.Proc(f"{self.name}-{'client' if n else 'server'}", argv, self.cd, ns=self.ns)
+        p = harness.Proc(f"{self.name}-{'client' if n else 'server'}", argv, self.cd)
         if n == 0:
             wait_output(p, r"Waiting for connection", 60)
         return p
@@ -183,14 +196,14 @@ class PerftestPair:
             counters(os.path.join(self.cd, "end1.counters"))
 
 
-def perftest_pair(ns, d, name, tls, lines, env=(), client_env=()):
-    return PerftestPair(ns, d, name, tls, lines, env, client_env).run()
+def perftest_pair(d, name, tls, lines, env=(), client_env=()):
+    return PerftestPair(d, name, tls, lines, env, client_env).run()
 
 
-def perftest(ns, d):
+def perftest(d):
     for name, tls, lines in PERF_CELLS:
         t0 = time.monotonic()
-        rc_c, rc_s, oc, os_, c0, c1 = perftest_pair(ns, d, name, tls, lines)
+        rc_c, rc_s, oc, os_, c0, c1 = perftest_pair(d, name, tls, lines)
         finals = FINAL.findall(oc)
         errors = [line for line in (oc + os_).splitlines() if " ERROR " in line or "Fatal" in line]
         check(rc_c == 0 and rc_s == 0 and len(finals) == len(lines) and not errors,
@@ -211,7 +224,7 @@ def perftest(ns, d):
               f"({'rc_verbs carries the data' if tls == RC_TLS else 'none: ud_verbs alone'})")
 
 
-def wire(ns, d):
+def wire(d):
     """A short tag_lat over each transport with the client's frames captured:
     tshark must decode every RoCE frame as InfiniBand with a BTH, nothing
     malformed; over rc_verbs the 400 messages go in RC SEND frames (BTH
@@ -219,7 +232,7 @@ def wire(ns, d):
     no RC frame at all."""
     for name, tls in (("wire_rc", RC_TLS), ("wire_ud", UD_TLS)):
         pcap = os.path.join(d, name + ".pcap")
-        rc_c, rc_s, *_ = perftest_pair(ns, d, name, tls, ["tag_lat -t tag_lat -s 64 -n 200 -w 10"],
+        rc_c, rc_s, *_ = perftest_pair(d, name, tls, ["tag_lat -t tag_lat -s 64 -n 200 -w 10"],
                                       client_env=[f"UROCE_PCAP={pcap}"])
         tshark = ["tshark", "-r", pcap, "-d", "udp.port==4791,infiniband"]
         rows = subprocess.run(tshark + ["-T", "fields", "-e", "frame.protocols", "-e", "infiniband.bth.opcode"],
@@ -257,7 +270,7 @@ def pingpong_lines(out):
             re.findall(r"^pingpong size=(\d+) iters=(\d+) lat_us=([\d.]+) bw_MBps=([\d.]+)", out, re.M)}
 
 
-def mpi(ns, d, exe):
+def mpi(d, exe):
     iters = 200
     prog = [exe, ",".join(map(str, SIZES)), str(iters)]
     runs = [("mpi_ucx_rc", "ucx", RC_TLS), ("mpi_ucx_ud", "ucx", UD_TLS), ("mpi_tcp", "tcp", None)]
@@ -266,7 +279,7 @@ def mpi(ns, d, exe):
         os.mkdir(cd)
         argv = mpi_ucx_argv(cd, tls, prog) if kind == "ucx" else MPIRUN + MPI_TCP + prog
         t0 = time.monotonic()
-        p = harness.Proc(name, argv, cd, ns=ns)
+        p = harness.Proc(name, argv, cd)
         rc = p.wait(150)
         out = p.output()
         pp = pingpong_lines(out)
@@ -294,12 +307,12 @@ def mpi(ns, d, exe):
 
 # ---------------------------------------------------------------- a side killed
 
-def kill_perftest(ns, d):
+def kill_perftest(d):
     """The server is killed while the client streams tag_bw over rc_verbs:
     the client's RC QP runs out of retries (UCX_RC_TIMEOUT 100 ms, 4 retries)
     and ucx_perftest must exit with an error, not hang."""
     name = "kill_perftest"
-    pair = PerftestPair(ns, d, name, RC_TLS, ["tag_bw -t tag_bw -s 4096 -n 100000000"],
+    pair = PerftestPair(d, name, RC_TLS, ["tag_bw -t tag_bw -s 4096 -n 100000000"],
                         env=["UCX_RC_TIMEOUT=100ms", "UCX_RC_RETRY_COUNT=4"])
     srv = pair.start(0)
     cli = None
@@ -318,16 +331,16 @@ def kill_perftest(ns, d):
         if cli:
             cli.stop()
         srv.stop()
-    no_job_left(ns, name)
+    no_job_left(pair.cd, name)
 
 
-def kill_mpi(ns, d, exe):
+def kill_mpi(d, exe):
     """Rank 1 stalls mid-stream and is killed: mpirun must end the job with an
     error exit within the timeout."""
     name = "kill_mpi"
     cd = os.path.join(d, name)
     os.mkdir(cd)
-    p = harness.Proc(name, mpi_ucx_argv(cd, RC_TLS, [exe, "65536", "1000", "--stall", "60"]), cd, ns=ns)
+    p = harness.Proc(name, mpi_ucx_argv(cd, RC_TLS, [exe, "65536", "1000", "--stall", "60"]), cd)
     try:
         stalled = wait_output(p, r"rank 1 pid (\d+) stalls", 90)
         pid = int(re.search(r"rank 1 pid (\d+) stalls", p.output()).group(1)) if stalled else None
@@ -340,12 +353,12 @@ def kill_mpi(ns, d, exe):
               f"{name}: rank 1 (pid {pid}) killed mid-stream, mpirun exits rc {rc} after {took:.1f} s (30 s allowed)")
     finally:
         p.stop()
-    no_job_left(ns, name)
+    no_job_left(cd, name)
 
 
 # ---------------------------------------------------------------- comparison
 
-def compare(ns, d, exe, rounds):
+def compare(d, exe, rounds):
     """ucx_perftest over rc_verbs on uroce against UCX_TLS=tcp on lo, and the
     MPI program on pml ucx/uroce against ob1/tcp: the rounds interleaved,
     medians printed."""
@@ -355,14 +368,14 @@ def compare(ns, d, exe, rounds):
     prog = [exe, ",".join(map(str, SIZES)), "500"]
     for r in range(rounds):
         for kind in ("uroce", "tcp"):
-            oc = perftest_pair(ns, d, f"cmp_{kind}_{r}", RC_TLS if kind == "uroce" else None, lines)[2]
+            oc = perftest_pair(d, f"cmp_{kind}_{r}", RC_TLS if kind == "uroce" else None, lines)[2]
             for line, f in zip(lines, FINAL.findall(oc)):
                 label = line.split()[0]
                 res.setdefault(("ucx", kind, label), []).append(float(f[1]) if "lat" in label else float(f[4]))
             mcd = os.path.join(d, f"cmp_mpi_{kind}_{r}")
             os.mkdir(mcd)
             argv = mpi_ucx_argv(mcd, RC_TLS, prog) if kind == "uroce" else MPIRUN + MPI_TCP + prog
-            p = harness.Proc(f"mpi-{kind}", argv, mcd, ns=ns)
+            p = harness.Proc(f"mpi-{kind}", argv, mcd)
             p.wait(300)
             for s, (lat, bw, _) in pingpong_lines(p.output()).items():
                 res.setdefault(("mpi", kind, f"lat_{s}"), []).append(lat)
@@ -385,26 +398,25 @@ def compare(ns, d, exe, rounds):
 
 
 def main():
-    harness.need_root("network namespaces and private mount namespaces")
+    harness.need_root("private mount namespaces (uroce run --device-files)")
     for tool in ("ucx_perftest", "ucx_info", "mpirun", "mpicc", "tshark"):
         if not shutil.which(tool):
             print(f"SKIP: {tool} is not installed (ucx-utils, openmpi-bin, libopenmpi-dev, tshark)")
             return harness.SKIP
     rounds = int(sys.argv[3]) if sys.argv[2:3] == ["--compare"] else 0
-    with harness.tempdir("middleware") as d, harness.netns("ucx") as ns:
-        harness.VethPair(ns)
+    with harness.tempdir("middleware") as d:
         exe = os.path.join(d, "mpi_pingpong")
         subprocess.run(["mpicc", "-O2", "-Wall", "-Wextra", "-Werror", "-o", exe, os.path.join(HERE, "mpi_pingpong.c")],
                        check=True)
         if rounds:
-            compare(ns, d, exe, rounds)
+            compare(d, exe, rounds)
             return 0
         ucx_info()
-        perftest(ns, d)
-        wire(ns, d)
-        mpi(ns, d, exe)
-        kill_perftest(ns, d)
-        kill_mpi(ns, d, exe)
+        perftest(d)
+        wire(d)
+        mpi(d, exe)
+        kill_perftest(d)
+        kill_mpi(d, exe)
     print(f"{len(failures)} failed" if failures else "all passed")
     return 1 if failures else 0
 
