@@ -69,7 +69,9 @@ Result<std::unique_ptr<drivers::IoPort>> open_port(drivers::IoConfig pc) {
     drivers::IoConfig attempt = pc;
     attempt.link_timeout_ms = kMemifClientLinkWaitMs;
     auto port = drivers::make_packet_io("dpdk", attempt);
-    if (port.ok()) return port;
+    // kUnavailable: the port did not start or its link stayed down; any
+    // other error (a bad device spec) will not go away by waiting.
+    if (port.ok() || port.status().code() != StatusCode::kUnavailable) return port;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));  // a port that did not start returns at once
   }
   return drivers::make_packet_io("dpdk", pc);
