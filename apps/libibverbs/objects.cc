@@ -11,6 +11,7 @@
 #include "apps/libibverbs/abi.h"
 #include "apps/libibverbs/provider.h"
 #include "stack/device/context.h"
+#include "stack/wire/headers.h"
 
 #undef ibv_reg_mr
 #undef ibv_reg_mr_iova
@@ -49,7 +50,10 @@ int ah_attr(const ibv_ah_attr& in, AhAttr& out) {
   out.sgid_index = in.grh.sgid_index;
   out.hop_limit = in.grh.hop_limit;
   out.traffic_class = in.grh.traffic_class;
-  out.flow_label = in.grh.flow_label;
+  // The flow label is 20 bits (IBA 8.3.1); as the kernel and ConnectX take
+  // the low 20 of the u32, so do we: UCX passes ~0 for path 0
+  // (uct_ib_iface_fill_ah_attr_from_gid_lid), which the stack would refuse.
+  out.flow_label = in.grh.flow_label & wire::kFlowLabelMask;
   out.sl = in.sl;
   if (!dev().resolve(out.dgid, out.sgid_index, out.dmac, kResolveTimeoutMs)) return EHOSTUNREACH;
   return 0;

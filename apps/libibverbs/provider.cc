@@ -8,12 +8,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 #include <uroce/eal.h>
 
 #include "apps/common/addr_text.h"
 #include "apps/common/args.h"
+#include "apps/libibverbs/gid_layout.h"
 #include "drivers/registry.h"
 #include "stack/device/context.h"
 
@@ -43,6 +45,36 @@ std::vector<std::string> split_spaces(const std::string& s) {
   std::istringstream in(s);
   for (std::string w; in >> w;) out.push_back(w);
   return out;
+}
+
+// A memif client's port, opened until its link comes up. DPDK 22.11's
+// net_memif client connects once, when its port starts: if the server's
+// socket is not there yet the port does not start, and if the server has
+// probed but not yet started its port it answers the client's INIT with
+// "ID not found" (drivers/net/memif/memif_socket.c, memif_msg_receive_init)
+// and the client never connects again. Programs that open both ends at the
+// same moment (ucx_perftest after its TCP handshake, MPI ranks) meet either
+// at random, so a client opens its port again, waiting for the link each
+// time, for kMemifClientRetryMs; then it opens it as any other port (the
+// last try: a device without a peer, as before).
+constexpr uint32_t kMemifClientLinkWaitMs = 1000;
+constexpr uint32_t kMemifClientRetryMs = 15000;
+
+Result<std::unique_ptr<drivers::IoPort>> open_port(drivers::IoConfig pc) {
+  const bool memif_client = pc.device.find("net_memif") != std::string::npos &&
+                            (pc.device.find("role=client") != std::string::npos ||
+                             pc.device.find("role=slave") != std::string::npos);
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(kMemifClientRetryMs);
+  while (memif_client && std::chrono::steady_clock::now() < end) {
+    drivers::IoConfig attempt = pc;
+    attempt.link_timeout_ms = kMemifClientLinkWaitMs;
+    auto port = drivers::make_packet_io("dpdk", attempt);
+    // kUnavailable: the port did not start or its link stayed down; any
+    // other error (a bad device spec) will not go away by waiting.
+    if (port.ok() || port.status().code() != StatusCode::kUnavailable) return port;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // a port that did not start returns at once
+  }
+  return drivers::make_packet_io("dpdk", pc);
 }
 
 }  // namespace
@@ -137,7 +169,7 @@ std::string Provider::open() {
   pc.mac = cfg_.mac;  // the port keeps its own and runs promiscuous: the stack answers for UROCE_MAC in software
   pc.pcap_path = cfg_.pcap;
   pc.link_timeout_ms = 0;  // as a kernel device opens: a memif server waits for its peer otherwise
-  auto port = drivers::make_packet_io("dpdk", pc);
+  auto port = open_port(pc);
   if (!port.ok()) return "UROCE_DEV '" + cfg_.dev + "': " + port.status().message();
   port_ = std::move(port).value();
 
@@ -152,9 +184,8 @@ std::string Provider::open() {
   if (!ctx.ok()) return std::string("open_device: ") + ctx.status().message();
   ctx_ = std::move(ctx).value();
 
-  // The GID table as Linux fills a RoCE device's (ib_core's roce_gid_mgmt):
-  // the link-local GID of the MAC, then each IP address, each as a RoCEv1
-  // and a RoCEv2 entry. open_device put the link-local RoCEv2 entry at 0.
+  // The GID table as Linux fills a RoCE device's (gid_layout.h). open_device
+  // put the link-local RoCEv2 entry at 0.
   net::GidTable& gids = ctx_->net->gids();
   (void)gids.remove(0);
   std::vector<Gid> addrs{dc.gid};
@@ -162,7 +193,7 @@ std::string Provider::open() {
   if (cfg_.ip6) addrs.push_back(*cfg_.ip6);
   uint8_t index = 0;
   for (const Gid& g : addrs) {
-    for (net::GidType t : {net::GidType::kRoceV1, net::GidType::kRoceV2}) {
+    for (net::GidType t : kGidTypesPerAddress) {
       if (Status s = gids.set(index++, net::GidEntry{g, t, net::kNoVlan, dc.mac}); !s.ok()) {
         return "GID " + apps::gid_str(g) + ": " + s.message();
       }

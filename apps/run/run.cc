@@ -3,6 +3,9 @@
 // and librdmacm.so.1 first in the program's library path and hands the port
 // settings over as the UROCE_* variables (docs/VERBS.md), then execs the
 // program: no root, nothing changed outside the program's own environment.
+// `--device-files` (root) first gives the program a private mount namespace
+// with the /dev and sysfs files of a kernel verbs device that UCX reads
+// (device_files.cc).
 #include <unistd.h>
 
 #include <cerrno>
@@ -16,6 +19,8 @@
 
 #include "apps/commands.h"
 #include "apps/common/args.h"
+#include "apps/libibverbs/gid_layout.h"
+#include "apps/run/device_files.h"
 
 namespace uroce::apps {
 
@@ -32,6 +37,8 @@ constexpr OptSpec kRunOptions[] = {
     {.name = "drop-seed", .kind = OptKind::kUint, .def = "1", .help = "seed of the --drop-rate draws"},
     {.name = "counters", .kind = OptKind::kString, .def = "", .help = "at exit, write the device counters to FILE ('stderr': there)", .meta = "FILE"},
     {.name = "progress", .kind = OptKind::kChoice, .def = "auto", .help = "auto: inline while one thread posts and polls, an engine thread once a second one does; inline: the program's verbs calls step the engine (a background thread while it is away); thread: an engine thread of its own", .choices = "auto|inline|thread"},
+    // Last: the one option that is not a port setting (no variable).
+    {.name = "device-files", .kind = OptKind::kFlag, .help = "(root) run COMMAND in a private mount namespace whose /dev and /sys/class have a kernel verbs device's infiniband/uverbs0 and GID types, which UCX reads; nothing changes outside it"},
 };
 
 // The variable each port option sets (docs/VERBS.md). Only an option on the
@@ -53,7 +60,7 @@ constexpr struct {
     {"counters", "UROCE_COUNTERS"},
     {"progress", "UROCE_PROGRESS"},
 };
-static_assert(std::size(kVariables) == std::size(kRunOptions), "a variable for each port option");
+static_assert(std::size(kVariables) == std::size(kRunOptions) - 1, "a variable for each port option (all but --device-files)");
 
 constexpr CommandSpec kRunCommand = {
     .name = "run",
@@ -65,7 +72,8 @@ constexpr CommandSpec kRunCommand = {
                "Without \"--\" EAL gets uroce's defaults (no hugepages, no PCI).\n"
                "Each option given sets its UROCE_* variable (docs/VERBS.md) for COMMAND; an option\n"
                "not given leaves the variable as the environment has it, and the library takes\n"
-               "the default shown above where neither sets it.\n"
+               "the default shown above where neither sets it. --device-files sets none: it is for\n"
+               "UCX, which lists a verbs device only with those files (docs/MIDDLEWARE.md).\n"
                "Example: uroce run -- --dev net_memif0,role=server,socket=/tmp/m.sock,socket-abstract=no \\\n"
                "           --ip 10.0.0.1 ibv_rc_pingpong -g 3\n",
 };
@@ -127,6 +135,12 @@ int cmd_run(int argc, char** argv) {
   if (!eal.empty()) setenv("UROCE_EAL", eal.c_str(), 1);
   for (const auto& [option, variable] : kVariables) {
     if (args.given(option)) setenv(variable, std::string(args.text(option)).c_str(), 1);
+  }
+  if (args.flag("device-files")) {
+    // One pair of GID entries per address: the link-local one, UROCE_IP, UROCE_IP6.
+    uint32_t addresses = 1;
+    for (const char* v : {"UROCE_IP", "UROCE_IP6"}) addresses += std::getenv(v) && *std::getenv(v);
+    if (!make_device_files(addresses * uint32_t(std::size(ibv::kGidTypesPerAddress)))) return 1;
   }
   std::string path = library_path();
   if (const char* old = std::getenv("LD_LIBRARY_PATH"); old && *old) path += std::string(":") + old;

@@ -340,6 +340,11 @@ void completer_timer(Env& env, QpImpl& qp) {
   qp.comp.started_retry = true;
   requester_rewind(qp, qp.comp.comp_psn);
   mark_ready(env, qp);
+  // The timer runs on from here, not from the resend: a port that takes no
+  // frame (a memif whose peer died refuses every burst) gives the requester
+  // no turn to resend and re-arm it, and the QP would wait for ever instead
+  // of reaching retry_cnt (IBA 9.7.6.1.3).
+  env.timers.arm(qp.index, env.now_ns + local_ack_timeout_ns(qp.attr.timeout));
 }
 
 void retire_done(Env& env, QpImpl& qp) {

@@ -108,6 +108,24 @@ TEST_F(Completer, RetryCnt7IsNotInfinite) {
   EXPECT_EQ(count_sent(a->port.sent, wire::kRcSendOnly), 8u);
 }
 
+// Receive: nothing, and the port takes no frame at all (a memif link whose
+// peer died refuses every burst): 100 SENDs fill the transmit stage (64
+// frames), so the requester gets no turn to resend. Expect: IBA 9.7.6.1.3:
+// the local ACK timer still runs out retry_cnt + 1 times and the oldest WQE
+// completes kRetryExcErr, the rest flushed; no hang.
+TEST_F(Completer, RetryExhaustedWhileThePortRefusesFrames) {
+  PairOptions o;
+  o.retry_cnt = 2;
+  o.timeout = 1;  // 8.192 us
+  o.max_send_wr = 128;
+  open(o);
+  a->port.tx_accept = 0;
+  for (int i = 1; i <= 100; ++i) ASSERT_TRUE(post(WrOpcode::kSend, i, 0, 64).ok());
+  EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kRetryExcErr);
+  EXPECT_EQ(a->count(Counter::local_ack_timeout_err), 3u);
+  EXPECT_EQ(a->port.sent.size(), 0u);
+}
+
 // Receive: nothing, with timeout 0. Expect: the local ACK timer is off (infinite).
 TEST_F(Completer, Timeout0IsInfinite) {
   PairOptions o;
