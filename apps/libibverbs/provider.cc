@@ -2,11 +2,13 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <new>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -22,6 +24,25 @@
 namespace uroce::ibv {
 
 namespace {
+
+// Every signal blocked in the calling thread while it lives, so that the
+// threads started meanwhile (EAL's, the ports', the engine's) inherit the
+// mask: a program's handler (qperf's SIGURG handler calls exit()) runs on
+// the program's own threads, never in the middle of ours.
+class SignalsBlocked {
+ public:
+  SignalsBlocked() {
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old_);
+  }
+  ~SignalsBlocked() { pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
+  SignalsBlocked(const SignalsBlocked&) = delete;
+  SignalsBlocked& operator=(const SignalsBlocked&) = delete;
+
+ private:
+  sigset_t old_;
+};
 
 const char* env(const char* name) {
   const char* v = std::getenv(name);
@@ -152,6 +173,7 @@ Provider* Provider::get() {
 }
 
 std::string Provider::open() {
+  const SignalsBlocked quiet;  // for the threads open() starts
   if (std::string err = read_provider_config(cfg_); !err.empty()) return err;
   // rte_eal_init pins the calling thread to the main lcore; the program's
   // thread keeps the CPUs it had.
@@ -201,8 +223,24 @@ std::string Provider::open() {
   }
   (void)step();
   engine_thread_.store(cfg_.progress == ProviderConfig::Progress::kThread, std::memory_order_relaxed);
-  engine_ = std::thread([this] { run_engine_thread(); });
+  engine_ = start_engine_thread();
+  static Provider* self = this;  // for the fork handlers (the device is one per process)
+  pthread_atfork([] { self->fork_prepare(); }, [] { self->fork_parent(); }, [] { self->fork_child(); });
   return "";
+}
+
+std::thread Provider::start_engine_thread() {
+  const SignalsBlocked quiet;
+  return std::thread([this] { run_engine_thread(); });
+}
+
+void Provider::fork_child() {
+  engine_.detach();  // the parent's thread: a std::thread that names no thread here
+  // The copy of the lock is held under the parent's thread ID, which this
+  // process's thread cannot unlock: a fresh one (the state it guards is
+  // whole, fork_prepare held it).
+  new (&lock_) std::recursive_mutex();
+  engine_ = start_engine_thread();
 }
 
 void Provider::run_engine_thread() {

@@ -118,6 +118,14 @@ class Provider {
   /// give their MAC without asking. False: no answer.
   bool resolve(const Gid& ip, uint8_t sgid_index, MacAddr& mac, uint32_t timeout_ms);
 
+  /// fork() in a program that has the device (qperf's server forks a
+  /// process per test): the lock is held across the fork, so that nothing
+  /// it guards is half changed in the child, which takes a fresh lock and
+  /// starts an engine thread of its own (the parent's is not in it).
+  void fork_prepare() { lock_.lock(); }
+  void fork_parent() { lock_.unlock(); }
+  void fork_child();
+
   ~Provider();
 
  private:
@@ -125,6 +133,8 @@ class Provider {
   std::string open();
   void write_counters() const;
   void run_engine_thread();
+  /// The engine thread, every signal blocked in it (SignalsBlocked).
+  std::thread start_engine_thread();
   /// True if the calling thread is the first that reached the data path (the lock held).
   bool on_data_path_thread() {
     const std::thread::id me = std::this_thread::get_id();

@@ -1,0 +1,93 @@
+// fork() and exit() in a verbs program whose device has an engine thread
+// (run under `uroce run --progress thread`), as qperf does: its server forks
+// a process per test, and its SIGURG handler calls exit().
+//  * Forked children (20, the engine thread busy in the parent all the
+//    while) call a verb and exit(0): each must exit 0, neither hung on a
+//    lock a thread of the parent held at the fork nor aborted at exit on
+//    the parent's engine thread, which is not in the child.
+//  * Last, a process-directed SIGURG whose handler calls exit(), with the
+//    main thread blocking it for a while: no thread of the library may take
+//    it (the engine thread would run exit() and abort joining itself); it
+//    waits for the main thread, and the process exits 0.
+// Prints one line per check; exits 1 if any fails.
+#include <infiniband/verbs.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+namespace {
+
+int g_failed = 0;
+
+void check(bool ok, const char* what) {
+  std::printf("%s %s\n", ok ? "ok  " : "FAIL", what);
+  std::fflush(stdout);
+  g_failed += !ok;
+}
+
+/// The child's exit status, or -1 if it has not ended within 10 s (then killed).
+int wait_child(pid_t pid) {
+  int status = 0;
+  for (int i = 0; i < 1000; ++i) {
+    if (waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, &status, 0);
+  return -1;
+}
+
+void exit_on_signal(int) { std::exit(g_failed ? 1 : 0); }
+
+}  // namespace
+
+int main() {
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  if (!list || n < 1) {
+    std::printf("FAIL no device\n");
+    return 1;
+  }
+  ibv_context* ctx = ibv_open_device(list[0]);
+  ibv_pd* pd = ctx ? ibv_alloc_pd(ctx) : nullptr;
+  check(pd != nullptr, "device opened, PD allocated");
+  if (!pd) return 1;
+
+  int good = 0;
+  constexpr int kChildren = 20;
+  for (int i = 0; i < kChildren; ++i) {
+    std::fflush(stdout);  // else each child's exit prints the parent's lines again
+    const pid_t pid = fork();
+    if (pid == 0) {
+      ibv_port_attr pa{};
+      std::exit(ibv_query_port(ctx, 1, &pa) == 0 && pa.state == IBV_PORT_ACTIVE ? 0 : 3);
+    }
+    const int rc = pid > 0 ? wait_child(pid) : -2;
+    if (rc != 0) std::printf("     child %d: %s %d\n", i, rc == -1 ? "hung, killed" : "exit status", rc);
+    good += rc == 0;
+  }
+  char what[96];
+  std::snprintf(what, sizeof what, "%d of %d forked children queried the port and exited 0", good, kChildren);
+  check(good == kChildren, what);
+
+  sigset_t urg, old;
+  sigemptyset(&urg);
+  sigaddset(&urg, SIGURG);
+  struct sigaction sa{};
+  sa.sa_handler = exit_on_signal;
+  sigaction(SIGURG, &sa, nullptr);
+  pthread_sigmask(SIG_BLOCK, &urg, &old);
+  kill(getpid(), SIGURG);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // Still here: no thread of the library took it (its exit() would have aborted the process).
+  std::printf("ok   a process-directed SIGURG waited 200 ms for the main thread\n");
+  std::fflush(stdout);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);  // the handler runs here and exits
+  check(false, "the SIGURG handler ran");
+  return 1;
+}
