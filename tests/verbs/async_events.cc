@@ -57,10 +57,7 @@ int try_get(ibv_context* ctx, ibv_async_event& ev) {
 }  // namespace
 
 int main() {
-  int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  ibv_context* ctx = list && n > 0 ? ibv_open_device(list[0]) : nullptr;
-  if (list) ibv_free_device_list(list);
+  ibv_context* ctx = uroce::verbs_test::open_first_device();
   ibv_pd* pd = ctx ? ibv_alloc_pd(ctx) : nullptr;
   static char buf[4096];
   ibv_mr* mr = pd ? ibv_reg_mr(pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE) : nullptr;

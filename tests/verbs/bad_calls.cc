@@ -48,14 +48,11 @@ int wc_status(ibv_cq* cq, uint64_t wr_id) {
 }  // namespace
 
 int main() {
-  int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  if (!list || n < 1) {
+  ibv_context* ctx = uroce::verbs_test::open_first_device();
+  if (!ctx) {
     std::printf("FAIL no device\n");
     return 1;
   }
-  ibv_context* ctx = ibv_open_device(list[0]);
-  ibv_free_device_list(list);
   ibv_pd* pd = ibv_alloc_pd(ctx);
   static char buf[4096];
   ibv_mr* mr = ibv_reg_mr(pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE);

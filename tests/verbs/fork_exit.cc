@@ -20,6 +20,8 @@
 #include <cstdlib>
 #include <thread>
 
+#include "verbs_util.h"  // beside this file: built like any verbs program, without uroce's include paths
+
 namespace {
 
 int g_failed = 0;
@@ -47,13 +49,7 @@ void exit_on_signal(int) { std::exit(g_failed ? 1 : 0); }
 }  // namespace
 
 int main() {
-  int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  if (!list || n < 1) {
-    std::printf("FAIL no device\n");
-    return 1;
-  }
-  ibv_context* ctx = ibv_open_device(list[0]);
+  ibv_context* ctx = uroce::verbs_test::open_first_device();
   ibv_pd* pd = ctx ? ibv_alloc_pd(ctx) : nullptr;
   check(pd != nullptr, "device opened, PD allocated");
   if (!pd) return 1;

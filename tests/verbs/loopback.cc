@@ -15,6 +15,8 @@
 #include <cstring>
 #include <vector>
 
+#include "verbs_util.h"  // beside this file: built like any verbs program, without uroce's include paths
+
 namespace {
 
 int g_failed = 0;
@@ -234,11 +236,8 @@ void ud(Dev& d, int gid) {
 }  // namespace
 
 int main() {
-  int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
   Dev d;
-  d.ctx = list && n > 0 ? ibv_open_device(list[0]) : nullptr;
-  if (list) ibv_free_device_list(list);
+  d.ctx = uroce::verbs_test::open_first_device();
   d.pd = d.ctx ? ibv_alloc_pd(d.ctx) : nullptr;
   d.cq = d.ctx ? ibv_create_cq(d.ctx, 64, nullptr, nullptr, 0) : nullptr;
   d.mr = d.pd ? ibv_reg_mr(d.pd, d.buf.data(), kBuf,

@@ -1,4 +1,4 @@
-// What the verbs test programs (bad_calls, async_events) share: moving a QP
+// What the verbs test programs share: opening the device, moving a QP
 // through its states and bringing a UD QP up, with rdma-core's verbs only.
 #pragma once
 
@@ -7,6 +7,15 @@
 #include <cstdint>
 
 namespace uroce::verbs_test {
+
+/// The first device, opened; nullptr if there is none or it does not open.
+inline ibv_context* open_first_device() {
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  ibv_context* ctx = list && n > 0 ? ibv_open_device(list[0]) : nullptr;
+  if (list) ibv_free_device_list(list);
+  return ctx;
+}
 
 /// ibv_modify_qp to state s with the attribute mask bits of mask besides IBV_QP_STATE.
 inline int to_state(ibv_qp* qp, ibv_qp_state s, int mask, ibv_qp_attr a = {}) {

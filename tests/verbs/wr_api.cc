@@ -48,6 +48,8 @@
 #include <utility>
 #include <vector>
 
+#include "verbs_util.h"  // beside this file: built like any verbs program, without uroce's include paths
+
 namespace {
 
 int g_ok = 0;
@@ -355,11 +357,8 @@ int to_rts(ibv_qp* qp, const Info& peer) {
 
 /// The device, memory, extended CQs and QPs of one side; false (with a FAIL line) if any is missing.
 bool open_side(Side& s, bool with_channel) {
-  int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  if (!list || n < 1) return check(false, "a device");
-  s.ctx = ibv_open_device(list[0]);
-  ibv_free_device_list(list);
+  s.ctx = uroce::verbs_test::open_first_device();
+  if (!s.ctx) return check(false, "a device");
   s.pd = s.ctx ? ibv_alloc_pd(s.ctx) : nullptr;
   s.mem = static_cast<uint8_t*>(aligned_alloc(4096, kMemBytes));
   std::memset(s.mem, 0, kMemBytes);
