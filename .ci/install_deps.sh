@@ -22,16 +22,19 @@ pkgs=(
   libibverbs-dev
   libisal-dev
   librdmacm-dev
+  libopenmpi-dev
   make
   perftest
   meson
   ninja-build
+  openmpi-bin
   pkg-config
   rdmacm-utils
   python3
   python3-matplotlib
   qperf
   tshark
+  ucx-utils
   zlib1g-dev
 )
 
