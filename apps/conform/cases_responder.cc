@@ -1,0 +1,365 @@
+// The cases with the target as responder: the tester is the requester and
+// sends each request with one deviation (docs/CONFORMANCE.md). Rules cite the
+// IBA Vol 1 section, and the compliance statement where the stack's own code
+// cites it (stack/transport/responder.cc).
+#include <array>
+#include <cstring>
+
+#include "apps/common/launch.h"
+#include "apps/conform/conform.h"
+#include "stack/wire/aeth.h"
+#include "stack/wire/psn.h"
+
+namespace uroce::apps::conform {
+
+namespace {
+
+using wire::AethType;
+using wire::NakCode;
+using wire::psn_add;
+
+constexpr uint32_t kSmall = 64;  // bytes of the small WRITEs, READs and SENDs
+
+std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = uint8_t(seed * 31 + i * 7 + 1);
+  return v;
+}
+
+bool is_ack(const Reply& r, uint32_t psn) {
+  return r.d.opcode == wire::kRcAcknowledge && wire::aeth_type(r.d.aeth_syndrome) == AethType::kAck && r.d.psn == psn;
+}
+
+bool is_nak(const Reply& r, NakCode code, uint32_t psn) {
+  return r.d.opcode == wire::kRcAcknowledge && wire::aeth_type(r.d.aeth_syndrome) == AethType::kNak &&
+         wire::aeth_value(r.d.aeth_syndrome) == uint8_t(code) && r.d.psn == psn;
+}
+
+bool has_nak(std::span<const Reply> rs) {
+  for (const Reply& r : rs) {
+    if (r.d.op().has(wire::Hdr::kAeth) && wire::aeth_type(r.d.aeth_syndrome) != AethType::kAck) return true;
+  }
+  return false;
+}
+
+Outcome conforms(std::string seen) { return {Verdict::kConforms, std::move(seen)}; }
+Outcome deviates(std::string seen) { return {Verdict::kDeviates, std::move(seen)}; }
+Outcome error(const std::string& err) { return {Verdict::kError, err}; }
+
+/// RDMA WRITE Only of payload at offset off of the target's region, at psn.
+void write_only(Tester& t, uint32_t psn, uint32_t off, std::span<const uint8_t> payload) {
+  wire::PacketDesc d = t.req(wire::kRcWriteOnly);
+  d.psn = psn;
+  d.reth_va = t.target().va + off;
+  d.reth_rkey = t.target().rkey;
+  d.reth_len = uint32_t(payload.size());
+  t.send(d, payload);
+}
+
+/// RDMA READ Request of len bytes at offset off, at psn.
+void read_req(Tester& t, uint32_t psn, uint32_t off, uint32_t len) {
+  wire::PacketDesc d = t.req(wire::kRcReadRequest);
+  d.psn = psn;
+  d.reth_va = t.target().va + off;
+  d.reth_rkey = t.target().rkey;
+  d.reth_len = len;
+  t.send(d);
+}
+
+/// FETCH_ADD of add at offset off, at psn.
+void fetch_add(Tester& t, uint32_t psn, uint32_t off, uint64_t add) {
+  wire::PacketDesc d = t.req(wire::kRcFetchAdd);
+  d.psn = psn;
+  d.atomic_va = t.target().va + off;
+  d.atomic_rkey = t.target().rkey;
+  d.atomic_swap_add = add;
+  t.send(d);
+}
+
+/// One READ RESPONSE Only at psn carrying want, else what was seen instead.
+std::optional<std::string> read_back(Tester& t, uint32_t psn, std::span<const uint8_t> want) {
+  read_req(t, psn, 0, uint32_t(want.size()));
+  const auto rs = t.collect();
+  if (rs.size() == 1 && rs[0].d.opcode == wire::kRcReadResponseOnly && rs[0].d.psn == psn &&
+      std::equal(want.begin(), want.end(), rs[0].payload.begin(), rs[0].payload.end())) {
+    return std::nullopt;
+  }
+  if (rs.size() == 1 && rs[0].d.opcode == wire::kRcReadResponseOnly && rs[0].d.psn == psn) {
+    return std::string("the READ back returned other data than the honest WRITE's");
+  }
+  return "the READ back got: " + describe(rs);
+}
+
+/// The target's QP state is want (the helper's view), else what it is.
+std::optional<std::string> qp_state_is(Tester& t, std::string_view want) {
+  TargetState st;
+  std::string err;
+  if (!t.state(st, err)) return "no state from the helper: " + err;
+  if (st.qp_state == want) return std::nullopt;
+  return "the target's QP is " + st.qp_state + ", not " + std::string(want);
+}
+
+// ---- PSN sequence
+
+// Receive: WRITE Only at the expected PSN (ACKed), then the same again.
+// Expect: an ACK for the duplicate too, not a NAK.
+Outcome dup_write_reacked(Tester& t) {
+  const uint32_t p = t.psn();
+  const auto a = pattern(kSmall, 1);
+  write_only(t, p, 0, a);
+  const auto first = t.collect();
+  if (first.size() != 1 || !is_ack(first[0], p)) return deviates("to the first WRITE: " + describe(first));
+  write_only(t, p, 0, a);
+  const auto dup = t.collect();
+  if (dup.size() == 1 && is_ack(dup[0], p)) return conforms("ACK psn=p to the WRITE and ACK psn=p to its duplicate");
+  return deviates("to the duplicate: " + describe(dup));
+}
+
+// Receive: four WRITE Only at p+2 .. p+5 (a gap of two), then the missing p.
+// Expect: one NAK PSN sequence error carrying p for the whole gap, then an ACK of p.
+Outcome psn_ahead_one_nak(Tester& t) {
+  const uint32_t p = t.psn();
+  const auto a = pattern(kSmall, 2);
+  for (uint32_t i = 2; i < 6; ++i) write_only(t, psn_add(p, i), 0, a);
+  const auto naks = t.collect();
+  if (naks.size() != 1 || !is_nak(naks[0], NakCode::kPsnSequenceError, p)) {
+    return deviates("to four requests past a gap: " + describe(naks));
+  }
+  write_only(t, p, 0, a);
+  const auto ack = t.collect();
+  if (ack.size() != 1 || !is_ack(ack[0], p)) return deviates("one NAK, but to the missing PSN then: " + describe(ack));
+  return conforms("one NAK PSN Sequence Error psn=p for four requests, then ACK psn=p");
+}
+
+// Receive: WRITE A at p (ACKed); a WRITE B to the same bytes with a PSN 2^22
+// behind (outside the window of outstanding requests: an old duplicate);
+// a READ of those bytes at p+1.
+// Expect: no NAK for the old PSN, B not executed: the READ returns A.
+Outcome psn_far_behind_not_executed(Tester& t) {
+  const uint32_t p = t.psn();
+  const auto a = pattern(kSmall, 3), b = pattern(kSmall, 4);
+  write_only(t, p, 0, a);
+  const auto first = t.collect();
+  if (first.size() != 1 || !is_ack(first[0], p)) return deviates("to the first WRITE: " + describe(first));
+  write_only(t, psn_add(p, wire::kPsnMask + 1 - (1u << 22)), 0, b);
+  const auto old = t.collect();
+  if (has_nak(old)) return deviates("a NAK for a PSN 2^22 behind: " + describe(old));
+  if (auto bad = read_back(t, psn_add(p, 1), a)) return deviates("after the old PSN (" + describe(old) + "): " + *bad);
+  return conforms("to the old PSN: " + describe(old) + "; the READ back returned the first WRITE's data");
+}
+
+// ---- duplicates
+
+// Receive: WRITE A at p, READ of it at p+1, the same READ again.
+// Expect: the READ answered again from its responder resource: a second
+// READ RESPONSE Only at p+1 with A.
+Outcome dup_read_replayed(Tester& t) {
+  const uint32_t p = t.psn();
+  const auto a = pattern(kSmall, 5);
+  write_only(t, p, 0, a);
+  const auto first = t.collect();
+  if (first.size() != 1 || !is_ack(first[0], p)) return deviates("to the WRITE: " + describe(first));
+  if (auto bad = read_back(t, psn_add(p, 1), a)) return deviates("to the READ: " + *bad);
+  if (auto bad = read_back(t, psn_add(p, 1), a)) return deviates("to the duplicate READ: " + *bad);
+  return conforms("READ RESPONSE Only psn=p+1 with the data, and again for the duplicate");
+}
+
+// Receive: FETCH_ADD 5 at p on a zero word, the same FETCH_ADD again, a READ of the word.
+// Expect: both answered with original value 0 (the saved result), the word 5 (added once).
+Outcome dup_atomic_not_reexecuted(Tester& t) {
+  const uint32_t p = t.psn();
+  for (int i = 0; i < 2; ++i) {
+    fetch_add(t, p, 0, 5);
+    const auto rs = t.collect();
+    if (rs.size() != 1 || rs[0].d.opcode != wire::kRcAtomicAcknowledge || rs[0].d.psn != p ||
+        rs[0].d.atomic_ack_orig != 0) {
+      return deviates(std::string(i ? "to the duplicate" : "to the FETCH_ADD") + ": " + describe(rs) +
+                      " (want Atomic Acknowledge psn=p orig=0)");
+    }
+  }
+  std::array<uint8_t, 8> five{};
+  const uint64_t v = 5;
+  std::memcpy(five.data(), &v, 8);  // the target's memory holds the word in its own (here: our) byte order
+  if (auto bad = read_back(t, psn_add(p, 1), five)) return deviates("the word after two FETCH_ADDs: " + *bad);
+  return conforms("Atomic Acknowledge orig=0 twice, the word added once");
+}
+
+// ---- opcode sequence
+
+// Receive: SEND Middle (one PMTU) with no SEND First before it.
+// Expect: NAK Invalid Request at its PSN; the QP goes to ERR (class C).
+Outcome middle_without_first(Tester& t) {
+  const uint32_t p = t.psn();
+  wire::PacketDesc d = t.req(wire::kRcSendMiddle);
+  t.send(d, pattern(t.target().mtu, 6));
+  const auto rs = t.collect();
+  if (rs.size() != 1 || !is_nak(rs[0], NakCode::kInvalidRequest, p)) return deviates(describe(rs));
+  if (auto bad = qp_state_is(t, "ERR")) return deviates("NAK Invalid Request, but " + *bad);
+  return conforms("NAK Invalid Request psn=p, QP in ERR");
+}
+
+// ---- lengths
+
+// Receive: SEND Only 256 bytes longer than the receive the target posted.
+// Expect: NAK Invalid Request at its PSN, the receive completed in error, QP in ERR.
+Outcome send_longer_than_receive(Tester& t) {
+  const uint32_t p = t.psn();
+  const uint32_t len = t.target().recv_len + 256;
+  if (len > t.target().mtu) return {Verdict::kNotApplicable, "the target's receives are not smaller than its PMTU"};
+  t.send(t.req(wire::kRcSendOnly), pattern(len, 7));
+  const auto rs = t.collect();
+  if (rs.size() != 1 || !is_nak(rs[0], NakCode::kInvalidRequest, p)) return deviates(describe(rs));
+  TargetState st;
+  std::string err;
+  if (!t.state(st, err)) return error(err);
+  if (st.completions.empty() || st.completions.front() == WcStatus::kSuccess) {
+    return deviates("NAK Invalid Request, but the receive did not complete in error");
+  }
+  if (st.qp_state != "ERR") return deviates("NAK Invalid Request, but the QP is " + st.qp_state);
+  return conforms(strf("NAK Invalid Request psn=p; receive completed with '%s'; QP in ERR",
+                       wc_status_str(st.completions.front())));
+}
+
+// ---- R_Key
+
+// Receive: WRITE Only whose R_Key differs from the region's in 16 bits.
+// Expect: NAK Remote Access Error at its PSN, QP in ERR.
+Outcome invalid_rkey(Tester& t) {
+  const uint32_t p = t.psn();
+  wire::PacketDesc d = t.req(wire::kRcWriteOnly);
+  d.reth_va = t.target().va;
+  d.reth_rkey = t.target().rkey ^ 0x00ffff00;
+  d.reth_len = kSmall;
+  t.send(d, pattern(kSmall, 8));
+  const auto rs = t.collect();
+  if (rs.size() != 1 || !is_nak(rs[0], NakCode::kRemoteAccessError, p)) return deviates(describe(rs));
+  if (auto bad = qp_state_is(t, "ERR")) return deviates("NAK Remote Access Error, but " + *bad);
+  return conforms("NAK Remote Access Error psn=p, QP in ERR");
+}
+
+// ---- atomics
+
+// Receive: FETCH_ADD at a VA 4 bytes off an 8-byte boundary.
+// Expect: NAK Invalid Request at its PSN, QP in ERR.
+Outcome misaligned_atomic(Tester& t) {
+  const uint32_t p = t.psn();
+  fetch_add(t, p, 4, 1);
+  const auto rs = t.collect();
+  if (rs.size() != 1 || !is_nak(rs[0], NakCode::kInvalidRequest, p)) return deviates(describe(rs));
+  if (auto bad = qp_state_is(t, "ERR")) return deviates("NAK Invalid Request, but " + *bad);
+  return conforms("NAK Invalid Request psn=p, QP in ERR");
+}
+
+// ---- RNR
+
+// Receive: SEND Only with no receive posted.
+// Expect: RNR NAK at its PSN whose timer field is the QP's min_rnr_timer; QP still RTS.
+Outcome rnr_nak_timer(Tester& t) {
+  const uint32_t p = t.psn();
+  t.send(t.req(wire::kRcSendOnly), pattern(kSmall, 9));
+  const auto rs = t.collect();
+  const uint8_t want = t.target().rnr_timer;
+  if (rs.empty() || rs[0].d.opcode != wire::kRcAcknowledge || rs[0].d.psn != p ||
+      wire::aeth_type(rs[0].d.aeth_syndrome) != AethType::kRnrNak ||
+      wire::aeth_value(rs[0].d.aeth_syndrome) != want) {
+    return deviates(describe(rs) + strf(" (want RNR NAK psn=p timer=%u)", want));
+  }
+  if (auto bad = qp_state_is(t, "RTS")) return deviates("RNR NAK, but " + *bad);
+  return conforms(strf("RNR NAK psn=p timer=%u, QP in RTS", want));
+}
+
+// ---- frames to drop
+
+/// Sends the bad WRITE made by corrupt (a frame of B at p), expects nothing;
+/// then the honest WRITE A at p (ACKed) and a READ at p+1 that returns A.
+template <typename Corrupt>
+Outcome dropped_silently(Tester& t, Corrupt&& corrupt) {
+  const uint32_t p = t.psn();
+  const auto a = pattern(kSmall, 10), b = pattern(kSmall, 11);
+  wire::PacketDesc d = t.req(wire::kRcWriteOnly);
+  d.reth_va = t.target().va;
+  d.reth_rkey = t.target().rkey;
+  d.reth_len = kSmall;
+  t.send_raw(corrupt(d, b));
+  const auto bad = t.collect();
+  if (!bad.empty()) return deviates("an answer to the bad frame: " + describe(bad));
+  write_only(t, p, 0, a);
+  const auto good = t.collect();
+  if (good.size() != 1 || !is_ack(good[0], p)) return deviates("to the honest WRITE after it: " + describe(good));
+  if (auto wrong = read_back(t, psn_add(p, 1), a)) return deviates(*wrong);
+  return conforms("no answer to the bad frame; the honest WRITE at the same PSN ACKed and its data read back");
+}
+
+// Receive: a WRITE Only whose ICRC is wrong (its last byte flipped).
+Outcome bad_icrc_dropped(Tester& t) {
+  return dropped_silently(t, [&t](wire::PacketDesc& d, std::span<const uint8_t> payload) {
+    auto f = t.frame(d, payload);
+    f.back() ^= 0xff;  // the ICRC is the last 4 bytes: the frame is longer than the Ethernet minimum
+    return f;
+  });
+}
+
+// Receive: a WRITE Only with a P_Key the target's QP does not hold (0x7123: limited membership, another partition).
+Outcome bad_pkey_dropped(Tester& t) {
+  return dropped_silently(t, [&t](wire::PacketDesc& d, std::span<const uint8_t> payload) {
+    d.pkey = 0x7123;
+    return t.frame(d, payload);
+  });
+}
+
+constexpr Case kCases[] = {
+    {.name = "resp.dup_write_reacked", .group = "responder",
+     .rule = "IBA 9.7.5.2, C9-104, C9-105: a duplicate SEND/WRITE is acknowledged again, not executed",
+     .expect = "ACK psn=p to the WRITE and again to its duplicate", .brk = Break::kTxFirstAnswerOnly,
+     .run = dup_write_reacked},
+    {.name = "resp.psn_ahead_one_nak", .group = "responder",
+     .rule = "IBA 9.7.5.2, C9-110, C9-111: a PSN ahead is NAKed (PSN sequence error, expected PSN) once per gap",
+     .expect = "one NAK PSN Sequence Error psn=p for four requests past a gap; ACK once p comes",
+     .brk = Break::kTxNakTwice, .run = psn_ahead_one_nak},
+    {.name = "resp.psn_far_behind_not_executed", .group = "responder",
+     .rule = "IBA 9.7.1, 9.7.5.2, C9-104: a PSN in the half window behind is a duplicate, never executed",
+     .expect = "no NAK for a WRITE 2^22 PSNs behind; a READ returns the data of the WRITE before it",
+     .brk = Break::kTxFirstAnswerOnly, .run = psn_far_behind_not_executed},
+    {.name = "resp.dup_read_replayed", .group = "responder",
+     .rule = "IBA 9.7.5.2, C9-105: a duplicate READ is answered again from its responder resource",
+     .expect = "READ RESPONSE Only psn=p+1 with the data, again for the duplicate",
+     .brk = Break::kTxFirstAnswerOnly, .run = dup_read_replayed},
+    {.name = "resp.dup_atomic_not_reexecuted", .group = "responder",
+     .rule = "IBA 9.7.5.2, C9-105: a duplicate atomic gets the saved original value and is not executed again",
+     .expect = "Atomic Acknowledge orig=0 to a FETCH_ADD and to its duplicate; the word added once",
+     .brk = Break::kTxFirstAnswerOnly, .run = dup_atomic_not_reexecuted},
+    {.name = "resp.middle_without_first", .group = "responder",
+     .rule = "IBA 9.8.2.2 (opcode sequence), 9.9.3.1.2 (class C): NAK invalid request, QP to error",
+     .expect = "NAK Invalid Request psn=p to a SEND Middle with no First; QP in ERR", .brk = Break::kTxNakAsAck,
+     .run = middle_without_first},
+    {.name = "resp.send_longer_than_receive", .group = "responder",
+     .rule = "IBA 9.7.5.2 (length check), 9.9.3.1.2 (class C): NAK invalid request, receive in error, QP to error",
+     .expect = "NAK Invalid Request psn=p to a SEND 256 bytes longer than the receive; receive in error; QP in ERR",
+     .brk = Break::kTxNakAsAck, .run = send_longer_than_receive},
+    {.name = "resp.invalid_rkey", .group = "responder",
+     .rule = "IBA 9.7.5.2 (R_Key check), 10.6.3.1, 9.9.3.1.2 (class C): NAK remote access error, QP to error",
+     .expect = "NAK Remote Access Error psn=p to a WRITE with a wrong R_Key; QP in ERR", .brk = Break::kTxNakAsAck,
+     .run = invalid_rkey},
+    {.name = "resp.misaligned_atomic", .group = "responder",
+     .rule = "IBA 9.7.5.2 (atomic VA on an 8-byte boundary), 9.9.3.1.2 (class C): NAK invalid request",
+     .expect = "NAK Invalid Request psn=p to a FETCH_ADD at VA 4 mod 8; QP in ERR", .brk = Break::kTxNakAsAck,
+     .run = misaligned_atomic},
+    {.name = "resp.rnr_nak_timer", .group = "responder",
+     .rule = "IBA 9.7.5.2.8: no receive posted gives an RNR NAK carrying the QP's minimum RNR timer (class B)",
+     .expect = "RNR NAK psn=p with timer = the QP's min_rnr_timer to a SEND with no receive; QP in RTS",
+     .setup = {.recvs = 0}, .brk = Break::kTxRnrTimerZero, .run = rnr_nak_timer},
+    {.name = "resp.bad_icrc_dropped", .group = "responder",
+     .rule = "IBA 9.6 (packet checks), Annex A17: a packet with a bad ICRC is dropped silently",
+     .expect = "no answer to a WRITE with a bad ICRC; it takes no PSN and writes nothing",
+     .brk = Break::kRxAcceptBadIcrc, .run = bad_icrc_dropped},
+    {.name = "resp.bad_pkey_dropped", .group = "responder",
+     .rule = "IBA 9.2.4 (P_Key check), 9.6: a packet with a P_Key the QP does not hold is dropped silently",
+     .expect = "no answer to a WRITE with P_Key 0x7123; it takes no PSN and writes nothing",
+     .brk = Break::kRxAcceptAnyPkey, .run = bad_pkey_dropped},
+};
+
+}  // namespace
+
+std::span<const Case> responder_cases() { return kCases; }
+
+}  // namespace uroce::apps::conform

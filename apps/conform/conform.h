@@ -1,0 +1,145 @@
+// `uroce conform`: the case model (docs/CONFORMANCE.md). A case is a scripted
+// sequence of frames, each built with the stack's encoder (wire::build) with
+// one chosen deviation, sent to the target from the tester's bare port; its
+// check compares the target's answer with the rule it cites. The Tester
+// (tester.cc) owns the port, the control channel to the target helper and the
+// per-case capture; cases_*.cc hold the cases, one file per role under test.
+// Control path only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <uroce/addr.h>
+#include <uroce/verbs.h>
+
+#include "apps/common/oob.h"
+#include "apps/conform/breaks.h"
+#include "drivers/io_port.h"
+#include "stack/wire/packet.h"
+#include "stack/wire/pcap.h"
+
+namespace uroce::apps::conform {
+
+/// kError: the case could not run (the helper or the port failed); not a
+/// verdict on the target, and it fails the run.
+enum class Verdict : uint8_t { kConforms, kDeviates, kNotApplicable, kError };
+std::string_view verdict_name(Verdict v);
+
+/// The target's side of one case, as its helper reported it after setup.
+struct TargetSide {
+  MacAddr mac{};
+  Gid gid{};
+  uint32_t qpn = 0;
+  uint32_t psn = 0;        ///< the first PSN of the target's requests
+  uint32_t rkey = 0;       ///< a region with every remote access right
+  uint64_t va = 0;         ///< its first byte
+  uint32_t len = 0;        ///< its length, bytes
+  uint32_t recv_len = 0;   ///< bytes of each receive the helper posted
+  uint32_t mtu = 0;        ///< path MTU, bytes
+  uint8_t rnr_timer = 0;   ///< the min_rnr_timer code the target's QP was given
+};
+
+/// What the helper saw of the case at the target: its QP's state and the
+/// completions (send and receive) since the setup, in order.
+struct TargetState {
+  std::string qp_state;               ///< "RTS", "ERR", ...
+  std::vector<WcStatus> completions;
+};
+
+/// One frame the target sent the tester, decoded by wire::parse.
+struct Reply {
+  wire::PacketDesc d;
+  std::vector<uint8_t> payload;
+};
+
+/// The target's frames in a line: "Acknowledge psn=0xfffffd ACK; Acknowledge
+/// psn=0xfffffe NAK PSN Sequence Error; ..." or "nothing".
+std::string describe(std::span<const Reply> replies);
+
+/// What a case asks of the helper before its script runs.
+struct Setup {
+  uint32_t recvs = 8;  ///< receives to post on the target's QP
+};
+
+struct Outcome {
+  Verdict verdict = Verdict::kDeviates;
+  std::string seen;  ///< what the target did (for every verdict); the reason for not applicable
+};
+
+class Tester;
+
+struct Case {
+  std::string_view name;    ///< "resp.psn_ahead_one_nak"
+  std::string_view group;   ///< the role under test: responder, requester, cm, ud
+  std::string_view rule;    ///< IBA section / compliance statement
+  std::string_view expect;  ///< what the rule requires, in a line
+  Setup setup;
+  Break brk;                ///< the broken variant of uroce the case must flag (self-test)
+  Outcome (*run)(Tester& t);
+};
+
+/// The cases of each role, in the order they run.
+std::span<const Case> responder_cases();
+
+/// The result of one case, for the report.
+struct CaseResult {
+  const Case* c = nullptr;
+  Outcome out;
+  std::string pcap;  ///< the case's capture ("" without --report-dir)
+  double ms = 0;     ///< how long the case took
+};
+
+/// The tester: a bare port (no stack), the control channel to the target
+/// helper, and the addresses, PSNs and capture of the case that runs.
+class Tester {
+ public:
+  struct Config {
+    drivers::IoPort* port = nullptr;
+    TcpChannel* helper = nullptr;
+    Gid gid{};                 ///< our GID (--ip)
+    uint32_t wait_ms = 20;     ///< quiet period that ends a collection
+    uint32_t timeout_s = 10;   ///< helper answers
+  };
+  explicit Tester(const Config& cfg) : cfg_(cfg) {}
+
+  /// Sets up the target for c (break: the broken variant to ask for, or
+  /// kNone) and runs it. pcap: the capture file ("" for none).
+  CaseResult run_case(const Case& c, uint32_t index, Break brk, const std::string& pcap);
+  /// Ends the helper's session.
+  void quit();
+
+  // ---- for the cases
+  const TargetSide& target() const { return target_; }
+  /// The next PSN the target expects from us.
+  uint32_t psn() const { return psn_; }
+  void set_psn(uint32_t p) { psn_ = p; }
+  /// A request to the target's QP at psn() with AckReq set, from our QP,
+  /// with every address field filled in.
+  wire::PacketDesc req(uint8_t opcode) const;
+  /// Builds d with payload (wire::build: headers, pad, ICRC).
+  std::vector<uint8_t> frame(const wire::PacketDesc& d, std::span<const uint8_t> payload = {}) const;
+  /// Sends frame bytes as they are, and captures them.
+  void send_raw(std::span<const uint8_t> frame);
+  void send(const wire::PacketDesc& d, std::span<const uint8_t> payload = {}) { send_raw(frame(d, payload)); }
+  /// The target's RoCE frames to us until wait_ms passes without one.
+  std::vector<Reply> collect();
+  /// The helper's view of the target: QP state and completions so far.
+  bool state(TargetState& out, std::string& err);
+
+ private:
+  bool setup(const Case& c, uint32_t index, Break brk, std::string& refused, std::string& err);
+  bool exchange(const std::string& msg, std::string& reply, std::string& err);
+
+  Config cfg_;
+  TargetSide target_;
+  uint32_t our_qpn_ = 0;
+  uint32_t psn_ = 0;
+  wire::PcapWriter pcap_;
+};
+
+}  // namespace uroce::apps::conform

@@ -1,0 +1,223 @@
+// The target helper on uroce itself (`uroce conform --serve PORT`): an
+// ordinary uroce endpoint that, for each case the tester sets up, makes a
+// fresh RC QP connected to the tester's QPN, posts the receives the case
+// asks for, and reports what the tester needs and, later, what the target
+// saw (control.h). With --self-test-breaks it also runs the broken variant a
+// case asks for (breaks.h); without it such a setup is refused.
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <uroce/wr.h>
+
+#include "apps/common/addr_text.h"
+#include "apps/common/endpoint.h"
+#include "apps/common/launch.h"
+#include "apps/common/oob.h"
+#include "apps/common/page_buffer.h"
+#include "apps/conform/breaks.h"
+#include "apps/conform/control.h"
+#include "apps/conform/target.h"
+
+namespace uroce::apps::conform {
+
+namespace {
+
+constexpr uint32_t kRegionBytes = 64 * 1024;  // the remote-access region (first half) and the receives (second half)
+constexpr uint32_t kRecvBytes = 256;
+constexpr uint32_t kMaxRecvs = 64;
+constexpr uint8_t kMinRnrTimer = 5;  // 0.04 ms (IBA Table 45), distinct from the 0 a broken variant sends
+constexpr uint32_t kFirstSqPsn = 0x3000;
+
+const char* state_name(QpState s) {
+  switch (s) {
+    case QpState::kReset: return "RESET";
+    case QpState::kInit: return "INIT";
+    case QpState::kRtr: return "RTR";
+    case QpState::kRts: return "RTS";
+    case QpState::kSqd: return "SQD";
+    case QpState::kSqe: return "SQE";
+    case QpState::kErr: return "ERR";
+  }
+  return "?";
+}
+
+class Helper {
+ public:
+  Helper(Endpoint& ep, BreakIo* breaks) : ep_(ep), breaks_(breaks), buf_(page_buffer(kRegionBytes)) {}
+  ~Helper() {
+    drop_qp();
+    if (mr_) (void)dereg_mr(mr_);
+    if (cq_) (void)destroy_cq(cq_);
+  }
+
+  bool open(std::string& err) {
+    auto cq = create_cq(ep_.ctx(), 2 * kMaxRecvs);
+    if (!cq.ok()) {
+      err = std::string("create_cq: ") + cq.status().message();
+      return false;
+    }
+    cq_ = *cq;
+    auto mr = reg_mr(ep_.pd(), buf_.get(), kRegionBytes,
+                     kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic);
+    if (!mr.ok()) {
+      err = std::string("reg_mr: ") + mr.status().message();
+      return false;
+    }
+    mr_ = *mr;
+    return true;
+  }
+
+  /// The answer to one message.
+  std::string handle(const Msg& m) {
+    if (m.verb == "setup") return setup(m);
+    if (m.verb == "state") return state();
+    return fail("unknown_verb_" + m.verb);
+  }
+
+ private:
+  std::string refuse(std::string_view why) { return format_msg("refused", {{"reason", std::string(why)}}); }
+  std::string fail(std::string_view why) { return format_msg("error", {{"reason", std::string(why)}}); }
+
+  std::string setup(const Msg& m) {
+    const auto mac = parse_mac(m.get("mac"));
+    const auto gid = parse_ip_gid(m.get("ip"), false);
+    const auto qpn = m.num("qpn"), psn = m.num("psn"), recvs = m.num("recvs");
+    const auto brk = break_from_name(m.get("break").empty() ? "none" : m.get("break"));
+    if (!mac || !gid || !qpn || !psn || !recvs || !brk) return fail("bad_setup_message");
+    if (*recvs > kMaxRecvs) return refuse("more_than_64_receives");
+    if (*brk != Break::kNone && !breaks_) return fail("broken_variants_need_--self-test-breaks");
+    drop_qp();
+    if (breaks_) breaks_->set(*brk);
+    std::memset(buf_.get(), 0, kRegionBytes);
+    QpInitAttr ia;
+    ia.send_cq = cq_;
+    ia.recv_cq = cq_;
+    ia.sq_sig_all = true;
+    ia.cap.max_send_wr = 16;
+    ia.cap.max_recv_wr = kMaxRecvs;
+    ia.cap.max_send_sge = 1;
+    ia.cap.max_recv_sge = 1;
+    auto qp = create_qp(ep_.pd(), ia);
+    if (!qp.ok()) return fail("create_qp_failed");
+    qp_ = *qp;
+    std::string err;
+    if (!init_qp(qp_, kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic, 0, err)) {
+      return fail("init_qp_failed");
+    }
+    for (uint32_t i = 0; i < *recvs; ++i) {
+      Sge sge{.addr = uint64_t(uintptr_t(recv_area() + i * kRecvBytes)), .length = kRecvBytes, .lkey = mr_->lkey};
+      RecvWr wr{.wr_id = i, .sg_list = &sge, .num_sge = 1};
+      RecvWr* bad = nullptr;
+      if (!post_recv(qp_, &wr, &bad).ok()) return fail("post_recv_failed");
+    }
+    QpConnect c;
+    c.ah.dgid = *gid;
+    c.ah.dmac = *mac;
+    c.ah.sgid_index = 0;
+    c.dest_qpn = uint32_t(*qpn);
+    c.rq_psn = uint32_t(*psn);
+    c.sq_psn = kFirstSqPsn;
+    c.max_dest_rd_atomic = 4;
+    c.max_rd_atomic = 4;
+    c.min_rnr_timer = kMinRnrTimer;
+    if (!connect_qp(qp_, c, err)) return fail("connect_qp_failed");
+    completions_.clear();
+    const Gid& ours = *ep_.gid(0);
+    return format_msg("ready", {{"mac", mac_str(ep_.mac())},
+                                {"ip", ipv4_text(ours)},
+                                {"qpn", std::to_string(qp_->qp_num)},
+                                {"psn", std::to_string(kFirstSqPsn)},
+                                {"rkey", std::to_string(mr_->rkey)},
+                                {"va", std::to_string(uint64_t(uintptr_t(buf_.get())))},
+                                {"len", std::to_string(kRegionBytes / 2)},
+                                {"recv_len", std::to_string(kRecvBytes)},
+                                {"mtu", "1024"},
+                                {"rnr_timer", std::to_string(kMinRnrTimer)}});
+  }
+
+  std::string state() {
+    if (!qp_) return fail("no_qp");
+    poll_completions();
+    QpAttr a;
+    QpInitAttr ia;
+    if (!query_qp(qp_, &a, &ia).ok()) return fail("query_qp_failed");
+    std::string wcs;
+    for (WcStatus s : completions_) wcs += (wcs.empty() ? "" : ",") + std::to_string(unsigned(s));
+    return format_msg("state", {{"qp", state_name(a.qp_state)}, {"wc", wcs}});
+  }
+
+  void poll_completions() {
+    Wc wc[16];
+    int n;
+    while ((n = poll_cq(cq_, 16, wc)) > 0) {
+      for (int i = 0; i < n; ++i) completions_.push_back(wc[i].status);
+    }
+  }
+
+  void drop_qp() {
+    if (!qp_) return;
+    (void)destroy_qp(qp_);
+    qp_ = nullptr;
+    Wc wc[16];
+    while (poll_cq(cq_, 16, wc) > 0) {
+    }
+  }
+
+  uint8_t* recv_area() { return buf_.get() + kRegionBytes / 2; }
+
+  Endpoint& ep_;
+  BreakIo* breaks_;
+  PageBuffer buf_;
+  Cq* cq_ = nullptr;
+  Mr* mr_ = nullptr;
+  Qp* qp_ = nullptr;
+  std::vector<WcStatus> completions_;
+};
+
+}  // namespace
+
+int serve(const ServeConfig& sc) {
+  std::optional<BreakIo> breaks;
+  EndpointConfig ec = sc.endpoint;
+  if (sc.breaks) {
+    ec.wrap_io = [&breaks](PacketIo& io) -> PacketIo& { return breaks.emplace(io); };
+  }
+  Endpoint ep;
+  std::string err;
+  if (!ep.open(ec, err)) {
+    std::fprintf(stderr, "uroce conform: %s\n", err.c_str());
+    return kExitFailure;
+  }
+  Helper h(ep, breaks ? &*breaks : nullptr);
+  if (!h.open(err)) {
+    std::fprintf(stderr, "uroce conform: %s\n", err.c_str());
+    return kExitFailure;
+  }
+  std::printf("# uroce conform target helper: %s, control channel %s:%u%s\n", ep.port_info().name.c_str(),
+              sc.host.c_str(), unsigned(sc.port), sc.breaks ? " (broken variants allowed)" : "");
+  TcpChannel ch(&g_stop);
+  if (!ch.accept_one(sc.host, sc.port, sc.timeout_s, [&] { ep.pump(); }, err)) {
+    std::fprintf(stderr, "uroce conform: %s\n", err.c_str());
+    return kExitFailure;
+  }
+  char in[kMsgBytes];
+  while (!g_stop) {
+    ep.pump();
+    if (!ch.try_recv(in, sizeof in)) {
+      if (ch.eof()) break;
+      continue;
+    }
+    const Msg m = parse_msg(in);
+    if (m.verb == "quit") break;
+    const std::string reply = h.handle(m);
+    char out[kMsgBytes] = {};
+    std::memcpy(out, reply.data(), std::min(reply.size(), kMsgBytes - 1));
+    if (!ch.send_bytes(out, sizeof out)) break;
+  }
+  ep.drain(10);
+  return g_stop ? kExitFailure : kExitOk;
+}
+
+}  // namespace uroce::apps::conform
