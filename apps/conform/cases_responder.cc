@@ -79,7 +79,7 @@ void fetch_add(Tester& t, uint32_t psn, uint32_t off, uint64_t add) {
 /// One READ RESPONSE Only at psn carrying want, else what was seen instead.
 std::optional<std::string> read_back(Tester& t, uint32_t psn, std::span<const uint8_t> want) {
   read_req(t, psn, 0, uint32_t(want.size()));
-  const auto rs = t.collect();
+  const auto rs = t.collect(1);
   if (rs.size() == 1 && rs[0].d.opcode == wire::kRcReadResponseOnly && rs[0].d.psn == psn &&
       std::equal(want.begin(), want.end(), rs[0].payload.begin(), rs[0].payload.end())) {
     return std::nullopt;
@@ -107,10 +107,10 @@ Outcome dup_write_reacked(Tester& t) {
   const uint32_t p = t.psn();
   const auto a = pattern(kSmall, 1);
   write_only(t, p, 0, a);
-  const auto first = t.collect();
+  const auto first = t.collect(1);
   if (first.size() != 1 || !is_ack(first[0], p)) return deviates("to the first WRITE: " + describe(first));
   write_only(t, p, 0, a);
-  const auto dup = t.collect();
+  const auto dup = t.collect(1);
   if (dup.size() == 1 && is_ack(dup[0], p)) return conforms("ACK psn=p to the WRITE and ACK psn=p to its duplicate");
   return deviates("to the duplicate: " + describe(dup));
 }
@@ -121,12 +121,12 @@ Outcome psn_ahead_one_nak(Tester& t) {
   const uint32_t p = t.psn();
   const auto a = pattern(kSmall, 2);
   for (uint32_t i = 2; i < 6; ++i) write_only(t, psn_add(p, i), 0, a);
-  const auto naks = t.collect();
+  const auto naks = t.collect(1);
   if (naks.size() != 1 || !is_nak(naks[0], NakCode::kPsnSequenceError, p)) {
     return deviates("to four requests past a gap: " + describe(naks));
   }
   write_only(t, p, 0, a);
-  const auto ack = t.collect();
+  const auto ack = t.collect(1);
   if (ack.size() != 1 || !is_ack(ack[0], p)) return deviates("one NAK, but to the missing PSN then: " + describe(ack));
   return conforms("one NAK PSN Sequence Error psn=p for four requests, then ACK psn=p");
 }
@@ -139,10 +139,10 @@ Outcome psn_far_behind_not_executed(Tester& t) {
   const uint32_t p = t.psn();
   const auto a = pattern(kSmall, 3), b = pattern(kSmall, 4);
   write_only(t, p, 0, a);
-  const auto first = t.collect();
+  const auto first = t.collect(1);
   if (first.size() != 1 || !is_ack(first[0], p)) return deviates("to the first WRITE: " + describe(first));
   write_only(t, psn_add(p, wire::kPsnMask + 1 - (1u << 22)), 0, b);
-  const auto old = t.collect();
+  const auto old = t.collect(1);
   if (has_nak(old)) return deviates("a NAK for a PSN 2^22 behind: " + describe(old));
   if (auto bad = read_back(t, psn_add(p, 1), a)) return deviates("after the old PSN (" + describe(old) + "): " + *bad);
   return conforms("to the old PSN: " + describe(old) + "; the READ back returned the first WRITE's data");
@@ -157,7 +157,7 @@ Outcome dup_read_replayed(Tester& t) {
   const uint32_t p = t.psn();
   const auto a = pattern(kSmall, 5);
   write_only(t, p, 0, a);
-  const auto first = t.collect();
+  const auto first = t.collect(1);
   if (first.size() != 1 || !is_ack(first[0], p)) return deviates("to the WRITE: " + describe(first));
   if (auto bad = read_back(t, psn_add(p, 1), a)) return deviates("to the READ: " + *bad);
   if (auto bad = read_back(t, psn_add(p, 1), a)) return deviates("to the duplicate READ: " + *bad);
@@ -170,7 +170,7 @@ Outcome dup_atomic_not_reexecuted(Tester& t) {
   const uint32_t p = t.psn();
   for (int i = 0; i < 2; ++i) {
     fetch_add(t, p, 0, 5);
-    const auto rs = t.collect();
+    const auto rs = t.collect(1);
     if (rs.size() != 1 || rs[0].d.opcode != wire::kRcAtomicAcknowledge || rs[0].d.psn != p ||
         rs[0].d.atomic_ack_orig != 0) {
       return deviates(std::string(i ? "to the duplicate" : "to the FETCH_ADD") + ": " + describe(rs) +
@@ -192,7 +192,7 @@ Outcome middle_without_first(Tester& t) {
   const uint32_t p = t.psn();
   wire::PacketDesc d = t.req(wire::kRcSendMiddle);
   t.send(d, pattern(t.target().mtu, 6));
-  const auto rs = t.collect();
+  const auto rs = t.collect(1);
   if (rs.size() != 1 || !is_nak(rs[0], NakCode::kInvalidRequest, p)) return deviates(describe(rs));
   if (auto bad = qp_state_is(t, "ERR")) return deviates("NAK Invalid Request, but " + *bad);
   return conforms("NAK Invalid Request psn=p, QP in ERR");
@@ -207,7 +207,7 @@ Outcome send_longer_than_receive(Tester& t) {
   const uint32_t len = t.target().recv_len + 256;
   if (len > t.target().mtu) return {Verdict::kNotApplicable, "the target's receives are not smaller than its PMTU"};
   t.send(t.req(wire::kRcSendOnly), pattern(len, 7));
-  const auto rs = t.collect();
+  const auto rs = t.collect(1);
   if (rs.size() != 1 || !is_nak(rs[0], NakCode::kInvalidRequest, p)) return deviates(describe(rs));
   TargetState st;
   std::string err;
@@ -231,7 +231,7 @@ Outcome invalid_rkey(Tester& t) {
   d.reth_rkey = t.target().rkey ^ 0x00ffff00;
   d.reth_len = kSmall;
   t.send(d, pattern(kSmall, 8));
-  const auto rs = t.collect();
+  const auto rs = t.collect(1);
   if (rs.size() != 1 || !is_nak(rs[0], NakCode::kRemoteAccessError, p)) return deviates(describe(rs));
   if (auto bad = qp_state_is(t, "ERR")) return deviates("NAK Remote Access Error, but " + *bad);
   return conforms("NAK Remote Access Error psn=p, QP in ERR");
@@ -244,7 +244,7 @@ Outcome invalid_rkey(Tester& t) {
 Outcome misaligned_atomic(Tester& t) {
   const uint32_t p = t.psn();
   fetch_add(t, p, 4, 1);
-  const auto rs = t.collect();
+  const auto rs = t.collect(1);
   if (rs.size() != 1 || !is_nak(rs[0], NakCode::kInvalidRequest, p)) return deviates(describe(rs));
   if (auto bad = qp_state_is(t, "ERR")) return deviates("NAK Invalid Request, but " + *bad);
   return conforms("NAK Invalid Request psn=p, QP in ERR");
@@ -257,7 +257,7 @@ Outcome misaligned_atomic(Tester& t) {
 Outcome rnr_nak_timer(Tester& t) {
   const uint32_t p = t.psn();
   t.send(t.req(wire::kRcSendOnly), pattern(kSmall, 9));
-  const auto rs = t.collect();
+  const auto rs = t.collect(1);
   const uint8_t want = t.target().rnr_timer;
   if (rs.empty() || rs[0].d.opcode != wire::kRcAcknowledge || rs[0].d.psn != p ||
       wire::aeth_type(rs[0].d.aeth_syndrome) != AethType::kRnrNak ||
@@ -281,10 +281,10 @@ Outcome dropped_silently(Tester& t, Corrupt&& corrupt) {
   d.reth_rkey = t.target().rkey;
   d.reth_len = kSmall;
   t.send_raw(corrupt(d, b));
-  const auto bad = t.collect();
+  const auto bad = t.collect(0);
   if (!bad.empty()) return deviates("an answer to the bad frame: " + describe(bad));
   write_only(t, p, 0, a);
-  const auto good = t.collect();
+  const auto good = t.collect(1);
   if (good.size() != 1 || !is_ack(good[0], p)) return deviates("to the honest WRITE after it: " + describe(good));
   if (auto wrong = read_back(t, psn_add(p, 1), a)) return deviates(*wrong);
   return conforms("no answer to the bad frame; the honest WRITE at the same PSN ACKed and its data read back");

@@ -44,6 +44,7 @@ constexpr OptSpec kConformOptions[] = {
     {.name = "report-dir", .kind = OptKind::kString, .def = "", .help = "write report.json, junit.xml and CASE.pcap for each case here (made if missing)", .meta = "DIR"},
     {.name = "list", .kind = OptKind::kFlag, .help = "print the cases (name, rule, expectation) and exit"},
     {.name = "wait-ms", .kind = OptKind::kUint, .def = "20", .help = "quiet period that ends the wait for the target's answer (raise it for a VM or a NIC)", .min = 1, .max = 10000},
+    {.name = "answer-ms", .kind = OptKind::kUint, .def = "1000", .help = "how long to wait for an answer a case expects", .min = 1, .max = 60000},
     {.name = "timeout", .kind = OptKind::kUint, .def = "30", .help = "seconds to wait for the helper (its answers, the connection)", .min = 1, .max = 3600},
     {.name = "strict", .kind = OptKind::kFlag, .help = "a case that is not applicable fails the run too (--target self sets it)"},
     {.name = "broken", .kind = OptKind::kFlag, .help = "self-test: ask the helper for each case's broken variant of uroce; every case must deviate"},
@@ -140,6 +141,7 @@ int launch_self(const Args& args, const dpdk::SplitArgs& split) {
       av.push_back(strf("--target=127.0.0.1:%u", unsigned(port)));
       av.push_back("--cases=" + std::string(args.get_str("cases")));
       av.push_back(strf("--wait-ms=%u", unsigned(args.get_uint("wait-ms"))));
+      av.push_back(strf("--answer-ms=%u", unsigned(args.get_uint("answer-ms"))));
       if (args.given("report-dir")) av.push_back("--report-dir=" + std::string(args.get_str("report-dir")));
       if (args.given("pcap")) av.push_back("--pcap=" + std::string(args.get_str("pcap")));
       if (args.flag("broken")) av.push_back("--broken");
@@ -186,6 +188,7 @@ int run_tester(const Args& args, const dpdk::SplitArgs& split, const std::vector
   }
   conform::RunInfo info{.target = target, .broken = args.flag("broken"), .strict = args.flag("strict"), .wait_ms = uint32_t(args.get_uint("wait-ms"))};
   conform::Tester tester({.port = port->get(), .helper = &ch, .gid = *ec.addrs.gid4, .wait_ms = info.wait_ms,
+                          .answer_ms = uint32_t(args.get_uint("answer-ms")),
                           .timeout_s = uint32_t(args.get_uint("timeout"))});
   std::vector<CaseResult> results;
   for (uint32_t i = 0; i < cases.size() && !g_stop; ++i) {

@@ -103,6 +103,7 @@ class Tester {
     TcpChannel* helper = nullptr;
     Gid gid{};                 ///< our GID (--ip)
     uint32_t wait_ms = 20;     ///< quiet period that ends a collection
+    uint32_t answer_ms = 1000; ///< how long a collection waits for the answers it wants
     uint32_t timeout_s = 10;   ///< helper answers
   };
   explicit Tester(const Config& cfg) : cfg_(cfg) {}
@@ -126,8 +127,10 @@ class Tester {
   /// Sends frame bytes as they are, and captures them.
   void send_raw(std::span<const uint8_t> frame);
   void send(const wire::PacketDesc& d, std::span<const uint8_t> payload = {}) { send_raw(frame(d, payload)); }
-  /// The target's RoCE frames to us until wait_ms passes without one.
-  std::vector<Reply> collect();
+  /// The target's RoCE frames to us: until want of them have come (or
+  /// answer_ms has passed), then until wait_ms passes without another (so
+  /// that extra answers are seen too). want 0: until wait_ms of quiet.
+  std::vector<Reply> collect(size_t want);
   /// The helper's view of the target: QP state and completions so far.
   bool state(TargetState& out, std::string& err);
 

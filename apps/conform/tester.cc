@@ -192,11 +192,13 @@ void Tester::send_raw(std::span<const uint8_t> f) {
   }
 }
 
-std::vector<Reply> Tester::collect() {
+std::vector<Reply> Tester::collect(size_t want) {
   std::vector<Reply> out;
   auto last = std::chrono::steady_clock::now();
   const auto start = last;
-  while (ms_since(last) < cfg_.wait_ms && ms_since(start) < 20.0 * cfg_.wait_ms && !g_stop) {
+  const double cap = cfg_.answer_ms + 20.0 * cfg_.wait_ms;  // a target that keeps talking
+  while (!g_stop && ms_since(start) < cap) {
+    if (ms_since(last) >= cfg_.wait_ms && (out.size() >= want || ms_since(start) >= cfg_.answer_ms)) break;
     rte_mbuf* m[32];
     const uint16_t n = cfg_.port->io().rx_burst(m, 32);
     for (uint16_t i = 0; i < n; ++i) {
