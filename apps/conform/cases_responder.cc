@@ -99,6 +99,15 @@ std::optional<std::string> qp_state_is(Tester& t, std::string_view want) {
   return "the target's QP is " + st.qp_state + ", not " + std::string(want);
 }
 
+/// Class C (IBA 9.9.3.1.2): the one answer is a NAK with code at p, and the target's QP is in ERR.
+Outcome class_c(Tester& t, NakCode code, uint32_t p) {
+  const auto rs = t.collect(1);
+  const std::string nak = "NAK " + std::string(wire::nak_code_name(uint8_t(code)));
+  if (rs.size() != 1 || !is_nak(rs[0], code, p)) return deviates(describe(rs) + " (want " + nak + " psn=p)");
+  if (auto bad = qp_state_is(t, "ERR")) return deviates(nak + ", but " + *bad);
+  return conforms(nak + " psn=p, QP in ERR");
+}
+
 // ---- PSN sequence
 
 // Receive: WRITE Only at the expected PSN (ACKed), then the same again.
@@ -192,10 +201,7 @@ Outcome middle_without_first(Tester& t) {
   const uint32_t p = t.psn();
   wire::PacketDesc d = t.req(wire::kRcSendMiddle);
   t.send(d, pattern(t.target().mtu, 6));
-  const auto rs = t.collect(1);
-  if (rs.size() != 1 || !is_nak(rs[0], NakCode::kInvalidRequest, p)) return deviates(describe(rs));
-  if (auto bad = qp_state_is(t, "ERR")) return deviates("NAK Invalid Request, but " + *bad);
-  return conforms("NAK Invalid Request psn=p, QP in ERR");
+  return class_c(t, NakCode::kInvalidRequest, p);
 }
 
 // ---- lengths
@@ -207,17 +213,15 @@ Outcome send_longer_than_receive(Tester& t) {
   const uint32_t len = t.target().recv_len + 256;
   if (len > t.target().mtu) return {Verdict::kNotApplicable, "the target's receives are not smaller than its PMTU"};
   t.send(t.req(wire::kRcSendOnly), pattern(len, 7));
-  const auto rs = t.collect(1);
-  if (rs.size() != 1 || !is_nak(rs[0], NakCode::kInvalidRequest, p)) return deviates(describe(rs));
+  const Outcome nak = class_c(t, NakCode::kInvalidRequest, p);
+  if (nak.verdict != Verdict::kConforms) return nak;
   TargetState st;
   std::string err;
   if (!t.state(st, err)) return error(err);
   if (st.completions.empty() || st.completions.front() == WcStatus::kSuccess) {
-    return deviates("NAK Invalid Request, but the receive did not complete in error");
+    return deviates(nak.seen + ", but the receive did not complete in error");
   }
-  if (st.qp_state != "ERR") return deviates("NAK Invalid Request, but the QP is " + st.qp_state);
-  return conforms(strf("NAK Invalid Request psn=p; receive completed with '%s'; QP in ERR",
-                       wc_status_str(st.completions.front())));
+  return conforms(nak.seen + strf("; the receive completed with '%s'", wc_status_str(st.completions.front())));
 }
 
 // ---- R_Key
@@ -231,10 +235,7 @@ Outcome invalid_rkey(Tester& t) {
   d.reth_rkey = t.target().rkey ^ 0x00ffff00;
   d.reth_len = kSmall;
   t.send(d, pattern(kSmall, 8));
-  const auto rs = t.collect(1);
-  if (rs.size() != 1 || !is_nak(rs[0], NakCode::kRemoteAccessError, p)) return deviates(describe(rs));
-  if (auto bad = qp_state_is(t, "ERR")) return deviates("NAK Remote Access Error, but " + *bad);
-  return conforms("NAK Remote Access Error psn=p, QP in ERR");
+  return class_c(t, NakCode::kRemoteAccessError, p);
 }
 
 // ---- atomics
@@ -244,10 +245,7 @@ Outcome invalid_rkey(Tester& t) {
 Outcome misaligned_atomic(Tester& t) {
   const uint32_t p = t.psn();
   fetch_add(t, p, 4, 1);
-  const auto rs = t.collect(1);
-  if (rs.size() != 1 || !is_nak(rs[0], NakCode::kInvalidRequest, p)) return deviates(describe(rs));
-  if (auto bad = qp_state_is(t, "ERR")) return deviates("NAK Invalid Request, but " + *bad);
-  return conforms("NAK Invalid Request psn=p, QP in ERR");
+  return class_c(t, NakCode::kInvalidRequest, p);
 }
 
 // ---- RNR

@@ -30,19 +30,6 @@ constexpr uint32_t kMaxRecvs = 64;
 constexpr uint8_t kMinRnrTimer = 5;  // 0.04 ms (IBA Table 45), distinct from the 0 a broken variant sends
 constexpr uint32_t kFirstSqPsn = 0x3000;
 
-const char* state_name(QpState s) {
-  switch (s) {
-    case QpState::kReset: return "RESET";
-    case QpState::kInit: return "INIT";
-    case QpState::kRtr: return "RTR";
-    case QpState::kRts: return "RTS";
-    case QpState::kSqd: return "SQD";
-    case QpState::kSqe: return "SQE";
-    case QpState::kErr: return "ERR";
-  }
-  return "?";
-}
-
 class Helper {
  public:
   Helper(Endpoint& ep, BreakIo* breaks) : ep_(ep), breaks_(breaks), buf_(page_buffer(kRegionBytes)) {}
@@ -145,7 +132,7 @@ class Helper {
     if (!query_qp(qp_, &a, &ia).ok()) return fail("query_qp_failed");
     std::string wcs;
     for (WcStatus s : completions_) wcs += (wcs.empty() ? "" : ",") + std::to_string(unsigned(s));
-    return format_msg("state", {{"qp", state_name(a.qp_state)}, {"wc", wcs}});
+    return format_msg("state", {{"qp", qp_state_str(a.qp_state)}, {"wc", wcs}});
   }
 
   void poll_completions() {
