@@ -5,6 +5,7 @@
 
 #include "stack/wire/aeth.h"
 #include "stack/wire/packet.h"
+#include "stack/wire/psn.h"
 
 namespace uroce::apps::conform {
 
@@ -39,6 +40,7 @@ std::optional<Break> break_from_name(std::string_view name) {
 void BreakIo::set(Break b) {
   brk_ = b;
   answered_ = false;
+  sent_any_ = false;
 }
 
 void BreakIo::rx_one(rte_mbuf* m) {
@@ -46,18 +48,45 @@ void BreakIo::rx_one(rte_mbuf* m) {
   const auto f = bytes(m);
   wire::PacketDesc d;
   if (wire::parse(f, d, {.verify_icrc = false}) != wire::ParseError::kOk) return;
+  uint8_t* const bth = f.data() + bth_off(d);
+  auto* aeth = d.op().has(wire::Hdr::kAeth)
+                   ? reinterpret_cast<wire::Aeth*>(bth + d.op().off[size_t(wire::Hdr::kAeth)])
+                   : nullptr;
+  const wire::AethType type = wire::aeth_type(d.aeth_syndrome);
+  auto set_aeth = [&](uint8_t syndrome) { aeth->word.set(uint32_t(syndrome) << wire::kAethSyndromeShift | d.aeth_msn); };
+  auto set_psn = [&](uint32_t psn) {
+    reinterpret_cast<wire::Bth*>(bth)->psn_word.set((d.ack_req ? wire::kBthAckReqBit : 0) | (psn & wire::kBthPsnMask));
+  };
   switch (brk_) {
     case Break::kRxAcceptBadIcrc: break;
-    case Break::kRxAcceptAnyPkey: {
-      wire::Bth& bth = *reinterpret_cast<wire::Bth*>(f.data() + bth_off(d));
-      bth.pkey.set(0xffff);
+    case Break::kRxAcceptAnyPkey: reinterpret_cast<wire::Bth*>(bth)->pkey.set(0xffff); break;
+    case Break::kRxGhostAckTaken:
+      if (!aeth || type != wire::AethType::kAck || !sent_any_ || wire::psn_cmp(d.psn, last_sent_) <= 0) return;
+      set_psn(last_sent_);
+      break;
+    case Break::kRxNakPsnEarly:
+      if (!aeth || type != wire::AethType::kNak || wire::aeth_value(d.aeth_syndrome) != 0) return;
+      set_psn(wire::psn_add(d.psn, wire::kPsnMask));
+      break;
+    case Break::kRxRnrTimerShort:
+      if (!aeth || type != wire::AethType::kRnrNak) return;
+      set_aeth(wire::aeth_syndrome(wire::AethType::kRnrNak, 1));
+      break;
+    case Break::kRxNakAsAck:
+      if (!aeth || type != wire::AethType::kNak) return;
+      set_aeth(wire::aeth_syndrome(wire::AethType::kAck, wire::kAethCreditsInvalid));
+      break;
+    case Break::kRxAnyQkey: {
+      if (!d.op().has(wire::Hdr::kDeth)) return;
+      reinterpret_cast<wire::Deth*>(bth + d.op().off[size_t(wire::Hdr::kDeth)])->qkey.set(kConformQkey);
       break;
     }
     case Break::kNone:
     case Break::kTxNakAsAck:
     case Break::kTxNakTwice:
     case Break::kTxFirstAnswerOnly:
-    case Break::kTxRnrTimerZero: return;
+    case Break::kTxRnrTimerZero:
+    case Break::kTxNoRetransmit: return;
   }
   (void)wire::finish_frame(d, f);
 }
@@ -71,7 +100,14 @@ int BreakIo::tx_one(rte_mbuf* m) {
                    ? reinterpret_cast<wire::Aeth*>(f.data() + bth_off(d) + d.op().off[size_t(wire::Hdr::kAeth)])
                    : nullptr;
   const wire::AethType type = wire::aeth_type(d.aeth_syndrome);
+  const bool request = d.op().flags & wire::kReq;
+  const bool resent = request && sent_any_ && wire::psn_cmp(d.psn, last_sent_) <= 0;
+  if (request && !resent) {
+    sent_any_ = true;
+    last_sent_ = d.psn;
+  }
   switch (brk_) {
+    case Break::kTxNoRetransmit: return resent ? 0 : 1;
     case Break::kTxFirstAnswerOnly:
       if (answered_) return 0;
       answered_ = true;
@@ -94,7 +130,12 @@ int BreakIo::tx_one(rte_mbuf* m) {
       break;
     case Break::kNone:
     case Break::kRxAcceptBadIcrc:
-    case Break::kRxAcceptAnyPkey: return 1;
+    case Break::kRxAcceptAnyPkey:
+    case Break::kRxGhostAckTaken:
+    case Break::kRxNakPsnEarly:
+    case Break::kRxRnrTimerShort:
+    case Break::kRxNakAsAck:
+    case Break::kRxAnyQkey: return 1;
   }
   (void)wire::finish_frame(d, f);
   return 1;

@@ -16,6 +16,9 @@
 
 namespace uroce::apps::conform {
 
+/// The Q_Key of the uroce target helper's UD QPs.
+inline constexpr uint32_t kConformQkey = 0x11111111;
+
 #define UROCE_CONFORM_BREAKS(X)                                                                       \
   X(kNone, "none", "uroce as it is")                                                                  \
   X(kRxAcceptBadIcrc, "rx_accept_bad_icrc", "takes frames with a wrong ICRC (their ICRC is fixed)")   \
@@ -23,7 +26,13 @@ namespace uroce::apps::conform {
   X(kTxNakAsAck, "tx_nak_as_ack", "answers ACK where it NAKs (a responder that does not check)")      \
   X(kTxNakTwice, "tx_nak_twice", "sends every PSN sequence error NAK twice (a NAK per packet)")       \
   X(kTxFirstAnswerOnly, "tx_first_answer_only", "sends only its first RoCE frame of a case (no re-ACK, no READ replay)") \
-  X(kTxRnrTimerZero, "tx_rnr_timer_zero", "puts timer code 0 in its RNR NAKs, not the QP's min_rnr_timer")
+  X(kTxRnrTimerZero, "tx_rnr_timer_zero", "puts timer code 0 in its RNR NAKs, not the QP's min_rnr_timer") \
+  X(kTxNoRetransmit, "tx_no_retransmit", "never sends a request PSN twice (no retry after a timeout, RNR NAK or NAK)") \
+  X(kRxGhostAckTaken, "rx_ghost_ack_taken", "takes an ACK for a PSN never sent as one for the last PSN sent")     \
+  X(kRxNakPsnEarly, "rx_nak_psn_early", "reads a PSN sequence error NAK's PSN one too low (goes back too far)")   \
+  X(kRxRnrTimerShort, "rx_rnr_timer_short", "reads every RNR NAK's timer as code 1 (0.01 ms)")                    \
+  X(kRxNakAsAck, "rx_nak_as_ack", "takes NAKs for ACKs (no error completion)")                                   \
+  X(kRxAnyQkey, "rx_any_qkey", "takes UD datagrams of any Q_Key (set to the QP's)")
 
 enum class Break : uint8_t {
 #define UROCE_ENUM(e, s, h) e,
@@ -60,6 +69,8 @@ class BreakIo final : public PacketIo {
   PacketIo& io_;
   Break brk_ = Break::kNone;
   bool answered_ = false;  // kTxFirstAnswerOnly: a RoCE frame went out since set()
+  bool sent_any_ = false;  // a request went out since set()
+  uint32_t last_sent_ = 0;  // the highest request PSN sent since set()
 };
 
 }  // namespace uroce::apps::conform

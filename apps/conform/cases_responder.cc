@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "apps/common/launch.h"
+#include "apps/conform/checks.h"
 #include "apps/conform/conform.h"
 #include "stack/wire/aeth.h"
 #include "stack/wire/psn.h"
@@ -19,12 +20,6 @@ using wire::NakCode;
 using wire::psn_add;
 
 constexpr uint32_t kSmall = 64;  // bytes of the small WRITEs, READs and SENDs
-
-std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
-  std::vector<uint8_t> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = uint8_t(seed * 31 + i * 7 + 1);
-  return v;
-}
 
 bool is_ack(const Reply& r, uint32_t psn) {
   return r.d.opcode == wire::kRcAcknowledge && wire::aeth_type(r.d.aeth_syndrome) == AethType::kAck && r.d.psn == psn;
@@ -41,10 +36,6 @@ bool has_nak(std::span<const Reply> rs) {
   }
   return false;
 }
-
-Outcome conforms(std::string seen) { return {Verdict::kConforms, std::move(seen)}; }
-Outcome deviates(std::string seen) { return {Verdict::kDeviates, std::move(seen)}; }
-Outcome error(const std::string& err) { return {Verdict::kError, err}; }
 
 /// RDMA WRITE Only of payload at offset off of the target's region, at psn.
 void write_only(Tester& t, uint32_t psn, uint32_t off, std::span<const uint8_t> payload) {
@@ -90,20 +81,13 @@ std::optional<std::string> read_back(Tester& t, uint32_t psn, std::span<const ui
   return "the READ back got: " + describe(rs);
 }
 
-/// The target's QP state is want (the helper's view), else what it is.
-std::optional<std::string> qp_state_is(Tester& t, std::string_view want) {
-  TargetState st;
-  std::string err;
-  if (!t.state(st, err)) return "no state from the helper: " + err;
-  if (st.qp_state == want) return std::nullopt;
-  return "the target's QP is " + st.qp_state + ", not " + std::string(want);
-}
-
 /// Class C (IBA 9.9.3.1.2): the one answer is a NAK with code at p, and the target's QP is in ERR.
 Outcome class_c(Tester& t, NakCode code, uint32_t p) {
   const auto rs = t.collect(1);
   const std::string nak = "NAK " + std::string(wire::nak_code_name(uint8_t(code)));
-  if (rs.size() != 1 || !is_nak(rs[0], code, p)) return deviates(describe(rs) + " (want " + nak + " psn=p)");
+  if (rs.size() != 1 || !is_nak(rs[0], code, p)) {
+    return deviates(describe(rs) + " (want " + nak + strf(" psn=0x%06x)", p));
+  }
   if (auto bad = qp_state_is(t, "ERR")) return deviates(nak + ", but " + *bad);
   return conforms(nak + " psn=p, QP in ERR");
 }
@@ -224,6 +208,33 @@ Outcome send_longer_than_receive(Tester& t) {
   return conforms(nak.seen + strf("; the receive completed with '%s'", wc_status_str(st.completions.front())));
 }
 
+// Receive: WRITE Only of one PMTU plus 64 bytes.
+// Expect: NAK Invalid Request at its PSN (an Only packet carries at most one PMTU), QP in ERR.
+Outcome write_longer_than_pmtu(Tester& t) {
+  const uint32_t len = t.target().mtu + kSmall;
+  wire::PacketDesc d = t.req(wire::kRcWriteOnly);
+  d.reth_va = t.target().va;
+  d.reth_rkey = t.target().rkey;
+  d.reth_len = len;
+  t.send(d, pattern(len, 12));
+  return class_c(t, NakCode::kInvalidRequest, t.psn());
+}
+
+// Receive: WRITE First (one PMTU of a two-PMTU WRITE), then a WRITE Only at
+// the next PSN: a new request inside a message. Expect: NAK Invalid Request
+// at the WRITE Only's PSN, QP in ERR.
+Outcome new_request_inside_message(Tester& t) {
+  const uint32_t p = t.psn();
+  wire::PacketDesc first = t.req(wire::kRcWriteFirst);
+  first.ack_req = false;
+  first.reth_va = t.target().va;
+  first.reth_rkey = t.target().rkey;
+  first.reth_len = 2 * t.target().mtu;
+  t.send(first, pattern(t.target().mtu, 13));
+  write_only(t, psn_add(p, 1), 0, pattern(kSmall, 14));
+  return class_c(t, NakCode::kInvalidRequest, psn_add(p, 1));
+}
+
 // ---- R_Key
 
 // Receive: WRITE Only whose R_Key differs from the region's in 16 bits.
@@ -235,6 +246,22 @@ Outcome invalid_rkey(Tester& t) {
   d.reth_rkey = t.target().rkey ^ 0x00ffff00;
   d.reth_len = kSmall;
   t.send(d, pattern(kSmall, 8));
+  return class_c(t, NakCode::kRemoteAccessError, p);
+}
+
+// Receive: WRITE Only of 64 bytes whose last 32 lie past the end of the region.
+// Expect: NAK Remote Access Error at its PSN, QP in ERR.
+Outcome write_past_region_end(Tester& t) {
+  const uint32_t p = t.psn();
+  write_only(t, p, t.target().len - kSmall / 2, pattern(kSmall, 15));
+  return class_c(t, NakCode::kRemoteAccessError, p);
+}
+
+// Receive: READ of 64 bytes whose last 32 lie past the end of the region.
+// Expect: NAK Remote Access Error at its PSN and no READ response, QP in ERR.
+Outcome read_past_region_end(Tester& t) {
+  const uint32_t p = t.psn();
+  read_req(t, p, t.target().len - kSmall / 2, kSmall);
   return class_c(t, NakCode::kRemoteAccessError, p);
 }
 
@@ -334,6 +361,22 @@ constexpr Case kCases[] = {
      .rule = "IBA 9.7.5.2 (length check), 9.9.3.1.2 (class C): NAK invalid request, receive in error, QP to error",
      .expect = "NAK Invalid Request psn=p to a SEND 256 bytes longer than the receive; receive in error; QP in ERR",
      .brk = Break::kTxNakAsAck, .run = send_longer_than_receive},
+    {.name = "resp.write_longer_than_pmtu", .group = "responder",
+     .rule = "IBA 9.7.5.2 (length check), C9-92: an Only packet carries at most one PMTU; 9.9.3.1.2 (class C)",
+     .expect = "NAK Invalid Request psn=p to a WRITE Only of PMTU + 64 bytes; QP in ERR", .brk = Break::kTxNakAsAck,
+     .run = write_longer_than_pmtu},
+    {.name = "resp.new_request_inside_message", .group = "responder",
+     .rule = "IBA 9.8.2.2 (opcode sequence: only Middle/Last inside a message), 9.9.3.1.2 (class C)",
+     .expect = "NAK Invalid Request psn=p+1 to a WRITE Only after a WRITE First; QP in ERR", .brk = Break::kTxNakAsAck,
+     .run = new_request_inside_message},
+    {.name = "resp.write_past_region_end", .group = "responder",
+     .rule = "IBA 9.7.5.2 (R_Key, range inside the region), 10.6.3.1, 9.9.3.1.2 (class C)",
+     .expect = "NAK Remote Access Error psn=p to a WRITE whose last 32 bytes lie past the region; QP in ERR",
+     .brk = Break::kTxNakAsAck, .run = write_past_region_end},
+    {.name = "resp.read_past_region_end", .group = "responder",
+     .rule = "IBA 9.7.5.2 (R_Key, range inside the region), 10.6.3.1, 9.9.3.1.2 (class C)",
+     .expect = "NAK Remote Access Error psn=p and no data to a READ past the region's end; QP in ERR",
+     .brk = Break::kTxNakAsAck, .run = read_past_region_end},
     {.name = "resp.invalid_rkey", .group = "responder",
      .rule = "IBA 9.7.5.2 (R_Key check), 10.6.3.1, 9.9.3.1.2 (class C): NAK remote access error, QP to error",
      .expect = "NAK Remote Access Error psn=p to a WRITE with a wrong R_Key; QP in ERR", .brk = Break::kTxNakAsAck,

@@ -42,6 +42,7 @@ struct TargetSide {
   uint32_t recv_len = 0;   ///< bytes of each receive the helper posted
   uint32_t mtu = 0;        ///< path MTU, bytes
   uint8_t rnr_timer = 0;   ///< the min_rnr_timer code the target's QP was given
+  uint32_t qkey = 0;       ///< a UD QP's Q_Key
 };
 
 /// What the helper saw of the case at the target: its QP's state and the
@@ -55,6 +56,7 @@ struct TargetState {
 struct Reply {
   wire::PacketDesc d;
   std::vector<uint8_t> payload;
+  uint64_t time_ns = 0;  ///< when the tester received it (steady clock)
 };
 
 /// The target's frames in a line: "Acknowledge psn=0xfffffd ACK; Acknowledge
@@ -64,6 +66,10 @@ std::string describe(std::span<const Reply> replies);
 /// What a case asks of the helper before its script runs.
 struct Setup {
   uint32_t recvs = 8;  ///< receives to post on the target's QP
+  std::string_view type = "rc";  ///< the target's QP: rc or ud
+  uint8_t timeout = 14;    ///< RC: its local ACK timeout code (4.096 us * 2^N)
+  uint8_t retry_cnt = 7;   ///< RC
+  uint8_t rnr_retry = 7;   ///< RC (7: retry for ever)
 };
 
 struct Outcome {
@@ -85,6 +91,8 @@ struct Case {
 
 /// The cases of each role, in the order they run.
 std::span<const Case> responder_cases();
+std::span<const Case> requester_cases();
+std::span<const Case> ud_cases();
 
 /// The result of one case, for the report.
 struct CaseResult {
@@ -133,16 +141,31 @@ class Tester {
   std::vector<Reply> collect(size_t want);
   /// The helper's view of the target: QP state and completions so far.
   bool state(TargetState& out, std::string& err);
+  /// Polls state() until it holds n completions or answer_ms has passed
+  /// (then out holds what there was). False only if the helper failed.
+  bool wait_completions(size_t n, TargetState& out, std::string& err);
+  /// Has the target post count signaled WRs (op "send" or "write", WRITEs to
+  /// a made-up region of ours) of len bytes each.
+  bool post(std::string_view op, uint32_t len, uint32_t count, std::string& err);
+  /// Sends the target an ACK-opcode frame at psn with AETH syndrome and msn.
+  /// Returns when it was handed to the port (steady clock, ns; Reply::time_ns's clock).
+  uint64_t answer(uint32_t psn, uint8_t syndrome, uint32_t msn);
+  /// Our QPN in this case.
+  uint32_t our_qpn() const { return our_qpn_; }
 
  private:
   bool setup(const Case& c, uint32_t index, Break brk, std::string& refused, std::string& err);
   bool exchange(const std::string& msg, std::string& reply, std::string& err);
+  /// Takes what the port has received: captured, and the target's frames to
+  /// our QP kept in pending_ for collect(). Returns how many were kept.
+  size_t pump_rx();
 
   Config cfg_;
   TargetSide target_;
   uint32_t our_qpn_ = 0;
   uint32_t psn_ = 0;
   wire::PcapWriter pcap_;
+  std::vector<Reply> pending_;  // the target's frames received and not collected yet
 };
 
 }  // namespace uroce::apps::conform

@@ -3,10 +3,13 @@
 // "VERB key=value key=value ...", so that a helper written against any
 // libibverbs speaks it in a few lines of C (docs/CONFORMANCE.md):
 //   tester: setup mac=M ip=A.B.C.D qpn=N psn=N recvs=N break=NAME
-//   helper: ready mac=M ip=A.B.C.D qpn=N psn=N rkey=N va=N len=N recv_len=N mtu=N rnr_timer=N
+//                 [type=rc|ud timeout=14 retry_cnt=7 rnr_retry=7]
+//   helper: ready mac=M ip=A.B.C.D qpn=N psn=N rkey=N va=N len=N recv_len=N mtu=N rnr_timer=N qkey=N
 //           | refused reason=TEXT_WITHOUT_SPACES   (the target cannot do what the case needs)
 //           | error reason=TEXT_WITHOUT_SPACES     (a bad message, a verbs call that failed)
 //   tester: state            helper: state qp=RTS wc=0,5,...   (IBV_WC_* codes, in order)
+//   tester: post op=send|write len=N count=N [rkey=N va=N]   (signaled WRs on the target's QP)
+//   helper: posted count=N
 //   tester: quit             (the helper exits)
 // Numbers are decimal or 0x-hex. Control path.
 #pragma once

@@ -6,6 +6,7 @@
 // case asks for (breaks.h); without it such a setup is refused.
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,11 +25,12 @@ namespace uroce::apps::conform {
 
 namespace {
 
-constexpr uint32_t kRegionBytes = 64 * 1024;  // the remote-access region (first half) and the receives (second half)
+constexpr uint32_t kRegionBytes = 64 * 1024;  // the remote-access region; the receives use its second half
 constexpr uint32_t kRecvBytes = 256;
 constexpr uint32_t kMaxRecvs = 64;
 constexpr uint8_t kMinRnrTimer = 5;  // 0.04 ms (IBA Table 45), distinct from the 0 a broken variant sends
 constexpr uint32_t kFirstSqPsn = 0x3000;
+constexpr uint32_t kQkey = kConformQkey;  // the UD QPs' Q_Key (the broken variant rx_any_qkey writes it)
 
 class Helper {
  public:
@@ -60,6 +62,7 @@ class Helper {
   std::string handle(const Msg& m) {
     if (m.verb == "setup") return setup(m);
     if (m.verb == "state") return state();
+    if (m.verb == "post") return post(m);
     return fail("unknown_verb_" + m.verb);
   }
 
@@ -72,7 +75,13 @@ class Helper {
     const auto gid = parse_ip_gid(m.get("ip"), false);
     const auto qpn = m.num("qpn"), psn = m.num("psn"), recvs = m.num("recvs");
     const auto brk = break_from_name(m.get("break").empty() ? "none" : m.get("break"));
-    if (!mac || !gid || !qpn || !psn || !recvs || !brk) return fail("bad_setup_message");
+    const auto timeout = num_or(m, "timeout", 14), retry_cnt = num_or(m, "retry_cnt", 7),
+               rnr_retry = num_or(m, "rnr_retry", 7);
+    const std::string_view type = m.get("type").empty() ? "rc" : m.get("type");
+    if (!mac || !gid || !qpn || !psn || !recvs || !brk || !timeout || !retry_cnt || !rnr_retry ||
+        (type != "rc" && type != "ud")) {
+      return fail("bad_setup_message");
+    }
     if (*recvs > kMaxRecvs) return refuse("more_than_64_receives");
     if (*brk != Break::kNone && !breaks_) return fail("broken_variants_need_--self-test-breaks");
     drop_qp();
@@ -86,11 +95,12 @@ class Helper {
     ia.cap.max_recv_wr = kMaxRecvs;
     ia.cap.max_send_sge = 1;
     ia.cap.max_recv_sge = 1;
+    ia.qp_type = type == "ud" ? QpType::kUd : QpType::kRc;
     auto qp = create_qp(ep_.pd(), ia);
     if (!qp.ok()) return fail("create_qp_failed");
     qp_ = *qp;
     std::string err;
-    if (!init_qp(qp_, kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic, 0, err)) {
+    if (!init_qp(qp_, kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic, kQkey, err)) {
       return fail("init_qp_failed");
     }
     for (uint32_t i = 0; i < *recvs; ++i) {
@@ -109,7 +119,10 @@ class Helper {
     c.max_dest_rd_atomic = 4;
     c.max_rd_atomic = 4;
     c.min_rnr_timer = kMinRnrTimer;
-    if (!connect_qp(qp_, c, err)) return fail("connect_qp_failed");
+    c.timeout = uint8_t(*timeout);
+    c.retry_cnt = uint8_t(*retry_cnt);
+    c.rnr_retry = uint8_t(*rnr_retry);
+    if (ia.qp_type == QpType::kUd ? !ud_ready(err) : !connect_qp(qp_, c, err)) return fail("connect_qp_failed");
     completions_.clear();
     const Gid& ours = *ep_.gid(0);
     return format_msg("ready", {{"mac", mac_str(ep_.mac())},
@@ -118,10 +131,50 @@ class Helper {
                                 {"psn", std::to_string(kFirstSqPsn)},
                                 {"rkey", std::to_string(mr_->rkey)},
                                 {"va", std::to_string(uint64_t(uintptr_t(buf_.get())))},
-                                {"len", std::to_string(kRegionBytes / 2)},
+                                {"len", std::to_string(kRegionBytes)},
                                 {"recv_len", std::to_string(kRecvBytes)},
                                 {"mtu", "1024"},
-                                {"rnr_timer", std::to_string(kMinRnrTimer)}});
+                                {"rnr_timer", std::to_string(kMinRnrTimer)},
+                                {"qkey", std::to_string(kQkey)}});
+  }
+
+  static std::optional<uint64_t> num_or(const Msg& m, std::string_view key, uint64_t def) {
+    return m.get(key).empty() ? std::optional<uint64_t>(def) : m.num(key);
+  }
+
+  /// A UD QP from INIT to RTR and RTS (IBA 10.3.1: no path, no peer).
+  bool ud_ready(std::string& err) {
+    QpAttr a;
+    a.qp_state = QpState::kRtr;
+    if (Status st = modify_qp(qp_, a, kQpState); !st.ok()) {
+      err = st.message();
+      return false;
+    }
+    a.qp_state = QpState::kRts;
+    a.sq_psn = kFirstSqPsn;
+    if (Status st = modify_qp(qp_, a, kQpState | kQpSqPsn); !st.ok()) {
+      err = st.message();
+      return false;
+    }
+    return true;
+  }
+
+  /// post op=send|write len=N count=N [rkey=N va=N]: count signaled WRs of
+  /// len bytes from the region, WRITEs to va with rkey (the tester's).
+  std::string post(const Msg& m) {
+    if (!qp_) return fail("no_qp");
+    const std::string_view op = m.get("op");
+    const auto len = m.num("len"), count = m.num("count"), rkey = num_or(m, "rkey", 0), va = num_or(m, "va", 0);
+    if ((op != "send" && op != "write") || !len || !count || !rkey || !va || *len > kRegionBytes / 2 || *count > 16) {
+      return fail("bad_post_message");
+    }
+    for (uint64_t i = 0; i < *count; ++i) {
+      Sge sge{.addr = uint64_t(uintptr_t(buf_.get())), .length = uint32_t(*len), .lkey = mr_->lkey};
+      SendWr wr = op == "send" ? send_wr(i, &sge) : write_wr(i, &sge, *va, uint32_t(*rkey));
+      SendWr* bad = nullptr;
+      if (Status st = post_send(qp_, &wr, &bad); !st.ok()) return fail("post_send_failed");
+    }
+    return format_msg("posted", {{"count", std::to_string(*count)}});
   }
 
   std::string state() {

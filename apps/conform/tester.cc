@@ -2,6 +2,7 @@
 // the target helper, each case's setup, frames and capture (conform.h).
 #include <chrono>
 #include <cstring>
+#include <utility>
 
 #include <rte_mbuf.h>
 
@@ -77,13 +78,7 @@ bool Tester::exchange(const std::string& msg, std::string& reply, std::string& e
     return false;
   }
   char in[kMsgBytes];
-  // Drain the port meanwhile: nothing the target sends between cases counts.
-  auto idle = [&] {
-    rte_mbuf* m[32];
-    const uint16_t n = cfg_.port->io().rx_burst(m, 32);
-    for (uint16_t i = 0; i < n; ++i) rte_pktmbuf_free(m[i]);
-  };
-  if (!cfg_.helper->recv_wait(in, sizeof in, cfg_.timeout_s, idle, err)) return false;
+  if (!cfg_.helper->recv_wait(in, sizeof in, cfg_.timeout_s, [this] { pump_rx(); }, err)) return false;
   reply.assign(in, strnlen(in, sizeof in));
   return true;
 }
@@ -91,13 +86,18 @@ bool Tester::exchange(const std::string& msg, std::string& reply, std::string& e
 bool Tester::setup(const Case& c, uint32_t index, Break brk, std::string& refused, std::string& err) {
   our_qpn_ = kOurQpnBase + index;
   psn_ = kFirstPsn;
+  pending_.clear();
   const std::string msg = format_msg(
       "setup", {{"mac", mac_str(cfg_.port->info().mac)},
                 {"ip", ipv4_text(cfg_.gid)},
                 {"qpn", std::to_string(our_qpn_)},
                 {"psn", std::to_string(psn_)},
                 {"recvs", std::to_string(c.setup.recvs)},
-                {"break", std::string(break_name(brk))}});
+                {"break", std::string(break_name(brk))},
+                {"type", std::string(c.setup.type)},
+                {"timeout", std::to_string(c.setup.timeout)},
+                {"retry_cnt", std::to_string(c.setup.retry_cnt)},
+                {"rnr_retry", std::to_string(c.setup.rnr_retry)}});
   std::string text;
   if (!exchange(msg, text, err)) return false;
   const Msg r = parse_msg(text);
@@ -112,14 +112,16 @@ bool Tester::setup(const Case& c, uint32_t index, Break brk, std::string& refuse
   const auto mac = parse_mac(r.get("mac"));
   const auto gid = parse_ip_gid(r.get("ip"), false);
   const auto qpn = r.num("qpn"), psn = r.num("psn"), rkey = r.num("rkey"), va = r.num("va"), len = r.num("len"),
-             recv_len = r.num("recv_len"), mtu = r.num("mtu"), rnr = r.num("rnr_timer");
-  if (r.verb != "ready" || !mac || !gid || !qpn || !psn || !rkey || !va || !len || !recv_len || !mtu || !rnr) {
+             recv_len = r.num("recv_len"), mtu = r.num("mtu"), rnr = r.num("rnr_timer"), qkey = r.num("qkey");
+  if (r.verb != "ready" || !mac || !gid || !qpn || !psn || !rkey || !va || !len || !recv_len || !mtu || !rnr ||
+      !qkey) {
     err = "bad answer to setup from the target helper: '" + text + "'";
     return false;
   }
   target_ = TargetSide{.mac = *mac, .gid = *gid, .qpn = uint32_t(*qpn), .psn = uint32_t(*psn),
                        .rkey = uint32_t(*rkey), .va = *va, .len = uint32_t(*len), .recv_len = uint32_t(*recv_len),
-                       .mtu = uint32_t(*mtu), .rnr_timer = uint8_t(*rnr)};
+                       .mtu = uint32_t(*mtu), .rnr_timer = uint8_t(*rnr),
+                       .qkey = uint32_t(*qkey)};
   return true;
 }
 
@@ -192,29 +194,73 @@ void Tester::send_raw(std::span<const uint8_t> f) {
   }
 }
 
+size_t Tester::pump_rx() {
+  rte_mbuf* m[32];
+  const uint16_t n = cfg_.port->io().rx_burst(m, 32);
+  size_t kept = 0;
+  for (uint16_t i = 0; i < n; ++i) {
+    const uint8_t* data = rte_pktmbuf_mtod(m[i], const uint8_t*);
+    const std::span<const uint8_t> f(data, m[i]->data_len);
+    const uint64_t t = now_ns();
+    if (pcap_.is_open()) pcap_.write(f, t);
+    Reply r;
+    if (wire::parse(f, r.d) == wire::ParseError::kOk && r.d.src_mac == target_.mac && r.d.dest_qp == our_qpn_) {
+      r.payload.assign(data + r.d.payload_off, data + r.d.payload_off + r.d.payload_len);
+      r.time_ns = t;
+      pending_.push_back(std::move(r));
+      ++kept;
+    }
+    rte_pktmbuf_free(m[i]);
+  }
+  return kept;
+}
+
 std::vector<Reply> Tester::collect(size_t want) {
-  std::vector<Reply> out;
   auto last = std::chrono::steady_clock::now();
   const auto start = last;
   const double cap = cfg_.answer_ms + 20.0 * cfg_.wait_ms;  // a target that keeps talking
   while (!g_stop && ms_since(start) < cap) {
-    if (ms_since(last) >= cfg_.wait_ms && (out.size() >= want || ms_since(start) >= cfg_.answer_ms)) break;
-    rte_mbuf* m[32];
-    const uint16_t n = cfg_.port->io().rx_burst(m, 32);
-    for (uint16_t i = 0; i < n; ++i) {
-      const uint8_t* data = rte_pktmbuf_mtod(m[i], const uint8_t*);
-      const std::span<const uint8_t> f(data, m[i]->data_len);
-      if (pcap_.is_open()) pcap_.write(f, now_ns());
-      Reply r;
-      if (wire::parse(f, r.d) == wire::ParseError::kOk && r.d.src_mac == target_.mac && r.d.dest_qp == our_qpn_) {
-        r.payload.assign(data + r.d.payload_off, data + r.d.payload_off + r.d.payload_len);
-        out.push_back(std::move(r));
-        last = std::chrono::steady_clock::now();
-      }
-      rte_pktmbuf_free(m[i]);
-    }
+    if (ms_since(last) >= cfg_.wait_ms && (pending_.size() >= want || ms_since(start) >= cfg_.answer_ms)) break;
+    if (pump_rx()) last = std::chrono::steady_clock::now();
   }
-  return out;
+  return std::exchange(pending_, {});
+}
+
+bool Tester::wait_completions(size_t n, TargetState& out, std::string& err) {
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    if (!state(out, err)) return false;
+    if (out.completions.size() >= n || ms_since(start) >= cfg_.answer_ms || g_stop) return true;
+    const auto t = std::chrono::steady_clock::now();
+    while (ms_since(t) < 2) pump_rx();
+  }
+}
+
+bool Tester::post(std::string_view op, uint32_t len, uint32_t count, std::string& err) {
+  std::string text;
+  if (!exchange(format_msg("post", {{"op", std::string(op)},
+                                    {"len", std::to_string(len)},
+                                    {"count", std::to_string(count)},
+                                    {"rkey", "4660"},
+                                    {"va", "65536"}}),
+                text, err)) {
+    return false;
+  }
+  if (parse_msg(text).verb != "posted") {
+    err = "the helper did not post: '" + text + "'";
+    return false;
+  }
+  return true;
+}
+
+uint64_t Tester::answer(uint32_t psn, uint8_t syndrome, uint32_t msn) {
+  wire::PacketDesc d = req(wire::kRcAcknowledge);
+  d.psn = psn;
+  d.ack_req = false;
+  d.aeth_syndrome = syndrome;
+  d.aeth_msn = msn;
+  send(d);
+  return now_ns();
 }
 
 CaseResult Tester::run_case(const Case& c, uint32_t index, Break brk, const std::string& pcap) {

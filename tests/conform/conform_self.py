@@ -5,9 +5,9 @@
    the command must pass, junit.xml must count every case of `--list` with
    no failure, error or skip, report.json must say 'conforms' for each.
 2. An independent reading of each case's pcap: tshark's InfiniBand dissector
-   must see the target's frames (opcode, AETH syndrome) that the rule asks
-   for (ORACLE below, from the IBA rule each case cites, not from uroce),
-   and the tester's first frame must carry the case's deviation.
+   must see the target's frames (opcode, AETH syndrome, PSN) that the rule
+   asks for (TARGET below, from the IBA rule each case cites, not from
+   uroce), and the tester's frames must carry the case's deviation (TESTER).
 3. Every case against its broken variant (`--broken`): each must deviate.
 4. Bad command lines get a usage error (exit 2).
 
@@ -26,28 +26,49 @@ TARGET_IP = "10.192.0.1"  # the helper's address under --target self
 
 # Opcodes (IBA Table 38) and AETH syndromes (IBA 9.7.5.1): ACK 0x1f (credits
 # invalid), NAK PSN sequence error 0x60, invalid request 0x61, remote access
-# error 0x62, RNR NAK with timer 5 = 0x25 (the helper's min_rnr_timer).
-ACK, ATOMIC_ACK, READ_RESP_ONLY = 17, 18, 16
-A_ACK, N_SEQ, N_INV, N_ACC, RNR5 = 31, 0x60, 0x61, 0x62, 0x25
-ORACLE = {
-    "resp.dup_write_reacked": [(ACK, A_ACK), (ACK, A_ACK)],
-    "resp.psn_ahead_one_nak": [(ACK, N_SEQ), (ACK, A_ACK)],
-    "resp.psn_far_behind_not_executed": [(ACK, A_ACK), (ACK, A_ACK), (READ_RESP_ONLY, A_ACK)],
-    "resp.dup_read_replayed": [(ACK, A_ACK), (READ_RESP_ONLY, A_ACK), (READ_RESP_ONLY, A_ACK)],
-    "resp.dup_atomic_not_reexecuted": [(ATOMIC_ACK, A_ACK), (ATOMIC_ACK, A_ACK), (READ_RESP_ONLY, A_ACK)],
-    "resp.middle_without_first": [(ACK, N_INV)],
-    "resp.send_longer_than_receive": [(ACK, N_INV)],
-    "resp.invalid_rkey": [(ACK, N_ACC)],
-    "resp.misaligned_atomic": [(ACK, N_INV)],
-    "resp.rnr_nak_timer": [(ACK, RNR5)],
-    "resp.bad_icrc_dropped": [(ACK, A_ACK), (READ_RESP_ONLY, A_ACK)],
-    "resp.bad_pkey_dropped": [(ACK, A_ACK), (READ_RESP_ONLY, A_ACK)],
+# error 0x62, RNR NAK with timer code N = 0x20 | N (the helper's min_rnr_timer is 5).
+SEND_ONLY, WRITE_ONLY, ACK, ATOMIC_ACK, READ_RESP_ONLY, UD_SEND_ONLY = 4, 10, 17, 18, 16, 100
+A_ACK, N_SEQ, N_INV, N_ACC = 31, 0x60, 0x61, 0x62
+R = None  # a request: no AETH
+# The target's frames each case's rule asks for, as tshark reads them:
+# (opcode, AETH syndrome, PSN - the PSN of the target's first frame).
+TARGET = {
+    "resp.dup_write_reacked": [(ACK, A_ACK, 0), (ACK, A_ACK, 0)],
+    "resp.psn_ahead_one_nak": [(ACK, N_SEQ, 0), (ACK, A_ACK, 0)],
+    "resp.psn_far_behind_not_executed": [(ACK, A_ACK, 0), (ACK, A_ACK, 0), (READ_RESP_ONLY, A_ACK, 1)],
+    "resp.dup_read_replayed": [(ACK, A_ACK, 0), (READ_RESP_ONLY, A_ACK, 1), (READ_RESP_ONLY, A_ACK, 1)],
+    "resp.dup_atomic_not_reexecuted": [(ATOMIC_ACK, A_ACK, 0), (ATOMIC_ACK, A_ACK, 0), (READ_RESP_ONLY, A_ACK, 1)],
+    "resp.middle_without_first": [(ACK, N_INV, 0)],
+    "resp.send_longer_than_receive": [(ACK, N_INV, 0)],
+    "resp.write_longer_than_pmtu": [(ACK, N_INV, 0)],
+    "resp.new_request_inside_message": [(ACK, N_INV, 0)],
+    "resp.write_past_region_end": [(ACK, N_ACC, 0)],
+    "resp.read_past_region_end": [(ACK, N_ACC, 0)],
+    "resp.invalid_rkey": [(ACK, N_ACC, 0)],
+    "resp.misaligned_atomic": [(ACK, N_INV, 0)],
+    "resp.rnr_nak_timer": [(ACK, 0x25, 0)],
+    "resp.bad_icrc_dropped": [(ACK, A_ACK, 0), (READ_RESP_ONLY, A_ACK, 1)],
+    "resp.bad_pkey_dropped": [(ACK, A_ACK, 0), (READ_RESP_ONLY, A_ACK, 1)],
+    "req.ghost_ack_ignored": [(SEND_ONLY, R, 0)],
+    "req.nak_seq_go_back_n": [(SEND_ONLY, R, 0), (SEND_ONLY, R, 1), (SEND_ONLY, R, 2), (SEND_ONLY, R, 1), (SEND_ONLY, R, 2)],
+    "req.rnr_nak_wait_retry": [(SEND_ONLY, R, 0), (SEND_ONLY, R, 0)],
+    "req.nak_remote_access": [(WRITE_ONLY, R, 0), (WRITE_ONLY, R, 1)],
+    "req.retry_exhausted": [(SEND_ONLY, R, 0)] * 3,
+    "req.rnr_retry_exhausted": [(SEND_ONLY, R, 0)] * 2,
+    "ud.bad_qkey_dropped": [],
 }
-# The tester's first frame: (opcode, P_Key) as tshark reads them.
-FIRST = {
-    "resp.middle_without_first": (1, 0xffff),    # SEND Middle
-    "resp.bad_pkey_dropped": (10, 0x7123),       # WRITE Only, foreign P_Key
-    "resp.misaligned_atomic": (20, 0xffff),      # FETCH_ADD
+# The tester's frames that carry each case's deviation: (opcode, AETH
+# syndrome, P_Key, DETH Q_Key) of its first frames, in order (None: any).
+TESTER = {
+    "resp.middle_without_first": [(1, R, 0xffff, None)],               # SEND Middle
+    "resp.bad_pkey_dropped": [(WRITE_ONLY, R, 0x7123, None)],         # a foreign P_Key
+    "resp.misaligned_atomic": [(20, R, 0xffff, None)],                # FETCH_ADD
+    "req.ghost_ack_ignored": [(ACK, A_ACK, 0xffff, None), (ACK, A_ACK, 0xffff, None)],
+    "req.nak_seq_go_back_n": [(ACK, N_SEQ, 0xffff, None), (ACK, A_ACK, 0xffff, None)],
+    "req.rnr_nak_wait_retry": [(ACK, 0x20 | 18, 0xffff, None), (ACK, A_ACK, 0xffff, None)],
+    "req.nak_remote_access": [(ACK, N_ACC, 0xffff, None)],
+    "req.rnr_retry_exhausted": [(ACK, 0x21, 0xffff, None)] * 2,
+    "ud.bad_qkey_dropped": [(UD_SEND_ONLY, R, 0xffff, 0x11111110), (UD_SEND_ONLY, R, 0xffff, 0x11111111)],
 }
 
 errors = []
@@ -58,14 +79,13 @@ def run(args, timeout=120):
 
 
 def tshark(pcap):
+    """(source IP, opcode, AETH syndrome, P_Key, DETH Q_Key, PSN) of each frame, as tshark decodes it."""
     out = subprocess.run(["tshark", "-r", pcap, "-T", "fields", "-E", "separator=,", "-e", "ip.src",
-                          "-e", "infiniband.bth.opcode", "-e", "infiniband.aeth.syndrome", "-e", "infiniband.bth.p_key"],
+                          "-e", "infiniband.bth.opcode", "-e", "infiniband.aeth.syndrome", "-e", "infiniband.bth.p_key",
+                          "-e", "infiniband.deth.q_key", "-e", "infiniband.bth.psn"],
                          capture_output=True, text=True, timeout=60, check=True).stdout
-    rows = []
-    for line in out.splitlines():
-        src, op, syn, pkey = line.split(",")
-        rows.append((src, int(op), int(syn) if syn else None, int(pkey, 0) if pkey else None))
-    return rows
+    num = lambda v: int(v, 0) if v else None
+    return [tuple([f[0]] + [num(v) for v in f[1:]]) for f in (line.split(",") for line in out.splitlines())]
 
 
 def check_run(d, want_verdict, names):
@@ -93,7 +113,7 @@ def main():
     if listed.returncode != 0 or not names:
         sys.exit(f"--list failed: {listed.stderr}")
     for n in names:
-        if n not in ORACLE:
+        if n not in TARGET:
             errors.append(f"{n}: no oracle in this test (add the target frames its rule asks for)")
 
     tmp = tempfile.mkdtemp(prefix="uroce-conform-test-")
@@ -104,16 +124,21 @@ def main():
             errors.append(f"--target self exited {r.returncode}:\n{r.stdout}\n{r.stderr}")
         got = check_run(good, "conforms", names)
         for n in names:
-            if n not in got or n not in ORACLE:
+            if n not in got or n not in TARGET:
                 continue
             rows = tshark(got[n]["pcap"])
-            seen = [(op, syn) for src, op, syn, _ in rows if src == TARGET_IP]
-            if seen != ORACLE[n]:
-                errors.append(f"{n}: tshark reads the target's frames as {seen}, the rule asks for {ORACLE[n]}")
-            if n in FIRST:
-                first = next(((op, pkey) for src, op, _, pkey in rows if src != TARGET_IP), None)
-                if first != FIRST[n]:
-                    errors.append(f"{n}: the tester's first frame is {first}, want {FIRST[n]}")
+            theirs = [r for r in rows if r[0] == TARGET_IP]
+            seen = [(op, syn, (psn - theirs[0][5]) % (1 << 24)) for _, op, syn, _, _, psn in theirs]
+            if seen != TARGET[n]:
+                errors.append(f"{n}: tshark reads the target's frames as {seen}, the rule asks for {TARGET[n]}")
+            if n in TESTER:
+                ours = [(op, syn, pkey, qkey) for src, op, syn, pkey, qkey, _ in rows if src != TARGET_IP]
+                want = TESTER[n]
+                # requester cases: the tester's answers (ACK opcode) only
+                if want[0][0] == ACK:
+                    ours = [o for o in ours if o[0] == ACK]
+                if ours[:len(want)] != want:
+                    errors.append(f"{n}: tshark reads the tester's frames as {ours[:len(want)]}, want {want}")
 
         broken = os.path.join(tmp, "broken")
         r = run(["--target", "self", "--broken", "--report-dir", broken])

@@ -1,0 +1,203 @@
+// The cases with the target as requester: the helper has the target post
+// work requests (with no receive posted, so that every completion is the
+// requester's), the tester is the responder and answers each request with
+// one deviation (docs/CONFORMANCE.md); the target's requests on the wire and
+// its completions (from the helper) are checked against the rule.
+#include "apps/common/launch.h"
+#include "apps/conform/checks.h"
+#include "apps/conform/conform.h"
+#include "stack/wire/aeth.h"
+#include "stack/wire/psn.h"
+
+namespace uroce::apps::conform {
+
+namespace {
+
+using wire::AethType;
+using wire::NakCode;
+using wire::psn_add;
+
+constexpr uint32_t kLen = 64;  // bytes of each SEND / WRITE the target posts
+// A local ACK timeout of 1.07 s (4.096 us * 2^18): no retransmission of the
+// target's own within a case that does not test it.
+constexpr uint8_t kQuietTimeout = 18;
+const uint8_t kAck = wire::aeth_syndrome(AethType::kAck, wire::kAethCreditsInvalid);
+
+uint8_t nak(NakCode c) { return wire::aeth_syndrome(AethType::kNak, uint8_t(c)); }
+
+/// Has the target post count WRs of op and collects their first
+/// transmission: count one-packet requests at q, q+1, ... Sets err (an
+/// error) or seen (a deviation) when it does not come.
+bool start(Tester& t, std::string_view op, uint32_t count, std::vector<Reply>& rs, Outcome& out) {
+  std::string err;
+  if (!t.post(op, kLen, count, err)) {
+    out = error(err);
+    return false;
+  }
+  rs = t.collect(count);
+  const uint32_t q = t.target().psn;
+  bool ok = rs.size() >= count;
+  for (uint32_t i = 0; ok && i < count; ++i) ok = rs[i].d.psn == psn_add(q, i) && (rs[i].d.op().flags & wire::kOnly) == wire::kOnly;
+  if (!ok) out = deviates(strf("the %u posted requests came as: ", count) + describe(rs));
+  return ok;
+}
+
+/// The target's completions once n have come, each as wanted, and its QP in qp_state.
+Outcome completions_are(Tester& t, std::span<const WcStatus> want, std::string_view qp_state, std::string seen) {
+  TargetState st;
+  std::string err;
+  if (!t.wait_completions(want.size(), st, err)) return error(err);
+  if (!std::equal(want.begin(), want.end(), st.completions.begin(), st.completions.end())) {
+    return deviates(seen + "; completions " + completions_text(st.completions) + ", want " + completions_text(want));
+  }
+  if (st.qp_state != qp_state) return deviates(seen + "; QP in " + st.qp_state + ", want " + std::string(qp_state));
+  return conforms(seen + "; completions " + completions_text(st.completions) + ", QP in " + st.qp_state);
+}
+
+std::string rel(uint32_t psn, uint32_t q) { return strf("q%+d", wire::psn_cmp(psn, q)); }
+
+// Send: an ACK for q+3 after the target's SEND at q (q+3 never sent), then the ACK of q.
+// Expect: the ghost ACK completes nothing; the real one completes the SEND.
+Outcome ghost_ack_ignored(Tester& t) {
+  std::vector<Reply> rs;
+  Outcome out;
+  if (!start(t, "send", 1, rs, out)) return out;
+  const uint32_t q = t.target().psn;
+  t.answer(psn_add(q, 3), kAck, 1);
+  (void)t.collect(0);
+  TargetState st;
+  std::string err;
+  if (!t.state(st, err)) return error(err);
+  if (!st.completions.empty()) {
+    return deviates("the ACK for q+3 (never sent) completed the SEND: " + completions_text(st.completions));
+  }
+  t.answer(q, kAck, 1);
+  const WcStatus want[] = {WcStatus::kSuccess};
+  return completions_are(t, want, "RTS", "no completion after the ghost ACK");
+}
+
+// Send: three SENDs at q, q+1, q+2 arrive; NAK PSN sequence error at q+1
+// (q+1 was "lost"; q implicitly acknowledged). Expect: the target resends
+// from q+1 (not q), and all three complete once q+2 is ACKed.
+Outcome nak_seq_go_back_n(Tester& t) {
+  std::vector<Reply> rs;
+  Outcome out;
+  if (!start(t, "send", 3, rs, out)) return out;
+  const uint32_t q = t.target().psn;
+  t.answer(psn_add(q, 1), nak(NakCode::kPsnSequenceError), 1);
+  const auto again = t.collect(2);
+  std::string seen = "resent:";
+  for (const Reply& r : again) seen += " " + rel(r.d.psn, q);
+  if (again.size() < 2 || again[0].d.psn != psn_add(q, 1) || again[1].d.psn != psn_add(q, 2)) {
+    return deviates(seen + " (want q+1 then q+2)");
+  }
+  t.answer(psn_add(q, 2), kAck, 3);
+  const WcStatus want[] = {WcStatus::kSuccess, WcStatus::kSuccess, WcStatus::kSuccess};
+  return completions_are(t, want, "RTS", seen);
+}
+
+// Send: an RNR NAK with timer code 18 (5.12 ms) to the target's SEND at q.
+// Expect: the SEND again at q no sooner than 5.12 ms after the NAK; it completes once ACKed.
+Outcome rnr_nak_wait_retry(Tester& t) {
+  constexpr uint8_t kTimer = 18;
+  std::vector<Reply> rs;
+  Outcome out;
+  if (!start(t, "send", 1, rs, out)) return out;
+  const uint32_t q = t.target().psn;
+  const uint64_t sent = t.answer(q, wire::aeth_syndrome(AethType::kRnrNak, kTimer), 0);
+  const auto again = t.collect(1);
+  if (again.empty() || again[0].d.psn != q) return deviates("after the RNR NAK: " + describe(again));
+  const double waited_ms = double(again[0].time_ns - sent) / 1e6;
+  const double want_ms = double(wire::rnr_timer_ns(kTimer)) / 1e6;
+  const std::string seen = strf("resent q %.2f ms after the NAK (timer %.2f ms)", waited_ms, want_ms);
+  if (waited_ms < want_ms) return deviates(seen);
+  t.answer(q, kAck, 1);
+  const WcStatus want[] = {WcStatus::kSuccess};
+  return completions_are(t, want, "RTS", seen);
+}
+
+// Send: NAK Remote Access Error to the first of two WRITEs (q, q+1).
+// Expect: the first completes with a remote access error, the second is
+// flushed, the QP goes to ERR (IBA 9.9.3.1.2 class C at the requester).
+Outcome nak_remote_access(Tester& t) {
+  std::vector<Reply> rs;
+  Outcome out;
+  if (!start(t, "write", 2, rs, out)) return out;
+  t.answer(t.target().psn, nak(NakCode::kRemoteAccessError), 0);
+  const WcStatus want[] = {WcStatus::kRemAccessErr, WcStatus::kWrFlushErr};
+  return completions_are(t, want, "ERR", "NAK Remote Access Error to q");
+}
+
+/// Counts the tries of the target's one SEND at q (answering each with
+/// syndrome, or not at all if syndrome is 0) until it stops sending.
+uint32_t count_tries(Tester& t, uint8_t syndrome, std::vector<Reply> first) {
+  const uint32_t q = t.target().psn;
+  uint32_t tries = 0;
+  for (auto rs = std::move(first); !rs.empty(); rs = t.collect(1)) {
+    for (const Reply& r : rs) {
+      if (r.d.psn != q || !(r.d.op().flags & wire::kReq)) continue;
+      ++tries;
+      if (syndrome) t.answer(q, syndrome, 0);
+    }
+  }
+  return tries;
+}
+
+// Send: nothing, to a SEND from a QP with retry_cnt 2 and a 4 ms local ACK timeout.
+// Expect: the SEND 1 + 2 times, then 'transport retry counter exceeded', QP in ERR.
+Outcome retry_exhausted(Tester& t) {
+  std::vector<Reply> rs;
+  Outcome out;
+  if (!start(t, "send", 1, rs, out)) return out;
+  const uint32_t tries = count_tries(t, 0, std::move(rs));
+  const std::string seen = strf("the SEND sent %u times", tries);
+  if (tries != 3) return deviates(seen + " (want 1 + retry_cnt 2)");
+  const WcStatus want[] = {WcStatus::kRetryExcErr};
+  return completions_are(t, want, "ERR", seen);
+}
+
+// Send: an RNR NAK (timer code 1) to every try of a SEND from a QP with rnr_retry 1.
+// Expect: the SEND 1 + 1 times, then 'RNR retry counter exceeded', QP in ERR.
+Outcome rnr_retry_exhausted(Tester& t) {
+  std::vector<Reply> rs;
+  Outcome out;
+  if (!start(t, "send", 1, rs, out)) return out;
+  const uint32_t tries = count_tries(t, wire::aeth_syndrome(AethType::kRnrNak, 1), std::move(rs));
+  const std::string seen = strf("the SEND sent %u times", tries);
+  if (tries != 2) return deviates(seen + " (want 1 + rnr_retry 1)");
+  const WcStatus want[] = {WcStatus::kRnrRetryExcErr};
+  return completions_are(t, want, "ERR", seen);
+}
+
+constexpr Case kCases[] = {
+    {.name = "req.ghost_ack_ignored", .group = "requester",
+     .rule = "IBA 9.7.5.1: an ACK for a PSN the requester never sent is ignored",
+     .expect = "an ACK for q+3 (never sent) completes nothing; the ACK of q completes the SEND",
+     .setup = {.recvs = 0, .timeout = kQuietTimeout}, .brk = Break::kRxGhostAckTaken, .run = ghost_ack_ignored},
+    {.name = "req.nak_seq_go_back_n", .group = "requester",
+     .rule = "IBA 9.7.5.1.1 (NAK PSN sequence error: resend from the NAK's PSN; earlier PSNs acknowledged)",
+     .expect = "after NAK PSN Sequence Error q+1 to SENDs q..q+2: resent q+1, q+2 (not q); three completions",
+     .setup = {.recvs = 0, .timeout = kQuietTimeout}, .brk = Break::kRxNakPsnEarly, .run = nak_seq_go_back_n},
+    {.name = "req.rnr_nak_wait_retry", .group = "requester",
+     .rule = "IBA 9.7.5.2.8: after an RNR NAK the requester waits the encoded time (Table 45), then resends",
+     .expect = "after RNR NAK timer 18 (5.12 ms): the SEND again no sooner than 5.12 ms; it completes",
+     .setup = {.recvs = 0, .timeout = kQuietTimeout}, .brk = Break::kRxRnrTimerShort, .run = rnr_nak_wait_retry},
+    {.name = "req.nak_remote_access", .group = "requester",
+     .rule = "IBA 9.9.3.1.2 (class C): a NAK remote access error completes the WR in error, flushes the rest, QP to error",
+     .expect = "NAK Remote Access Error to the first of two WRITEs: 'remote access error', 'flushed', QP in ERR",
+     .setup = {.recvs = 0, .timeout = kQuietTimeout}, .brk = Break::kRxNakAsAck, .run = nak_remote_access},
+    {.name = "req.retry_exhausted", .group = "requester",
+     .rule = "IBA 9.7.6.1.3 (local ACK timeout, retry_cnt), 11.4.2.1: retry exhaustion completes with its status, QP to error",
+     .expect = "no answer: the SEND 1 + retry_cnt (2) times, then 'transport retry counter exceeded', QP in ERR",
+     .setup = {.recvs = 0, .timeout = 10, .retry_cnt = 2}, .brk = Break::kTxNoRetransmit, .run = retry_exhausted},
+    {.name = "req.rnr_retry_exhausted", .group = "requester",
+     .rule = "IBA 9.7.5.2.8 (rnr_retry), 11.4.2.1: RNR retry exhaustion completes with its status, QP to error",
+     .expect = "RNR NAK to every try: the SEND 1 + rnr_retry (1) times, then 'RNR retry counter exceeded', QP in ERR",
+     .setup = {.recvs = 0, .rnr_retry = 1}, .brk = Break::kTxNoRetransmit, .run = rnr_retry_exhausted},
+};
+
+}  // namespace
+
+std::span<const Case> requester_cases() { return kCases; }
+
+}  // namespace uroce::apps::conform
