@@ -3,6 +3,8 @@
 
 #include <array>
 
+#include "stack/cm/agent.h"
+#include "stack/cm/mad.h"
 #include "stack/wire/aeth.h"
 #include "stack/wire/packet.h"
 #include "stack/wire/psn.h"
@@ -86,7 +88,9 @@ void BreakIo::rx_one(rte_mbuf* m) {
     case Break::kTxNakTwice:
     case Break::kTxFirstAnswerOnly:
     case Break::kTxRnrTimerZero:
-    case Break::kTxNoRetransmit: return;
+    case Break::kTxNoRetransmit:
+    case Break::kTxRejConsumer:
+    case Break::kTxNoCmAnswer: return;
   }
   (void)wire::finish_frame(d, f);
 }
@@ -106,8 +110,20 @@ int BreakIo::tx_one(rte_mbuf* m) {
     sent_any_ = true;
     last_sent_ = d.psn;
   }
+  const bool mad = d.dest_qp == wire::kGsiQpn && d.opcode == wire::kUdSendOnly;
   switch (brk_) {
     case Break::kTxNoRetransmit: return resent ? 0 : 1;
+    case Break::kTxNoCmAnswer: return mad ? 0 : 1;
+    case Break::kTxRejConsumer: {
+      cm::CmMad msg;
+      const auto payload = f.subspan(d.payload_off, d.payload_len);
+      if (!mad || cm::decode(payload, msg) != cm::CmError::kOk || !std::holds_alternative<cm::RejDesc>(msg.body)) {
+        return 1;
+      }
+      std::get<cm::RejDesc>(msg.body).reason = cm::kRejConsumer;
+      if (cm::encode(msg, payload) != cm::CmError::kOk) return 1;
+      break;
+    }
     case Break::kTxFirstAnswerOnly:
       if (answered_) return 0;
       answered_ = true;

@@ -32,7 +32,9 @@ inline constexpr uint32_t kConformQkey = 0x11111111;
   X(kRxNakPsnEarly, "rx_nak_psn_early", "reads a PSN sequence error NAK's PSN one too low (goes back too far)")   \
   X(kRxRnrTimerShort, "rx_rnr_timer_short", "reads every RNR NAK's timer as code 1 (0.01 ms)")                    \
   X(kRxNakAsAck, "rx_nak_as_ack", "takes NAKs for ACKs (no error completion)")                                   \
-  X(kRxAnyQkey, "rx_any_qkey", "takes UD datagrams of any Q_Key (set to the QP's)")
+  X(kRxAnyQkey, "rx_any_qkey", "takes UD datagrams of any Q_Key (set to the QP's)")                          \
+  X(kTxRejConsumer, "tx_rej_consumer", "gives every REJ reason 28 (consumer defined), whatever the cause")      \
+  X(kTxNoCmAnswer, "tx_no_cm_answer", "sends no CM MAD at all (drops what QP1 sends)")
 
 enum class Break : uint8_t {
 #define UROCE_ENUM(e, s, h) e,

@@ -96,10 +96,12 @@ Outcome nak_seq_go_back_n(Tester& t) {
   return completions_are(t, want, "RTS", seen);
 }
 
-// Send: an RNR NAK with timer code 18 (5.12 ms) to the target's SEND at q.
-// Expect: the SEND again at q no sooner than 5.12 ms after the NAK; it completes once ACKed.
+// Send: an RNR NAK with timer code 24 (40.96 ms) to the target's SEND at q.
+// Expect: the SEND again at q no sooner than 40.96 ms after the NAK; it
+// completes once ACKed. (A long timer, so that a target that waits too little
+// shows even on a loaded machine, where the target may be descheduled.)
 Outcome rnr_nak_wait_retry(Tester& t) {
-  constexpr uint8_t kTimer = 18;
+  constexpr uint8_t kTimer = 24;
   std::vector<Reply> rs;
   Outcome out;
   if (!start(t, "send", 1, rs, out)) return out;
@@ -180,7 +182,7 @@ constexpr Case kCases[] = {
      .setup = {.recvs = 0, .timeout = kQuietTimeout}, .brk = Break::kRxNakPsnEarly, .run = nak_seq_go_back_n},
     {.name = "req.rnr_nak_wait_retry", .group = "requester",
      .rule = "IBA 9.7.5.2.8: after an RNR NAK the requester waits the encoded time (Table 45), then resends",
-     .expect = "after RNR NAK timer 18 (5.12 ms): the SEND again no sooner than 5.12 ms; it completes",
+     .expect = "after RNR NAK timer 24 (40.96 ms): the SEND again no sooner than 40.96 ms; it completes",
      .setup = {.recvs = 0, .timeout = kQuietTimeout}, .brk = Break::kRxRnrTimerShort, .run = rnr_nak_wait_retry},
     {.name = "req.nak_remote_access", .group = "requester",
      .rule = "IBA 9.9.3.1.2 (class C): a NAK remote access error completes the WR in error, flushes the rest, QP to error",

@@ -75,7 +75,8 @@ constexpr CommandSpec kConformCommand = {
 
 std::vector<const Case*> all_cases() {
   std::vector<const Case*> v;
-  for (const auto& group : {conform::responder_cases(), conform::requester_cases(), conform::ud_cases()}) {
+  for (const auto& group : {conform::responder_cases(), conform::requester_cases(), conform::ud_cases(),
+                            conform::cm_cases()}) {
     for (const Case& c : group) v.push_back(&c);
   }
   return v;

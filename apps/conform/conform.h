@@ -43,6 +43,7 @@ struct TargetSide {
   uint32_t mtu = 0;        ///< path MTU, bytes
   uint8_t rnr_timer = 0;   ///< the min_rnr_timer code the target's QP was given
   uint32_t qkey = 0;       ///< a UD QP's Q_Key
+  uint16_t cm_port = 0;    ///< an rdma_cm listener's TCP port (0: none)
 };
 
 /// What the helper saw of the case at the target: its QP's state and the
@@ -52,7 +53,7 @@ struct TargetState {
   std::vector<WcStatus> completions;
 };
 
-/// One frame the target sent the tester, decoded by wire::parse.
+/// One frame the target sent the tester (to our QP of the case, or to QP1), decoded by wire::parse.
 struct Reply {
   wire::PacketDesc d;
   std::vector<uint8_t> payload;
@@ -93,6 +94,7 @@ struct Case {
 std::span<const Case> responder_cases();
 std::span<const Case> requester_cases();
 std::span<const Case> ud_cases();
+std::span<const Case> cm_cases();
 
 /// The result of one case, for the report.
 struct CaseResult {
@@ -147,6 +149,10 @@ class Tester {
   /// Has the target post count signaled WRs (op "send" or "write", WRITEs to
   /// a made-up region of ours) of len bytes each.
   bool post(std::string_view op, uint32_t len, uint32_t count, std::string& err);
+  /// Sends the 256-byte MAD to the target's QP1 from our QP1 (UD SEND Only,
+  /// Q_Key 0x80010000, IBA 13.5.1); the target's MADs come back to QP1 and
+  /// collect() returns them too.
+  void send_mad(std::span<const uint8_t> mad);
   /// Sends the target an ACK-opcode frame at psn with AETH syndrome and msn.
   /// Returns when it was handed to the port (steady clock, ns; Reply::time_ns's clock).
   uint64_t answer(uint32_t psn, uint8_t syndrome, uint32_t msn);

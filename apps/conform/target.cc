@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include <uroce/cm.h>
 #include <uroce/wr.h>
 
 #include "apps/common/addr_text.h"
@@ -30,12 +31,14 @@ constexpr uint32_t kRecvBytes = 256;
 constexpr uint32_t kMaxRecvs = 64;
 constexpr uint8_t kMinRnrTimer = 5;  // 0.04 ms (IBA Table 45), distinct from the 0 a broken variant sends
 constexpr uint32_t kFirstSqPsn = 0x3000;
+constexpr uint16_t kCmPort = 7471;  // the rdma_cm listener's port
 constexpr uint32_t kQkey = kConformQkey;  // the UD QPs' Q_Key (the broken variant rx_any_qkey writes it)
 
 class Helper {
  public:
   Helper(Endpoint& ep, BreakIo* breaks) : ep_(ep), breaks_(breaks), buf_(page_buffer(kRegionBytes)) {}
   ~Helper() {
+    if (listener_) (void)cm_destroy_id(listener_);
     drop_qp();
     if (mr_) (void)dereg_mr(mr_);
     if (cq_) (void)destroy_cq(cq_);
@@ -55,6 +58,22 @@ class Helper {
       return false;
     }
     mr_ = *mr;
+    // An rdma_cm listener (TCP port space) for the CM cases: the target's CM
+    // answers REQs, DREQs and the like on QP1.
+    auto id = cm_create_id(ep_.ctx(), nullptr, CmPortSpace::kTcp);
+    if (!id.ok()) {
+      err = std::string("cm_create_id: ") + id.status().message();
+      return false;
+    }
+    listener_ = *id;
+    if (Status st = cm_bind_addr(listener_, SockAddr{*ep_.gid(0), kCmPort}); !st.ok()) {
+      err = std::string("cm_bind_addr: ") + st.message();
+      return false;
+    }
+    if (Status st = cm_listen(listener_, 4); !st.ok()) {
+      err = std::string("cm_listen: ") + st.message();
+      return false;
+    }
     return true;
   }
 
@@ -135,7 +154,8 @@ class Helper {
                                 {"recv_len", std::to_string(kRecvBytes)},
                                 {"mtu", "1024"},
                                 {"rnr_timer", std::to_string(kMinRnrTimer)},
-                                {"qkey", std::to_string(kQkey)}});
+                                {"qkey", std::to_string(kQkey)},
+                                {"cm_port", std::to_string(kCmPort)}});
   }
 
   static std::optional<uint64_t> num_or(const Msg& m, std::string_view key, uint64_t def) {
@@ -213,6 +233,7 @@ class Helper {
   Cq* cq_ = nullptr;
   Mr* mr_ = nullptr;
   Qp* qp_ = nullptr;
+  CmId* listener_ = nullptr;
   std::vector<WcStatus> completions_;
 };
 

@@ -10,6 +10,7 @@
 #include "apps/common/launch.h"
 #include "apps/conform/conform.h"
 #include "apps/conform/control.h"
+#include "stack/cm/mad.h"
 #include "stack/wire/aeth.h"
 
 namespace uroce::apps::conform {
@@ -112,16 +113,17 @@ bool Tester::setup(const Case& c, uint32_t index, Break brk, std::string& refuse
   const auto mac = parse_mac(r.get("mac"));
   const auto gid = parse_ip_gid(r.get("ip"), false);
   const auto qpn = r.num("qpn"), psn = r.num("psn"), rkey = r.num("rkey"), va = r.num("va"), len = r.num("len"),
-             recv_len = r.num("recv_len"), mtu = r.num("mtu"), rnr = r.num("rnr_timer"), qkey = r.num("qkey");
+             recv_len = r.num("recv_len"), mtu = r.num("mtu"), rnr = r.num("rnr_timer"), qkey = r.num("qkey"),
+             cm_port = r.get("cm_port").empty() ? std::optional<uint64_t>(0) : r.num("cm_port");
   if (r.verb != "ready" || !mac || !gid || !qpn || !psn || !rkey || !va || !len || !recv_len || !mtu || !rnr ||
-      !qkey) {
+      !qkey || !cm_port || *cm_port > 65535) {
     err = "bad answer to setup from the target helper: '" + text + "'";
     return false;
   }
   target_ = TargetSide{.mac = *mac, .gid = *gid, .qpn = uint32_t(*qpn), .psn = uint32_t(*psn),
                        .rkey = uint32_t(*rkey), .va = *va, .len = uint32_t(*len), .recv_len = uint32_t(*recv_len),
                        .mtu = uint32_t(*mtu), .rnr_timer = uint8_t(*rnr),
-                       .qkey = uint32_t(*qkey)};
+                       .qkey = uint32_t(*qkey), .cm_port = uint16_t(*cm_port)};
   return true;
 }
 
@@ -204,7 +206,8 @@ size_t Tester::pump_rx() {
     const uint64_t t = now_ns();
     if (pcap_.is_open()) pcap_.write(f, t);
     Reply r;
-    if (wire::parse(f, r.d) == wire::ParseError::kOk && r.d.src_mac == target_.mac && r.d.dest_qp == our_qpn_) {
+    if (wire::parse(f, r.d) == wire::ParseError::kOk && r.d.src_mac == target_.mac &&
+        (r.d.dest_qp == our_qpn_ || r.d.dest_qp == wire::kGsiQpn)) {
       r.payload.assign(data + r.d.payload_off, data + r.d.payload_off + r.d.payload_len);
       r.time_ns = t;
       pending_.push_back(std::move(r));
@@ -251,6 +254,15 @@ bool Tester::post(std::string_view op, uint32_t len, uint32_t count, std::string
     return false;
   }
   return true;
+}
+
+void Tester::send_mad(std::span<const uint8_t> mad) {
+  wire::PacketDesc d = req(wire::kUdSendOnly);
+  d.dest_qp = wire::kGsiQpn;
+  d.ack_req = false;
+  d.deth_qkey = cm::kGsiQkey;
+  d.deth_src_qp = wire::kGsiQpn;
+  send(d, mad);
 }
 
 uint64_t Tester::answer(uint32_t psn, uint8_t syndrome, uint32_t msn) {

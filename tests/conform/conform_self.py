@@ -56,6 +56,15 @@ TARGET = {
     "req.retry_exhausted": [(SEND_ONLY, R, 0)] * 3,
     "req.rnr_retry_exhausted": [(SEND_ONLY, R, 0)] * 2,
     "ud.bad_qkey_dropped": [],
+    "cm.req_unknown_service": [(UD_SEND_ONLY, R, 0)],
+    "cm.req_bad_transport": [(UD_SEND_ONLY, R, 0)],
+    "cm.dreq_unknown_connection": [(UD_SEND_ONLY, R, 0)],
+}
+# The CM MADs as tshark's CM dissector names them: (from the target?, Info, REJ reason).
+CM = {
+    "cm.req_unknown_service": [(False, "CM: ConnectRequest", None), (True, "CM: ConnectReject", 8)],
+    "cm.req_bad_transport": [(False, "CM: ConnectRequest", None), (True, "CM: ConnectReject", 9)],
+    "cm.dreq_unknown_connection": [(False, "CM: DisconnectRequest", None), (True, "CM: DisconnectReply", None)],
 }
 # The tester's frames that carry each case's deviation: (opcode, AETH
 # syndrome, P_Key, DETH Q_Key) of its first frames, in order (None: any).
@@ -65,7 +74,7 @@ TESTER = {
     "resp.misaligned_atomic": [(20, R, 0xffff, None)],                # FETCH_ADD
     "req.ghost_ack_ignored": [(ACK, A_ACK, 0xffff, None), (ACK, A_ACK, 0xffff, None)],
     "req.nak_seq_go_back_n": [(ACK, N_SEQ, 0xffff, None), (ACK, A_ACK, 0xffff, None)],
-    "req.rnr_nak_wait_retry": [(ACK, 0x20 | 18, 0xffff, None), (ACK, A_ACK, 0xffff, None)],
+    "req.rnr_nak_wait_retry": [(ACK, 0x20 | 24, 0xffff, None), (ACK, A_ACK, 0xffff, None)],
     "req.nak_remote_access": [(ACK, N_ACC, 0xffff, None)],
     "req.rnr_retry_exhausted": [(ACK, 0x21, 0xffff, None)] * 2,
     "ud.bad_qkey_dropped": [(UD_SEND_ONLY, R, 0xffff, 0x11111110), (UD_SEND_ONLY, R, 0xffff, 0x11111111)],
@@ -86,6 +95,12 @@ def tshark(pcap):
                          capture_output=True, text=True, timeout=60, check=True).stdout
     num = lambda v: int(v, 0) if v else None
     return [tuple([f[0]] + [num(v) for v in f[1:]]) for f in (line.split(",") for line in out.splitlines())]
+
+
+def tshark_cm(pcap):
+    out = subprocess.run(["tshark", "-r", pcap, "-T", "fields", "-E", "separator=,", "-e", "ip.src", "-e", "_ws.col.Info",
+                          "-e", "infiniband.cm.rej.reason"], capture_output=True, text=True, timeout=60, check=True).stdout
+    return [(f[0] == TARGET_IP, f[1], int(f[2], 0) if f[2] else None) for f in (l.split(",") for l in out.splitlines())]
 
 
 def check_run(d, want_verdict, names):
@@ -131,6 +146,8 @@ def main():
             seen = [(op, syn, (psn - theirs[0][5]) % (1 << 24)) for _, op, syn, _, _, psn in theirs]
             if seen != TARGET[n]:
                 errors.append(f"{n}: tshark reads the target's frames as {seen}, the rule asks for {TARGET[n]}")
+            if n in CM and tshark_cm(got[n]["pcap"]) != CM[n]:
+                errors.append(f"{n}: tshark reads the MADs as {tshark_cm(got[n]['pcap'])}, want {CM[n]}")
             if n in TESTER:
                 ours = [(op, syn, pkey, qkey) for src, op, syn, pkey, qkey, _ in rows if src != TARGET_IP]
                 want = TESTER[n]
