@@ -66,9 +66,17 @@ void BreakIo::rx_one(rte_mbuf* m) {
       if (!aeth || type != wire::AethType::kAck || !sent_any_ || wire::psn_cmp(d.psn, last_sent_) <= 0) return;
       set_psn(last_sent_);
       break;
-    case Break::kRxNakPsnEarly:
-      if (!aeth || type != wire::AethType::kNak || wire::aeth_value(d.aeth_syndrome) != 0) return;
+    case Break::kRxAckPsnEarly:
+      if (!aeth || d.opcode != wire::kRcAcknowledge ||
+          (type != wire::AethType::kAck &&
+           (type != wire::AethType::kNak || wire::aeth_value(d.aeth_syndrome) != 0))) {
+        return;
+      }
       set_psn(wire::psn_add(d.psn, wire::kPsnMask));
+      break;
+    case Break::kRxAnyService:
+      if ((d.opcode & 0xe0) != wire::kOpServiceUc) return;
+      *bth = uint8_t(d.opcode - wire::kOpServiceUc + wire::kOpServiceRc);
       break;
     case Break::kRxRnrTimerShort:
       if (!aeth || type != wire::AethType::kRnrNak) return;
@@ -148,7 +156,8 @@ int BreakIo::tx_one(rte_mbuf* m) {
     case Break::kRxAcceptBadIcrc:
     case Break::kRxAcceptAnyPkey:
     case Break::kRxGhostAckTaken:
-    case Break::kRxNakPsnEarly:
+    case Break::kRxAckPsnEarly:
+    case Break::kRxAnyService:
     case Break::kRxRnrTimerShort:
     case Break::kRxNakAsAck:
     case Break::kRxAnyQkey: return 1;

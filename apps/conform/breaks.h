@@ -29,7 +29,8 @@ inline constexpr uint32_t kConformQkey = 0x11111111;
   X(kTxRnrTimerZero, "tx_rnr_timer_zero", "puts timer code 0 in its RNR NAKs, not the QP's min_rnr_timer") \
   X(kTxNoRetransmit, "tx_no_retransmit", "never sends a request PSN twice (no retry after a timeout, RNR NAK or NAK)") \
   X(kRxGhostAckTaken, "rx_ghost_ack_taken", "takes an ACK for a PSN never sent as one for the last PSN sent")     \
-  X(kRxNakPsnEarly, "rx_nak_psn_early", "reads a PSN sequence error NAK's PSN one too low (goes back too far)")   \
+  X(kRxAckPsnEarly, "rx_ack_psn_early", "reads the PSN of every ACK and PSN sequence error NAK one too low")     \
+  X(kRxAnyService, "rx_any_service", "takes UC opcodes on an RC QP (as the RC opcode of the same operation)")    \
   X(kRxRnrTimerShort, "rx_rnr_timer_short", "reads every RNR NAK's timer as code 1 (0.01 ms)")                    \
   X(kRxNakAsAck, "rx_nak_as_ack", "takes NAKs for ACKs (no error completion)")                                   \
   X(kRxAnyQkey, "rx_any_qkey", "takes UD datagrams of any Q_Key (set to the QP's)")                          \

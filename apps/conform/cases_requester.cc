@@ -96,6 +96,17 @@ Outcome nak_seq_go_back_n(Tester& t) {
   return completions_are(t, want, "RTS", seen);
 }
 
+// Send: one ACK for q+2 only, after three SENDs at q, q+1, q+2.
+// Expect: the one ACK acknowledges all three: three successful completions.
+Outcome coalesced_ack(Tester& t) {
+  std::vector<Reply> rs;
+  Outcome out;
+  if (!start(t, "send", 3, rs, out)) return out;
+  t.answer(psn_add(t.target().psn, 2), kAck, 3);
+  const WcStatus want[] = {WcStatus::kSuccess, WcStatus::kSuccess, WcStatus::kSuccess};
+  return completions_are(t, want, "RTS", "one ACK for q+2");
+}
+
 // Send: an RNR NAK with timer code 24 (40.96 ms) to the target's SEND at q.
 // Expect: the SEND again at q no sooner than 40.96 ms after the NAK; it
 // completes once ACKed. (A long timer, so that a target that waits too little
@@ -179,7 +190,11 @@ constexpr Case kCases[] = {
     {.name = "req.nak_seq_go_back_n", .group = "requester",
      .rule = "IBA 9.7.5.1.1 (NAK PSN sequence error: resend from the NAK's PSN; earlier PSNs acknowledged)",
      .expect = "after NAK PSN Sequence Error q+1 to SENDs q..q+2: resent q+1, q+2 (not q); three completions",
-     .setup = {.recvs = 0, .timeout = kQuietTimeout}, .brk = Break::kRxNakPsnEarly, .run = nak_seq_go_back_n},
+     .setup = {.recvs = 0, .timeout = kQuietTimeout}, .brk = Break::kRxAckPsnEarly, .run = nak_seq_go_back_n},
+    {.name = "req.coalesced_ack", .group = "requester",
+     .rule = "IBA 9.7.5.1 (an ACK acknowledges its PSN and every earlier outstanding one): coalesced ACKs",
+     .expect = "one ACK for q+2 after SENDs q..q+2: three successful completions",
+     .setup = {.recvs = 0, .timeout = kQuietTimeout}, .brk = Break::kRxAckPsnEarly, .run = coalesced_ack},
     {.name = "req.rnr_nak_wait_retry", .group = "requester",
      .rule = "IBA 9.7.5.2.8: after an RNR NAK the requester waits the encoded time (Table 45), then resends",
      .expect = "after RNR NAK timer 24 (40.96 ms): the SEND again no sooner than 40.96 ms; it completes",

@@ -108,6 +108,25 @@ Outcome dup_write_reacked(Tester& t) {
   return deviates("to the duplicate: " + describe(dup));
 }
 
+// Receive: SEND Only at the expected PSN (ACKed, one receive completes), then the same again.
+// Expect: an ACK for the duplicate, and still one receive completion (not delivered twice).
+Outcome dup_send_delivered_once(Tester& t) {
+  const uint32_t p = t.psn();
+  const auto a = pattern(kSmall, 17);
+  for (int i = 0; i < 2; ++i) {
+    t.send(t.req(wire::kRcSendOnly), a);
+    const auto rs = t.collect(1);
+    if (rs.size() != 1 || !is_ack(rs[0], p)) return deviates(std::string(i ? "to the duplicate: " : "to the SEND: ") + describe(rs));
+  }
+  TargetState st;
+  std::string err;
+  if (!t.wait_completions(2, st, err)) return error(err);  // waits answer_ms for a second one that must not come
+  if (st.completions.size() != 1 || st.completions[0] != WcStatus::kSuccess) {
+    return deviates("ACKed twice, but the receives completed: " + completions_text(st.completions));
+  }
+  return conforms("ACK psn=p twice; one receive completed");
+}
+
 // Receive: four WRITE Only at p+2 .. p+5 (a gap of two), then the missing p.
 // Expect: one NAK PSN sequence error carrying p for the whole gap, then an ACK of p.
 Outcome psn_ahead_one_nak(Tester& t) {
@@ -265,6 +284,38 @@ Outcome read_past_region_end(Tester& t) {
   return class_c(t, NakCode::kRemoteAccessError, p);
 }
 
+/// WRITE Only of 64 bytes at the region's start with R_Key rkey; class C remote access error expected.
+Outcome write_with_rkey(Tester& t, uint32_t rkey, std::string_view missing) {
+  if (!rkey) return {Verdict::kNotApplicable, "the helper offers no " + std::string(missing)};
+  const uint32_t p = t.psn();
+  wire::PacketDesc d = t.req(wire::kRcWriteOnly);
+  d.reth_va = t.target().va;
+  d.reth_rkey = rkey;
+  d.reth_len = kSmall;
+  t.send(d, pattern(kSmall, 16));
+  return class_c(t, NakCode::kRemoteAccessError, p);
+}
+
+// Receive: a WRITE to a region registered for remote read only.
+// Expect: NAK Remote Access Error at its PSN, QP in ERR.
+Outcome write_read_only_region(Tester& t) { return write_with_rkey(t, t.target().ro_rkey, "read-only region"); }
+
+// Receive: a WRITE with the R_Key of a region (every right) in another PD than the QP's.
+// Expect: NAK Remote Access Error at its PSN, QP in ERR.
+Outcome rkey_of_other_pd(Tester& t) { return write_with_rkey(t, t.target().pd2_rkey, "region in another PD"); }
+
+// Receive: a READ whose R_Key differs from the region's in 16 bits.
+// Expect: NAK Remote Access Error at its PSN and no data, QP in ERR.
+Outcome read_invalid_rkey(Tester& t) {
+  const uint32_t p = t.psn();
+  wire::PacketDesc d = t.req(wire::kRcReadRequest);
+  d.reth_va = t.target().va;
+  d.reth_rkey = t.target().rkey ^ 0x00ffff00;
+  d.reth_len = kSmall;
+  t.send(d);
+  return class_c(t, NakCode::kRemoteAccessError, p);
+}
+
 // ---- atomics
 
 // Receive: FETCH_ADD at a VA 4 bytes off an 8-byte boundary.
@@ -332,11 +383,23 @@ Outcome bad_pkey_dropped(Tester& t) {
   });
 }
 
+// Receive: a UC RDMA WRITE Only (opcode 0x2a) on the RC QP.
+Outcome uc_opcode_dropped(Tester& t) {
+  return dropped_silently(t, [&t](wire::PacketDesc& d, std::span<const uint8_t> payload) {
+    d.opcode = wire::kUcWriteOnly;
+    return t.frame(d, payload);
+  });
+}
+
 constexpr Case kCases[] = {
     {.name = "resp.dup_write_reacked", .group = "responder",
      .rule = "IBA 9.7.5.2, C9-104, C9-105: a duplicate SEND/WRITE is acknowledged again, not executed",
      .expect = "ACK psn=p to the WRITE and again to its duplicate", .brk = Break::kTxFirstAnswerOnly,
      .run = dup_write_reacked},
+    {.name = "resp.dup_send_delivered_once", .group = "responder",
+     .rule = "IBA 9.7.5.2, C9-104, C9-105: a duplicate SEND is acknowledged again and not delivered again",
+     .expect = "ACK psn=p to a SEND and to its duplicate; one receive completion",
+     .brk = Break::kTxFirstAnswerOnly, .run = dup_send_delivered_once},
     {.name = "resp.psn_ahead_one_nak", .group = "responder",
      .rule = "IBA 9.7.5.2, C9-110, C9-111: a PSN ahead is NAKed (PSN sequence error, expected PSN) once per gap",
      .expect = "one NAK PSN Sequence Error psn=p for four requests past a gap; ACK once p comes",
@@ -381,6 +444,18 @@ constexpr Case kCases[] = {
      .rule = "IBA 9.7.5.2 (R_Key check), 10.6.3.1, 9.9.3.1.2 (class C): NAK remote access error, QP to error",
      .expect = "NAK Remote Access Error psn=p to a WRITE with a wrong R_Key; QP in ERR", .brk = Break::kTxNakAsAck,
      .run = invalid_rkey},
+    {.name = "resp.read_invalid_rkey", .group = "responder",
+     .rule = "IBA 9.7.5.2 (R_Key check), 10.6.3.1, 9.9.3.1.2 (class C): NAK remote access error, no data",
+     .expect = "NAK Remote Access Error psn=p and no READ response to a READ with a wrong R_Key; QP in ERR",
+     .brk = Break::kTxNakAsAck, .run = read_invalid_rkey},
+    {.name = "resp.write_read_only_region", .group = "responder",
+     .rule = "IBA 9.7.5.2 (R_Key check: access rights), 10.6.3.1, 9.9.3.1.2 (class C)",
+     .expect = "NAK Remote Access Error psn=p to a WRITE into a remote-read-only region; QP in ERR",
+     .brk = Break::kTxNakAsAck, .run = write_read_only_region},
+    {.name = "resp.rkey_of_other_pd", .group = "responder",
+     .rule = "IBA 9.7.5.2 (R_Key check: the QP's PD), 10.2.3, 9.9.3.1.2 (class C)",
+     .expect = "NAK Remote Access Error psn=p to a WRITE with the R_Key of a region in another PD; QP in ERR",
+     .brk = Break::kTxNakAsAck, .run = rkey_of_other_pd},
     {.name = "resp.misaligned_atomic", .group = "responder",
      .rule = "IBA 9.7.5.2 (atomic VA on an 8-byte boundary), 9.9.3.1.2 (class C): NAK invalid request",
      .expect = "NAK Invalid Request psn=p to a FETCH_ADD at VA 4 mod 8; QP in ERR", .brk = Break::kTxNakAsAck,
@@ -397,6 +472,10 @@ constexpr Case kCases[] = {
      .rule = "IBA 9.2.4 (P_Key check), 9.6: a packet with a P_Key the QP does not hold is dropped silently",
      .expect = "no answer to a WRITE with P_Key 0x7123; it takes no PSN and writes nothing",
      .brk = Break::kRxAcceptAnyPkey, .run = bad_pkey_dropped},
+    {.name = "resp.uc_opcode_dropped", .group = "responder",
+     .rule = "IBA 9.6 (header checks: the opcode's service must be the QP's): a UC opcode on an RC QP is dropped silently",
+     .expect = "no answer to a UC WRITE Only on the RC QP; it takes no PSN and writes nothing",
+     .brk = Break::kRxAnyService, .run = uc_opcode_dropped},
 };
 
 }  // namespace

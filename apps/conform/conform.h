@@ -44,6 +44,8 @@ struct TargetSide {
   uint8_t rnr_timer = 0;   ///< the min_rnr_timer code the target's QP was given
   uint32_t qkey = 0;       ///< a UD QP's Q_Key
   uint16_t cm_port = 0;    ///< an rdma_cm listener's TCP port (0: none)
+  uint32_t ro_rkey = 0;    ///< the region again, remote read only (0: none)
+  uint32_t pd2_rkey = 0;   ///< the region again, every right, in another PD than the QP's (0: none)
 };
 
 /// What the helper saw of the case at the target: its QP's state and the

@@ -41,6 +41,9 @@ class Helper {
     if (listener_) (void)cm_destroy_id(listener_);
     drop_qp();
     if (mr_) (void)dereg_mr(mr_);
+    if (ro_mr_) (void)dereg_mr(ro_mr_);
+    if (pd2_mr_) (void)dereg_mr(pd2_mr_);
+    if (pd2_) (void)dealloc_pd(pd2_);
     if (cq_) (void)destroy_cq(cq_);
   }
 
@@ -58,6 +61,23 @@ class Helper {
       return false;
     }
     mr_ = *mr;
+    // The same memory again, remote read only; and in a second PD with every
+    // right (the R_Key cases: missing access right, wrong PD).
+    auto ro = reg_mr(ep_.pd(), buf_.get(), kRegionBytes, kAccessRemoteRead);
+    auto pd2 = alloc_pd(ep_.ctx());
+    if (!ro.ok() || !pd2.ok()) {
+      err = "reg_mr / alloc_pd for the R_Key cases failed";
+      return false;
+    }
+    ro_mr_ = *ro;
+    pd2_ = *pd2;
+    auto other = reg_mr(pd2_, buf_.get(), kRegionBytes,
+                        kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic);
+    if (!other.ok()) {
+      err = std::string("reg_mr in a second PD: ") + other.status().message();
+      return false;
+    }
+    pd2_mr_ = *other;
     // An rdma_cm listener (TCP port space) for the CM cases: the target's CM
     // answers REQs, DREQs and the like on QP1.
     auto id = cm_create_id(ep_.ctx(), nullptr, CmPortSpace::kTcp);
@@ -155,7 +175,9 @@ class Helper {
                                 {"mtu", "1024"},
                                 {"rnr_timer", std::to_string(kMinRnrTimer)},
                                 {"qkey", std::to_string(kQkey)},
-                                {"cm_port", std::to_string(kCmPort)}});
+                                {"cm_port", std::to_string(kCmPort)},
+                                {"ro_rkey", std::to_string(ro_mr_->rkey)},
+                                {"pd2_rkey", std::to_string(pd2_mr_->rkey)}});
   }
 
   static std::optional<uint64_t> num_or(const Msg& m, std::string_view key, uint64_t def) {
@@ -232,6 +254,9 @@ class Helper {
   PageBuffer buf_;
   Cq* cq_ = nullptr;
   Mr* mr_ = nullptr;
+  Mr* ro_mr_ = nullptr;   // the region again, remote read only
+  Pd* pd2_ = nullptr;
+  Mr* pd2_mr_ = nullptr;  // the region again, every right, in pd2_
   Qp* qp_ = nullptr;
   CmId* listener_ = nullptr;
   std::vector<WcStatus> completions_;

@@ -30,6 +30,11 @@ uint64_t now_ns() {
                       .count());
 }
 
+/// A number the helper may leave out (0 then); nullopt if present and not a number.
+std::optional<uint64_t> optional_num(const Msg& m, std::string_view key) {
+  return m.get(key).empty() ? std::optional<uint64_t>(0) : m.num(key);
+}
+
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -114,16 +119,18 @@ bool Tester::setup(const Case& c, uint32_t index, Break brk, std::string& refuse
   const auto gid = parse_ip_gid(r.get("ip"), false);
   const auto qpn = r.num("qpn"), psn = r.num("psn"), rkey = r.num("rkey"), va = r.num("va"), len = r.num("len"),
              recv_len = r.num("recv_len"), mtu = r.num("mtu"), rnr = r.num("rnr_timer"), qkey = r.num("qkey"),
-             cm_port = r.get("cm_port").empty() ? std::optional<uint64_t>(0) : r.num("cm_port");
+             cm_port = optional_num(r, "cm_port"), ro_rkey = optional_num(r, "ro_rkey"),
+             pd2_rkey = optional_num(r, "pd2_rkey");
   if (r.verb != "ready" || !mac || !gid || !qpn || !psn || !rkey || !va || !len || !recv_len || !mtu || !rnr ||
-      !qkey || !cm_port || *cm_port > 65535) {
+      !qkey || !cm_port || *cm_port > 65535 || !ro_rkey || !pd2_rkey) {
     err = "bad answer to setup from the target helper: '" + text + "'";
     return false;
   }
   target_ = TargetSide{.mac = *mac, .gid = *gid, .qpn = uint32_t(*qpn), .psn = uint32_t(*psn),
                        .rkey = uint32_t(*rkey), .va = *va, .len = uint32_t(*len), .recv_len = uint32_t(*recv_len),
                        .mtu = uint32_t(*mtu), .rnr_timer = uint8_t(*rnr),
-                       .qkey = uint32_t(*qkey), .cm_port = uint16_t(*cm_port)};
+                       .qkey = uint32_t(*qkey), .cm_port = uint16_t(*cm_port),
+                       .ro_rkey = uint32_t(*ro_rkey), .pd2_rkey = uint32_t(*pd2_rkey)};
   return true;
 }
 

@@ -35,6 +35,12 @@ R = None  # a request: no AETH
 TARGET = {
     "resp.dup_write_reacked": [(ACK, A_ACK, 0), (ACK, A_ACK, 0)],
     "resp.psn_ahead_one_nak": [(ACK, N_SEQ, 0), (ACK, A_ACK, 0)],
+    "resp.dup_send_delivered_once": [(ACK, A_ACK, 0), (ACK, A_ACK, 0)],
+    "resp.read_invalid_rkey": [(ACK, N_ACC, 0)],
+    "resp.write_read_only_region": [(ACK, N_ACC, 0)],
+    "resp.rkey_of_other_pd": [(ACK, N_ACC, 0)],
+    "resp.uc_opcode_dropped": [(ACK, A_ACK, 0), (READ_RESP_ONLY, A_ACK, 1)],
+    "req.coalesced_ack": [(SEND_ONLY, R, 0), (SEND_ONLY, R, 1), (SEND_ONLY, R, 2)],
     "resp.psn_far_behind_not_executed": [(ACK, A_ACK, 0), (ACK, A_ACK, 0), (READ_RESP_ONLY, A_ACK, 1)],
     "resp.dup_read_replayed": [(ACK, A_ACK, 0), (READ_RESP_ONLY, A_ACK, 1), (READ_RESP_ONLY, A_ACK, 1)],
     "resp.dup_atomic_not_reexecuted": [(ATOMIC_ACK, A_ACK, 0), (ATOMIC_ACK, A_ACK, 0), (READ_RESP_ONLY, A_ACK, 1)],
@@ -76,6 +82,8 @@ TESTER = {
     "req.nak_seq_go_back_n": [(ACK, N_SEQ, 0xffff, None), (ACK, A_ACK, 0xffff, None)],
     "req.rnr_nak_wait_retry": [(ACK, 0x20 | 24, 0xffff, None), (ACK, A_ACK, 0xffff, None)],
     "req.nak_remote_access": [(ACK, N_ACC, 0xffff, None)],
+    "req.coalesced_ack": [(ACK, A_ACK, 0xffff, None)],
+    "resp.uc_opcode_dropped": [(0x2a, R, 0xffff, None)],                # UC RDMA WRITE Only
     "req.rnr_retry_exhausted": [(ACK, 0x21, 0xffff, None)] * 2,
     "ud.bad_qkey_dropped": [(UD_SEND_ONLY, R, 0xffff, 0x11111110), (UD_SEND_ONLY, R, 0xffff, 0x11111111)],
 }
