@@ -74,6 +74,10 @@ void BreakIo::rx_one(rte_mbuf* m) {
       }
       set_psn(wire::psn_add(d.psn, wire::kPsnMask));
       break;
+    case Break::kRxNoAckReq:
+      if (!d.ack_req) return;
+      reinterpret_cast<wire::Bth*>(bth)->psn_word.set(d.psn);
+      break;
     case Break::kRxAnyService:
       if ((d.opcode & 0xe0) != wire::kOpServiceUc) return;
       *bth = uint8_t(d.opcode - wire::kOpServiceUc + wire::kOpServiceRc);
@@ -83,7 +87,7 @@ void BreakIo::rx_one(rte_mbuf* m) {
       set_aeth(wire::aeth_syndrome(wire::AethType::kRnrNak, 1));
       break;
     case Break::kRxNakAsAck:
-      if (!aeth || type != wire::AethType::kNak) return;
+      if (!aeth || (type != wire::AethType::kNak && type != wire::AethType::kReserved)) return;
       set_aeth(wire::aeth_syndrome(wire::AethType::kAck, wire::kAethCreditsInvalid));
       break;
     case Break::kRxAnyQkey: {
@@ -158,6 +162,7 @@ int BreakIo::tx_one(rte_mbuf* m) {
     case Break::kRxGhostAckTaken:
     case Break::kRxAckPsnEarly:
     case Break::kRxAnyService:
+    case Break::kRxNoAckReq:
     case Break::kRxRnrTimerShort:
     case Break::kRxNakAsAck:
     case Break::kRxAnyQkey: return 1;

@@ -32,7 +32,8 @@ inline constexpr uint32_t kConformQkey = 0x11111111;
   X(kRxAckPsnEarly, "rx_ack_psn_early", "reads the PSN of every ACK and PSN sequence error NAK one too low")     \
   X(kRxAnyService, "rx_any_service", "takes UC opcodes on an RC QP (as the RC opcode of the same operation)")    \
   X(kRxRnrTimerShort, "rx_rnr_timer_short", "reads every RNR NAK's timer as code 1 (0.01 ms)")                    \
-  X(kRxNakAsAck, "rx_nak_as_ack", "takes NAKs for ACKs (no error completion)")                                   \
+  X(kRxNakAsAck, "rx_nak_as_ack", "takes NAKs and reserved AETH syndromes for ACKs (no error completion)")      \
+  X(kRxNoAckReq, "rx_no_ack_req", "reads every AckReq bit as 0 (answers no request that asks for an ACK)")      \
   X(kRxAnyQkey, "rx_any_qkey", "takes UD datagrams of any Q_Key (set to the QP's)")                          \
   X(kTxRejConsumer, "tx_rej_consumer", "gives every REJ reason 28 (consumer defined), whatever the cause")      \
   X(kTxNoCmAnswer, "tx_no_cm_answer", "sends no CM MAD at all (drops what QP1 sends)")

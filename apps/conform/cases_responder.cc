@@ -160,6 +160,25 @@ Outcome psn_far_behind_not_executed(Tester& t) {
   return conforms("to the old PSN: " + describe(old) + "; the READ back returned the first WRITE's data");
 }
 
+// Receive: WRITE Only at p without AckReq, then WRITE Only at p+1 with AckReq.
+// Expect: the request that asks for an ACK gets one: the last answer is an
+// ACK of p+1 (the one for p may be coalesced into it); no NAK.
+Outcome ack_req_answered(Tester& t) {
+  const uint32_t p = t.psn();
+  wire::PacketDesc d = t.req(wire::kRcWriteOnly);
+  d.ack_req = false;
+  d.reth_va = t.target().va;
+  d.reth_rkey = t.target().rkey;
+  d.reth_len = kSmall;
+  t.send(d, pattern(kSmall, 18));
+  write_only(t, psn_add(p, 1), kSmall, pattern(kSmall, 19));
+  const auto rs = t.collect(1);
+  if (rs.empty() || has_nak(rs) || !is_ack(rs.back(), psn_add(p, 1))) {
+    return deviates(describe(rs) + " (want an ACK of p+1 last)");
+  }
+  return conforms(describe(rs));
+}
+
 // ---- duplicates
 
 // Receive: WRITE A at p, READ of it at p+1, the same READ again.
@@ -408,6 +427,10 @@ constexpr Case kCases[] = {
      .rule = "IBA 9.7.1, 9.7.5.2, C9-104: a PSN in the half window behind is a duplicate, never executed",
      .expect = "no NAK for a WRITE 2^22 PSNs behind; a READ returns the data of the WRITE before it",
      .brk = Break::kTxFirstAnswerOnly, .run = psn_far_behind_not_executed},
+    {.name = "resp.ack_req_answered", .group = "responder",
+     .rule = "IBA 9.7.5.2 (AckReq: the responder acknowledges a request that asks for it; earlier ones may be coalesced)",
+     .expect = "WRITE p without AckReq, WRITE p+1 with it: the last answer an ACK of p+1, no NAK",
+     .brk = Break::kRxNoAckReq, .run = ack_req_answered},
     {.name = "resp.dup_read_replayed", .group = "responder",
      .rule = "IBA 9.7.5.2, C9-105: a duplicate READ is answered again from its responder resource",
      .expect = "READ RESPONSE Only psn=p+1 with the data, again for the duplicate",

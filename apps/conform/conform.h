@@ -148,8 +148,8 @@ class Tester {
   /// Polls state() until it holds n completions or answer_ms has passed
   /// (then out holds what there was). False only if the helper failed.
   bool wait_completions(size_t n, TargetState& out, std::string& err);
-  /// Has the target post count signaled WRs (op "send" or "write", WRITEs to
-  /// a made-up region of ours) of len bytes each.
+  /// Has the target post count signaled WRs (op "send", "write" or "read";
+  /// WRITEs and READs at a made-up region of ours) of len bytes each.
   bool post(std::string_view op, uint32_t len, uint32_t count, std::string& err);
   /// Sends the 256-byte MAD to the target's QP1 from our QP1 (UD SEND Only,
   /// Q_Key 0x80010000, IBA 13.5.1); the target's MADs come back to QP1 and

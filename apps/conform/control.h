@@ -10,7 +10,7 @@
 //           | refused reason=TEXT_WITHOUT_SPACES   (the target cannot do what the case needs)
 //           | error reason=TEXT_WITHOUT_SPACES     (a bad message, a verbs call that failed)
 //   tester: state            helper: state qp=RTS wc=0,5,...   (IBV_WC_* codes, in order)
-//   tester: post op=send|write len=N count=N [rkey=N va=N]   (signaled WRs on the target's QP)
+//   tester: post op=send|write|read len=N count=N [rkey=N va=N]   (signaled WRs on the target's QP)
 //   helper: posted count=N
 //   tester: quit             (the helper exits)
 // Numbers are decimal or 0x-hex. Control path.

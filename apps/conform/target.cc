@@ -201,18 +201,21 @@ class Helper {
     return true;
   }
 
-  /// post op=send|write len=N count=N [rkey=N va=N]: count signaled WRs of
-  /// len bytes from the region, WRITEs to va with rkey (the tester's).
+  /// post op=send|write|read len=N count=N [rkey=N va=N]: count signaled WRs
+  /// of len bytes from (READ: into) the region; WRITEs and READs at va with
+  /// rkey (the tester's).
   std::string post(const Msg& m) {
     if (!qp_) return fail("no_qp");
     const std::string_view op = m.get("op");
     const auto len = m.num("len"), count = m.num("count"), rkey = num_or(m, "rkey", 0), va = num_or(m, "va", 0);
-    if ((op != "send" && op != "write") || !len || !count || !rkey || !va || *len > kRegionBytes / 2 || *count > 16) {
+    if ((op != "send" && op != "write" && op != "read") || !len || !count || !rkey || !va || *len > kRegionBytes / 2 || *count > 16) {
       return fail("bad_post_message");
     }
     for (uint64_t i = 0; i < *count; ++i) {
       Sge sge{.addr = uint64_t(uintptr_t(buf_.get())), .length = uint32_t(*len), .lkey = mr_->lkey};
-      SendWr wr = op == "send" ? send_wr(i, &sge) : write_wr(i, &sge, *va, uint32_t(*rkey));
+      SendWr wr = op == "send"    ? send_wr(i, &sge)
+                  : op == "write" ? write_wr(i, &sge, *va, uint32_t(*rkey))
+                                  : read_wr(i, &sge, *va, uint32_t(*rkey));
       SendWr* bad = nullptr;
       if (Status st = post_send(qp_, &wr, &bad); !st.ok()) return fail("post_send_failed");
     }
