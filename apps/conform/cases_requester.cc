@@ -154,16 +154,33 @@ Outcome rnr_nak_wait_retry(Tester& t) {
   return completions_are(t, want, "RTS", seen);
 }
 
-// Send: NAK Remote Access Error to the first of two WRITEs (q, q+1).
-// Expect: the first completes with a remote access error, the second is
-// flushed, the QP goes to ERR (IBA 9.9.3.1.2 class C at the requester).
-Outcome nak_remote_access(Tester& t) {
+/// NAK code to the first of two WRs of op (q, q+1): the first must complete
+/// with status, the second be flushed, the QP go to ERR (IBA 9.9.3.1.2).
+Outcome nak_completes(Tester& t, std::string_view op, NakCode code, WcStatus status) {
   std::vector<Reply> rs;
   Outcome out;
-  if (!start(t, "write", 2, rs, out)) return out;
-  t.answer(t.target().psn, nak(NakCode::kRemoteAccessError), 0);
-  const WcStatus want[] = {WcStatus::kRemAccessErr, WcStatus::kWrFlushErr};
-  return completions_are(t, want, "ERR", "NAK Remote Access Error to q");
+  if (!start(t, op, 2, rs, out)) return out;
+  t.answer(t.target().psn, nak(code), 0);
+  const WcStatus want[] = {status, WcStatus::kWrFlushErr};
+  return completions_are(t, want, "ERR", "NAK " + std::string(wire::nak_code_name(uint8_t(code))) + " to q");
+}
+
+// Send: NAK Remote Access Error to the first of two WRITEs (q, q+1).
+// Expect: 'remote access error', the second flushed, QP in ERR.
+Outcome nak_remote_access(Tester& t) {
+  return nak_completes(t, "write", NakCode::kRemoteAccessError, WcStatus::kRemAccessErr);
+}
+
+// Send: NAK Invalid Request to the first of two SENDs.
+// Expect: 'remote invalid request error', the second flushed, QP in ERR.
+Outcome nak_invalid_request(Tester& t) {
+  return nak_completes(t, "send", NakCode::kInvalidRequest, WcStatus::kRemInvReqErr);
+}
+
+// Send: NAK Remote Operational Error to the first of two SENDs.
+// Expect: 'remote operation error', the second flushed, QP in ERR.
+Outcome nak_remote_op_error(Tester& t) {
+  return nak_completes(t, "send", NakCode::kRemoteOperationalError, WcStatus::kRemOpErr);
 }
 
 // Send: no READ response to the target's READ at q, but the ACK of its SEND at q+1.
@@ -290,6 +307,14 @@ constexpr Case kCases[] = {
      .rule = "IBA 9.9.3.1.2 (class C): a NAK remote access error completes the WR in error, flushes the rest, QP to error",
      .expect = "NAK Remote Access Error to the first of two WRITEs: 'remote access error', 'flushed', QP in ERR",
      .setup = {.recvs = 0, .timeout = kQuietTimeout}, .brk = Break::kRxNakAsAck, .run = nak_remote_access},
+    {.name = "req.nak_invalid_request", .group = "requester",
+     .rule = "IBA 9.9.3.1.2 (class C): a NAK invalid request completes the WR in error, flushes the rest, QP to error",
+     .expect = "NAK Invalid Request to the first of two SENDs: 'remote invalid request error', 'flushed', QP in ERR",
+     .setup = {.recvs = 0, .timeout = kQuietTimeout}, .brk = Break::kRxNakAsAck, .run = nak_invalid_request},
+    {.name = "req.nak_remote_op_error", .group = "requester",
+     .rule = "IBA 9.9.3.1.2: a NAK remote operational error completes the WR in error, flushes the rest, QP to error",
+     .expect = "NAK Remote Operational Error to the first of two SENDs: 'remote operation error', 'flushed', QP in ERR",
+     .setup = {.recvs = 0, .timeout = kQuietTimeout}, .brk = Break::kRxNakAsAck, .run = nak_remote_op_error},
     {.name = "req.retry_exhausted", .group = "requester",
      .rule = "IBA 9.7.6.1.3 (local ACK timeout, retry_cnt), 11.4.2.1: retry exhaustion completes with its status, QP to error",
      .expect = "no answer to SENDs q, q+1: q 1 + retry_cnt (2) times, 'transport retry counter exceeded', q+1 flushed, QP in ERR",

@@ -179,6 +179,26 @@ Outcome ack_req_answered(Tester& t) {
   return conforms(describe(rs));
 }
 
+// Receive: a READ of 2.5 PMTUs at p, then a WRITE Only at p+3.
+// Expect: READ RESPONSE First, Middle, Last at p, p+1, p+2 (a READ takes one
+// PSN per response packet), then the ACK of the WRITE at p+3.
+Outcome read_multi_packet_psns(Tester& t) {
+  const uint32_t p = t.psn();
+  const uint32_t len = t.target().mtu * 5 / 2;
+  read_req(t, p, 0, len);
+  const auto rs = t.collect(3);
+  const uint8_t want[] = {wire::kRcReadResponseFirst, wire::kRcReadResponseMiddle, wire::kRcReadResponseLast};
+  bool ok = rs.size() == 3;
+  for (uint32_t i = 0; ok && i < 3; ++i) ok = rs[i].d.opcode == want[i] && rs[i].d.psn == psn_add(p, i);
+  if (!ok) return deviates("to a READ of 2.5 PMTUs: " + describe(rs) + " (want First, Middle, Last at p..p+2)");
+  write_only(t, psn_add(p, 3), 0, pattern(kSmall, 22));
+  const auto ack = t.collect(1);
+  if (ack.size() != 1 || !is_ack(ack[0], psn_add(p, 3))) {
+    return deviates("READ responses at p..p+2, then to the WRITE at p+3: " + describe(ack));
+  }
+  return conforms("READ RESPONSE First/Middle/Last at p..p+2, ACK of the WRITE at p+3");
+}
+
 // ---- duplicates
 
 // Receive: WRITE A at p, READ of it at p+1, the same READ again.
@@ -431,6 +451,10 @@ constexpr Case kCases[] = {
      .rule = "IBA 9.7.5.2 (AckReq: the responder acknowledges a request that asks for it; earlier ones may be coalesced)",
      .expect = "WRITE p without AckReq, WRITE p+1 with it: the last answer an ACK of p+1, no NAK",
      .brk = Break::kRxNoAckReq, .run = ack_req_answered},
+    {.name = "resp.read_multi_packet_psns", .group = "responder",
+     .rule = "IBA 9.7.1, 9.7.5.2: a READ request takes one PSN for each response packet; the next request follows them",
+     .expect = "READ of 2.5 PMTUs: First, Middle, Last at p..p+2; a WRITE at p+3 ACKed",
+     .brk = Break::kTxFirstAnswerOnly, .run = read_multi_packet_psns},
     {.name = "resp.dup_read_replayed", .group = "responder",
      .rule = "IBA 9.7.5.2, C9-105: a duplicate READ is answered again from its responder resource",
      .expect = "READ RESPONSE Only psn=p+1 with the data, again for the duplicate",
