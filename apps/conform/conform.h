@@ -106,8 +106,9 @@ struct CaseResult {
   double ms = 0;     ///< how long the case took
 };
 
-/// The tester: a bare port (no stack), the control channel to the target
-/// helper, and the addresses, PSNs and capture of the case that runs.
+/// The tester: a bare port (no stack but ARP replies for its address), the
+/// control channel to the target helper, and the addresses, PSNs and capture
+/// of the case that runs.
 class Tester {
  public:
   struct Config {
@@ -167,6 +168,8 @@ class Tester {
   /// Takes what the port has received: captured, and the target's frames to
   /// our QP kept in pending_ for collect(). Returns how many were kept.
   size_t pump_rx();
+  /// Replies to an ARP request for our address in frame f.
+  void answer_arp(std::span<const uint8_t> f);
 
   Config cfg_;
   TargetSide target_;

@@ -1,5 +1,6 @@
 // The tester side of `uroce conform`: the bare port, the control channel to
 // the target helper, each case's setup, frames and capture (conform.h).
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <utility>
@@ -11,6 +12,8 @@
 #include "apps/conform/conform.h"
 #include "apps/conform/control.h"
 #include "stack/cm/mad.h"
+#include "stack/net/frames.h"
+#include "stack/net/net_headers.h"
 #include "stack/wire/aeth.h"
 
 namespace uroce::apps::conform {
@@ -203,6 +206,21 @@ void Tester::send_raw(std::span<const uint8_t> f) {
   }
 }
 
+void Tester::answer_arp(std::span<const uint8_t> f) {
+  // RFC 826: a request for our address gets a reply (a kernel or verbs
+  // target resolves our MAC this way; the tester runs no stack to do it).
+  if (f.size() < sizeof(wire::EthHdr) + sizeof(net::ArpHdr)) return;
+  const auto& eth = *reinterpret_cast<const wire::EthHdr*>(f.data());
+  if (eth.ether_type.get() != wire::kEtherTypeArp) return;
+  const auto& a = *reinterpret_cast<const net::ArpHdr*>(f.data() + sizeof(wire::EthHdr));
+  const uint8_t* ours = cfg_.gid.raw + 12;
+  if (a.oper.get() != net::kArpOpRequest || std::memcmp(a.tpa, ours, 4) != 0) return;
+  std::array<uint8_t, net::arp_frame_len(net::kNoVlan)> reply{};
+  const size_t len =
+      net::build_arp(reply, net::kArpOpReply, a.sha, net::kNoVlan, cfg_.port->info().mac, ours, a.sha, a.spa);
+  send_raw(std::span(reply.data(), len));
+}
+
 size_t Tester::pump_rx() {
   rte_mbuf* m[32];
   const uint16_t n = cfg_.port->io().rx_burst(m, 32);
@@ -212,6 +230,7 @@ size_t Tester::pump_rx() {
     const std::span<const uint8_t> f(data, m[i]->data_len);
     const uint64_t t = now_ns();
     if (pcap_.is_open()) pcap_.write(f, t);
+    answer_arp(f);
     Reply r;
     if (wire::parse(f, r.d) == wire::ParseError::kOk && r.d.src_mac == target_.mac &&
         (r.d.dest_qp == our_qpn_ || r.d.dest_qp == wire::kGsiQpn)) {

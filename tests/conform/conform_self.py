@@ -9,19 +9,27 @@
    asks for (TARGET below, from the IBA rule each case cites, not from
    uroce), and the tester's frames must carry the case's deviation (TESTER).
 3. Every case against its broken variant (`--broken`): each must deviate.
-4. Bad command lines get a usage error (exit 2).
+4. The rdma-core helper (uroce-conform-helper, built against rdma-core's
+   libibverbs and librdmacm) as the target, run under `uroce run` on uroce's
+   libibverbs.so.1 over memif: every case must conform through the verbs
+   ABI too (the helper is what runs on rxe or a NIC); the tester answers
+   the provider's ARP.
+5. Bad command lines get a usage error (exit 2).
 
-Usage: conform_self.py UROCE
+Usage: conform_self.py UROCE HELPER
 """
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
+import time
 import xml.etree.ElementTree as ET
 
 UROCE = sys.argv[1]
+HELPER = sys.argv[2]
 TARGET_IP = "10.192.0.1"  # the helper's address under --target self
 
 # Opcodes (IBA Table 38) and AETH syndromes (IBA 9.7.5.1): ACK 0x1f (credits
@@ -146,6 +154,48 @@ def check_run(d, want_verdict, names):
     return got
 
 
+def verbs_helper(names):
+    """Step 4: the rdma-core helper under `uroce run` as the target."""
+    tmp = tempfile.mkdtemp(prefix="uroce-conform-helper-")
+    sock = os.path.join(tmp, "memif.sock")
+    port = free_port()
+    helper = subprocess.Popen(
+        [UROCE, "run", "--", "--dev", f"net_memif0,role=server,socket={sock},socket-abstract=no,mac=02:00:00:00:c1:01",
+         "--ip", "10.193.0.1", "--mac", "02:00:00:00:c1:01",
+         HELPER, "--port", str(port), "--host", "127.0.0.1", "--gid-index", "3", "--mac", "02:00:00:00:c1:01"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.time() + 30
+        while not os.path.exists(sock) and time.time() < deadline and helper.poll() is None:
+            time.sleep(0.05)
+        report = os.path.join(tmp, "report")
+        r = run(["--", "--dev", f"net_memif0,role=client,socket={sock},socket-abstract=no,mac=02:00:00:00:c1:02",
+                 "--ip", "10.193.0.2", "--target", f"127.0.0.1:{port}", "--strict", "--report-dir", report])
+        if r.returncode != 0:
+            errors.append(f"the rdma-core helper under uroce run: exit {r.returncode}:\n{r.stdout}\n{r.stderr}")
+        else:
+            check_run(report, "conforms", names)
+        try:
+            out, _ = helper.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            helper.kill()  # by its PID: the process this test started
+            out, _ = helper.communicate()
+            errors.append("the helper did not exit after the tester's quit")
+        if helper.returncode != 0:
+            errors.append(f"the helper exited {helper.returncode}: {out}")
+    finally:
+        if helper.poll() is None:
+            helper.kill()
+            helper.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def main():
     listed = run(["--list"])
     names = [l.split("|")[1].strip() for l in listed.stdout.splitlines()[2:]]
@@ -189,6 +239,8 @@ def main():
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
+    verbs_helper(names)
+
     for bad in (["--target", "self", "--cases", "no.such.case"], ["--target", "nohost"], [],
                 ["--serve", "1", "--target", "self"], ["--target", "self", "--self-test-breaks"]):
         r = run(bad, timeout=30)
@@ -197,7 +249,8 @@ def main():
 
     for e in errors:
         print("FAIL:", e)
-    print(f"{len(names)} cases: conform against uroce, flag their broken variants; {len(errors)} errors")
+    print(f"{len(names)} cases: conform against uroce (its own API, and its libibverbs through the rdma-core "
+          f"helper), flag their broken variants; {len(errors)} errors")
     sys.exit(1 if errors else 0)
 
 
