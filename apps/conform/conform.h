@@ -157,7 +157,8 @@ class Tester {
   /// collect() returns them too.
   void send_mad(std::span<const uint8_t> mad);
   /// Sends the target an ACK-opcode frame at psn with AETH syndrome and msn.
-  /// Returns when it was handed to the port (steady clock, ns; Reply::time_ns's clock).
+  /// Returns the time just before it was handed to the port (steady clock,
+  /// ns; Reply::time_ns's clock): no earlier than the target can have it.
   uint64_t answer(uint32_t psn, uint8_t syndrome, uint32_t msn);
   /// Our QPN in this case.
   uint32_t our_qpn() const { return our_qpn_; }

@@ -297,8 +297,11 @@ uint64_t Tester::answer(uint32_t psn, uint8_t syndrome, uint32_t msn) {
   d.ack_req = false;
   d.aeth_syndrome = syndrome;
   d.aeth_msn = msn;
+  // Stamped before it goes: the target cannot have it earlier, so a wait
+  // measured from here is never shorter than the target's own.
+  const uint64_t t = now_ns();
   send(d);
-  return now_ns();
+  return t;
 }
 
 CaseResult Tester::run_case(const Case& c, uint32_t index, Break brk, const std::string& pcap) {
