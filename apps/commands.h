@@ -6,6 +6,7 @@ namespace uroce::apps {
 
 int cmd_bench_mc(int argc, char** argv);
 int cmd_compare(int argc, char** argv);
+int cmd_conform(int argc, char** argv);
 int cmd_demo(int argc, char** argv);
 int cmd_dump(int argc, char** argv);
 int cmd_floor(int argc, char** argv);

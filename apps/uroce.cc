@@ -18,6 +18,7 @@ struct Command {
 constexpr Command kCommands[] = {
     {"bench-mc", uroce::apps::cmd_bench_mc, "multi-core engines: N engine lcores per side on memif, message rate or verified RC ops"},
     {"compare", uroce::apps::cmd_compare, "our stack, kernel TCP, the raw memif floor (and verbs) side by side: medians, ratios, charts"},
+    {"conform", uroce::apps::cmd_conform, "conformance cases: uroce as a deviant peer, a RoCE target's answers checked against the IBA rules"},
     {"demo", uroce::apps::cmd_demo, "two endpoints in two processes on a DPDK memif link: RC pingpong and streaming, verified"},
     {"dump", uroce::apps::cmd_dump, "decode RoCE frames in a pcap file, check every ICRC"},
     {"floor", uroce::apps::cmd_floor, "the raw frame floor: bare frames bounced or blasted between two processes, no protocol"},

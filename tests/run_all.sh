@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing (Debian 12), then builds and tests uroce three times:
 #   build/       -Dwerror=true                  every suite  (meson test)
-#   build-asan/  -Dwerror=true, ASan + UBSan    the unit, hostile, sim and verbs suites (300 sim seeds;
+#   build-asan/  -Dwerror=true, ASan + UBSan    the unit, hostile, sim, verbs and conform suites (300 sim seeds;
 #                                               the stock verbs binaries load our libraries with the runtimes)
 #   build-fuzz/  clang, libFuzzer, ASan + UBSan each fuzz target for $FUZZ_SECONDS (60) s
 # Exits nonzero on the first failure. Run as root on a fresh machine, or as a
@@ -35,7 +35,7 @@ echo "== build: built and tested in $((SECONDS - start)) s"
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 start=$SECONDS
 setup build-asan -Dwerror=true -Db_sanitize=address,undefined --buildtype=debug
-meson test -C build-asan --suite unit --suite hostile --suite sim --suite verbs --print-errorlogs
+meson test -C build-asan --suite unit --suite hostile --suite sim --suite verbs --suite conform --print-errorlogs
 echo "== build-asan: built and tested in $((SECONDS - start)) s"
 
 start=$SECONDS

@@ -160,6 +160,7 @@ bool Endpoint::open(const EndpointConfig& cfg, std::string& err) {
   PacketIo* io = &port_->io();
   if (cfg_.drop_rate > 0) io = &fault_.emplace(*io, cfg_.drop_rate, cfg_.drop_seed);
   if (cfg_.drop_every > 0) io = &drop_nth_.emplace(*io, cfg_.drop_every);
+  if (cfg_.wrap_io) io = &cfg_.wrap_io(*io);
   auto ctx = open_device(*io, dc);
   if (!ctx.ok()) {
     err = std::string("open_device: ") + ctx.status().message();

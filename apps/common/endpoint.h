@@ -116,6 +116,9 @@ struct EndpointConfig {
   uint64_t drop_seed = 1;      ///< --drop-seed
   uint32_t drop_every = 0;     ///< the demo's --drop-every: lose every Nth transmitted frame (dpdk::DropEveryNthIo; 0: none)
   uint64_t key_seed = 0;       ///< DeviceConfig::key_seed (0: from the TSC; fixed for reproducible keys)
+  /// Test hook (`uroce conform --self-test-breaks`): the device runs on the
+  /// PacketIo this returns, a wrapper of the port's that the caller owns.
+  std::function<PacketIo&(PacketIo&)> wrap_io;
   /// The port takes addrs.mac as its own MAC (a memif end, which nothing
   /// else owns). false: the port keeps its MAC and runs promiscuous, the
   /// stack answering for addrs.mac in software.

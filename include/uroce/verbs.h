@@ -42,6 +42,8 @@ class PacketIo;
 enum class QpType : uint8_t { kRc = 2, kUc = 3, kUd = 4 };  // IBV_QPT_*
 
 enum class QpState : uint8_t { kReset, kInit, kRtr, kRts, kSqd, kSqe, kErr };  // IBV_QPS_*
+/// "RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR" (the IBA 10.3.1 names).
+const char* qp_state_str(QpState s);
 
 /// Path MTU codes (IBV_MTU_*): bytes = 128 << code.
 enum class Mtu : uint8_t { k256 = 1, k512 = 2, k1024 = 3, k2048 = 4, k4096 = 5 };

@@ -135,6 +135,19 @@ void apply(QpImpl& qp, const QpAttr& a, uint32_t mask) {
 
 }  // namespace
 
+const char* qp_state_str(QpState s) {
+  switch (s) {
+    case QpState::kReset: return "RESET";
+    case QpState::kInit: return "INIT";
+    case QpState::kRtr: return "RTR";
+    case QpState::kRts: return "RTS";
+    case QpState::kSqd: return "SQD";
+    case QpState::kSqe: return "SQE";
+    case QpState::kErr: return "ERR";
+  }
+  return "?";
+}
+
 Status modify_qp(Qp* q, const QpAttr& a, uint32_t mask) {
   if (!q) return Status(StatusCode::kInvalidArgument, "null qp");
   QpImpl& qp = transport::impl(q);

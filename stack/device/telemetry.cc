@@ -49,19 +49,6 @@ Registry& registry() {
   return r;
 }
 
-const char* state_name(QpState s) {
-  switch (s) {
-    case QpState::kReset: return "RESET";
-    case QpState::kInit: return "INIT";
-    case QpState::kRtr: return "RTR";
-    case QpState::kRts: return "RTS";
-    case QpState::kSqd: return "SQD";
-    case QpState::kSqe: return "SQE";
-    case QpState::kErr: return "ERR";
-  }
-  return "?";
-}
-
 const char* type_name(QpType t) {
   switch (t) {
     case QpType::kRc: return "RC";
@@ -98,7 +85,7 @@ void qp_fields(rte_tel_data* q, uint32_t dev, const transport::QpImpl& qp) {
   add_u64(q, "dev", dev);
   add_u64(q, "qpn", qp.qp_num);
   rte_tel_data_add_dict_string(q, "type", type_name(qp.qp_type));
-  rte_tel_data_add_dict_string(q, "state", state_name(qp.state));
+  rte_tel_data_add_dict_string(q, "state", qp_state_str(qp.state));
   add_u64(q, "dest_qpn", qp.attr.dest_qp_num);
   add_u64(q, "path_mtu", mtu_bytes(qp.attr.path_mtu));
   add_u64(q, "sq_psn", qp.req.sq_psn);       // next PSN a new WQE gets

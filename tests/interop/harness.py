@@ -307,7 +307,9 @@ class Session:
     def start_guest(self, name: str, script: str, netdev: str, *, ip4: str, mac: str,
                     ip6: str | None = None, mtu: int = 1500, pcap: bool = True,
                     nic: str = "virtio-net-pci", mem: int = 512, timeout: float = 240,
-                    poweroff: bool = True) -> Guest:
+                    poweroff: bool = True, files: dict[str, str] | None = None) -> Guest:
+        """files: name -> host path, each readable in the guest as
+        /sys/firmware/qemu_fw_cfg/by_name/opt/uroce/<name>/raw (a program to run there)."""
         img = self.ensure_image()
         cmdf = os.path.join(self.out, f"{name}.cmd.sh")
         with open(cmdf, "w") as f:
@@ -322,6 +324,7 @@ class Session:
                 "-no-reboot", "-monitor", "none", "-serial", "stdio",
                 "-kernel", img["kernel"], "-initrd", img["initrd"], "-append", append,
                 "-fw_cfg", f"name=opt/uroce/cmd,file={cmdf}",
+                *[a for n, path in (files or {}).items() for a in ("-fw_cfg", f"name=opt/uroce/{n},file={path}")],
                 "-netdev", netdev, "-device", f"{nic},netdev=n0,mac={mac}"]
         if pcap_path:
             argv += ["-object", f"filter-dump,id=f0,netdev=n0,file={pcap_path}"]

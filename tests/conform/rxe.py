@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""`uroce conform` against Linux rxe in the QEMU guest of tests/interop
+(docs/CONFORMANCE.md): the guest runs uroce-conform-helper (rdma-core's
+libibverbs and librdmacm on rxe0, handed in by fw_cfg), the tester runs in
+the harness's namespace on the guest's tap (DPDK net_af_packet) with the
+stack's address 10.70.0.3, and talks to the helper over TCP.
+
+The test: every case must come out as docs/CONFORMANCE.md classifies rxe
+(Linux 6.1, rdma-core 44): conforms, except the deviations in RXE_DEVIATES,
+each documented there with its pcap frames. A change in rxe, in a case or
+in the tester shows as a difference here.
+
+Usage: rxe.py UROCE HELPER OUT_DIR [--cases PATTERN]
+Exit: 0 as classified, 1 otherwise or on a harness failure, 77 skipped (no root / tap).
+"""
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "interop"))
+import harness  # noqa: E402
+
+UROCE, HELPER, OUT = sys.argv[1], os.path.abspath(sys.argv[2]), os.path.abspath(sys.argv[3])
+CASES = sys.argv[5] if len(sys.argv) > 5 and sys.argv[4] == "--cases" else "*"
+CONTROL_PORT = 18600
+RXE_DEVIATES = {
+    "resp.send_longer_than_receive",  # NAK Remote Operational Error, not Invalid Request
+    "req.ghost_ack_ignored",          # an ACK for a PSN never sent completes the SEND
+    "req.rnr_retry_exhausted",        # rnr_retry 1: resends for as long as RNR NAKs come
+    "req.reserved_syndrome",          # a reserved AETH type completes the WR successfully
+    "cm.req_bad_transport",           # REJ reason 28 (consumer), not 9, for an RD REQ
+}
+
+GUEST_SCRIPT = f"""
+H=/tmp/uroce-conform-helper
+cat /sys/firmware/qemu_fw_cfg/by_name/opt/uroce/helper/raw > $H && chmod +x $H
+uroce-step helper $H --port {CONTROL_PORT} --host {harness.GUEST_IP4} --gid-index $GID4
+"""
+
+
+def main():
+    if (rc := harness.preflight(UROCE)) is not None:
+        return rc
+    os.makedirs(OUT, exist_ok=True)
+    with harness.Session(OUT) as s:
+        s.add_tap()
+        g = s.start_guest("rxe", GUEST_SCRIPT, s.tap_netdev(), ip4=harness.GUEST_IP4, mac=harness.GUEST_MAC,
+                          files={"helper": HELPER}, timeout=900)
+        g.wait_ready(300)
+        report = os.path.join(OUT, "report")
+        tester = s.start_host("tester", " ".join([
+            UROCE, "conform", "-l", "0", "--no-huge", "-m", "256", "--no-pci", "--file-prefix", s.ns,
+            f"--vdev=net_af_packet0,iface={harness.TAP}", "--",
+            "--dev", "net_af_packet0", "--ip", harness.STACK_IP4, "--mac", harness.STACK_MAC,
+            "--target", f"{harness.GUEST_IP4}:{CONTROL_PORT}", "--timeout", "120",
+            "--wait-ms", "300", "--answer-ms", "4000", "--cases", f"'{CASES}'", "--report-dir", report]), 900)
+        rc = tester.wait(900)
+        g.finish(120)
+        print(tester.text())
+        print(f"# tester exit {rc}; guest helper steps {g.steps}; pcap of the guest's NIC {g.pcap}")
+    try:
+        cases = json.load(open(os.path.join(report, "report.json")))["cases"]
+    except (OSError, ValueError) as e:
+        print(f"FAIL: no report from the tester: {e}")
+        return 1
+    errors = []
+    for c in cases:
+        want = "deviates" if c["name"] in RXE_DEVIATES else "conforms"
+        if c["verdict"] != want:
+            errors.append(f"{c['name']}: {c['verdict']} ({c['seen']}), classified as {want}")
+    if not cases:
+        errors.append("no cases ran")
+    if g.steps.get("helper", {}).get("rc") != 0:
+        errors.append(f"the helper in the guest: {g.steps}")
+    for e in errors:
+        print("FAIL:", e)
+    print(f"{len(cases)} cases against rxe: {len(errors)} differ from the classification")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
