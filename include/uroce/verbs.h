@@ -145,6 +145,7 @@ enum QpAttrMask : uint32_t {
   kQpMaxDestRdAtomic = 1u << 17,
   kQpCap = 1u << 19,
   kQpDestQpn = 1u << 20,
+  kQpExt = 1u << 31,  ///< uroce's QpAttr::ext (no IBV_QP_* bit; optional at INIT -> RTR of an RC QP)
 };
 
 // ---------------------------------------------------------------- objects
@@ -224,6 +225,25 @@ struct QpInitAttr {
   bool sq_sig_all = false;
 };
 
+/// How a QP that sprays spreads its packets over its paths.
+enum class PathMode : uint8_t {
+  kPacket,   ///< each packet takes the next live path
+  kFlowlet,  ///< a burst stays on one path; the path changes after flowlet_gap_ns without a packet
+};
+
+/// uroce's transport extension beyond IBA RoCE (docs/LOSS_RECOVERY.md):
+/// selective repeat and multipath spraying on an RC QP. Both ends must set the
+/// same ext, which each application learns from its out-of-band exchange (or
+/// rdma_cm private data); set at INIT -> RTR with kQpExt. Without it, as with
+/// a default QpExt, a QP is plain RoCE: go-back-N on one UDP source port, the
+/// same bits on the wire as before the extension existed.
+struct QpExt {
+  bool selective_repeat = false;  ///< SACKs, per-packet placement, resend only what was lost
+  uint16_t paths = 1;             ///< UDP source ports the QP's requests use (1..256)
+  PathMode path_mode = PathMode::kPacket;
+  uint32_t flowlet_gap_ns = 0;    ///< kFlowlet: idle time that ends a flowlet (0: the stack's default)
+};
+
 struct QpAttr {
   QpState qp_state = QpState::kReset;
   QpState cur_qp_state = QpState::kReset;
@@ -243,6 +263,7 @@ struct QpAttr {
   uint8_t timeout = 0;             ///< local ACK timeout 4.096 us * 2^timeout; 0 = infinite
   uint8_t retry_cnt = 0;           ///< 0..7
   uint8_t rnr_retry = 0;           ///< 0..7, 7 = infinite
+  QpExt ext;                       ///< kQpExt: uroce's extension (RC only)
 };
 
 /// Queue pair (IBA 10.2.4, 10.3). qp_num is unique within its device (and

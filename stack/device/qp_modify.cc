@@ -53,7 +53,8 @@ constexpr std::array<Transition, 9> kTable91 = {{
     {QpState::kInit, QpState::kInit, kTypeAll,
      {0, 0, 0}, {kPort | kQpAccessFlags, kPort | kQpAccessFlags, kPort | kQpQkey}},
     {QpState::kInit, QpState::kRtr, kTypeAll,
-     {kRcRtr, kUcRtr, 0}, {kQpPkeyIndex | kQpAccessFlags, kQpPkeyIndex | kQpAccessFlags, kQpPkeyIndex | kQpQkey}},
+     {kRcRtr, kUcRtr, 0},
+     {kQpPkeyIndex | kQpAccessFlags | kQpExt, kQpPkeyIndex | kQpAccessFlags, kQpPkeyIndex | kQpQkey}},
     {QpState::kRtr, QpState::kRts, kTypeAll, {kRcRts, kQpSqPsn, kQpSqPsn}, {kRcRtsOpt, kUcRtsOpt, kUdRtsOpt}},
     {QpState::kRts, QpState::kRts, kTypeAll, {0, 0, 0}, {kRcRtsOpt, kUcRtsOpt, kUdRtsOpt}},
     {QpState::kRts, QpState::kSqd, kTypeAll, {0, 0, 0}, {0, 0, 0}},
@@ -82,6 +83,20 @@ void qp_reset(Context& ctx, QpImpl& qp) {
   qp.resp = transport::ResponderState{};
 }
 
+
+inline constexpr uint16_t kMaxPaths = 256;  // docs/LOSS_RECOVERY.md: UDP source ports one QP sprays over
+
+Status check_ext(const QpImpl& qp, const QpExt& e) {
+  auto bad = [](const char* m) { return Status(StatusCode::kInvalidArgument, m); };
+  if (e.paths < 1 || e.paths > kMaxPaths) return bad("ext.paths not in 1..256");
+  if (e.path_mode != PathMode::kPacket && e.path_mode != PathMode::kFlowlet) return bad("ext.path_mode unknown");
+  // Placement ahead of order takes receive WQEs by their sequence number,
+  // which a receive queue shared with other QPs cannot give.
+  if (e.selective_repeat && qp.srq) {
+    return bad("ext.selective_repeat needs a receive queue of the QP's own, not an SRQ");
+  }
+  return {};
+}
 
 Status check_ranges(const Context& ctx, const QpAttr& a, uint32_t mask) {
   auto bad = [](const char* m) { return Status(StatusCode::kInvalidArgument, m); };
@@ -131,6 +146,7 @@ void apply(QpImpl& qp, const QpAttr& a, uint32_t mask) {
     qp.resp.res_head = 0;
   }
   if (mask & kQpDestQpn) q.dest_qp_num = a.dest_qp_num;
+  if (mask & kQpExt) q.ext = a.ext;
 }
 
 }  // namespace
@@ -181,6 +197,9 @@ Status modify_qp(Qp* q, const QpAttr& a, uint32_t mask) {
     return Status(StatusCode::kInvalidArgument, "attribute not allowed for this transition (Table 91)");
   }
   if (Status s = check_ranges(ctx, a, attrs); !s.ok()) return s;
+  if (attrs & kQpExt) {
+    if (Status s = check_ext(qp, a.ext); !s.ok()) return s;
+  }
   if (attrs & kQpAv) {  // the primary path's source: GID table entry ah_attr.sgid_index, pinned here
     auto src = transport::path_source(*ctx.net, a.ah_attr);
     if (!src.ok()) return src.status();

@@ -226,5 +226,44 @@ TEST_F(QpModify, QueryReportsAttributes) {
   EXPECT_EQ(ia.qp_type, QpType::kRc);
 }
 
+// Modify: uroce's extension (QpAttr::ext, kQpExt) at INIT -> RTR, then elsewhere.
+// Expect: accepted at INIT -> RTR of an RC QP and reported back; refused on
+// other transitions (Table 91 has no place for it), on UC, with paths outside
+// 1..256, and selective repeat on a QP with an SRQ.
+TEST_F(QpModify, ExtOnlyAtRcRtrWithinRange) {
+  ASSERT_EQ(to(QpState::kInit, kInit), StatusCode::kOk);
+  attr.ext.paths = 0;
+  EXPECT_EQ(to(QpState::kRtr, kRtr | kQpExt), StatusCode::kInvalidArgument);
+  attr.ext.paths = 257;
+  EXPECT_EQ(to(QpState::kRtr, kRtr | kQpExt), StatusCode::kInvalidArgument);
+  attr.ext = QpExt{true, 256, PathMode::kFlowlet, 5000};
+  ASSERT_EQ(to(QpState::kRtr, kRtr | kQpExt), StatusCode::kOk);
+  QpAttr at;
+  ASSERT_TRUE(query_qp(qp, &at, nullptr).ok());
+  EXPECT_TRUE(at.ext.selective_repeat);
+  EXPECT_EQ(at.ext.paths, 256);
+  EXPECT_EQ(at.ext.path_mode, PathMode::kFlowlet);
+  EXPECT_EQ(to(QpState::kRts, kRts | kQpExt), StatusCode::kInvalidArgument);
+
+  make(QpType::kUc);
+  ASSERT_EQ(to(QpState::kInit, kInit), StatusCode::kOk);
+  EXPECT_EQ(to(QpState::kRtr, kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn | kQpExt), StatusCode::kInvalidArgument);
+
+  make(QpType::kRc);
+  Srq* srq = must(create_srq(pd, SrqInitAttr{nullptr, 4, 1, 0}));
+  QpInitAttr ia;
+  ia.send_cq = ia.recv_cq = cq;
+  ia.srq = srq;
+  ia.qp_type = QpType::kRc;
+  ia.cap.max_send_wr = 4;
+  qp = must(create_qp(pd, ia));
+  ASSERT_EQ(to(QpState::kInit, kInit), StatusCode::kOk);
+  attr.ext = QpExt{true, 1, PathMode::kPacket, 0};
+  EXPECT_EQ(to(QpState::kRtr, kRtr | kQpExt), StatusCode::kInvalidArgument);
+  attr.ext.selective_repeat = false;
+  attr.ext.paths = 8;  // spraying alone needs no receive queue of its own
+  EXPECT_EQ(to(QpState::kRtr, kRtr | kQpExt), StatusCode::kOk);
+}
+
 }  // namespace
 }  // namespace uroce::test
