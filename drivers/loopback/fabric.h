@@ -30,6 +30,27 @@
 // same fault sequence and enabling one kind of fault does not move another.
 // Faults configured on a port apply to frames the switch forwards *to* it.
 //
+// Two tiers (FabricConfig::topology with leaves > 0): every port hangs off a
+// leaf switch (PortConfig::leaf); each leaf is joined to every one of S spine
+// switches by one cable, and the cable from a leaf to spine s is that leaf's
+// path s. A frame between hosts of one leaf takes the single-switch path
+// above. A frame to another leaf leaves its leaf on the uplink ECMP picks
+// from a hash of the UDP 5-tuple (source and destination IP, protocol, UDP
+// ports; a frame without UDP hashes its MACs): the same flow always takes
+// the same spine, and a QP's UDP source port picks its path. Then
+//   leaf ─► uplink toward spine s (egress buffer: tail drop; serialization at
+//     the path's rate; random loss; a blackholed path drops everything)
+//     ─► propagation ─► spine s ─► downlink toward the destination leaf (the
+//     same on that leaf's path s) ─► propagation ─► destination leaf ─► egress
+//     queue toward the host, with the port's faults, as on one switch.
+// Each path has its own rate, delay, buffer and loss (set_path) and can be
+// blackholed at a virtual time (schedule_blackhole); per-path, per-direction
+// counters count what each cable carried and dropped. Broadcast and multicast
+// frames are flooded to every host as on one switch (they are control
+// traffic: ARP, neighbour discovery), and PFC acts only inside a leaf.
+// Loss on a path draws from the path's own stream, so the ports' fault
+// sequences are those of a single-switch fabric with the same seed.
+//
 // Construction: Fabric::create(cfg), then add_port(mac, port_cfg) per device
 // (each port gets its own tx mempool). Single-threaded: one thread drives the
 // fabric and every device attached to it. Ports live as long as the fabric;
@@ -138,7 +159,10 @@ struct LinkConfig {
 
 /// Serialization time of a frame of len bytes (Ethernet padding to 60 and the
 /// per-frame overhead included), rounded up to whole nanoseconds.
-uint64_t serialization_ns(const LinkConfig& link, uint32_t len);
+uint64_t serialization_ns(uint64_t rate_bps, uint16_t overhead_bytes, uint32_t len);
+inline uint64_t serialization_ns(const LinkConfig& link, uint32_t len) {
+  return serialization_ns(link.rate_bps, link.overhead_bytes, len);
+}
 
 enum class CorruptScope : uint8_t {
   /// Flip a bit some receive check must catch: IP header (v4 checksum), UDP
@@ -164,13 +188,60 @@ struct FaultConfig {
 struct PortConfig {
   LinkConfig link;
   FaultConfig faults;
+  uint32_t leaf = 0;             ///< two tiers: the leaf switch the port hangs off (< topology.leaves)
   uint16_t mtu = 4200;           ///< IP datagram bytes: a 4096 path MTU over IPv6 with any headers
   uint32_t rx_ring_size = 1024;  ///< power of two
   uint32_t pool_size = 4096;     ///< mbufs in this port's tx_pool()
 };
 
+/// One leaf <-> spine cable of a two-tier fabric (a path), both directions alike.
+struct PathConfig {
+  uint64_t rate_bps = 100'000'000'000;  ///< serialization rate, bits/s (> 0)
+  uint64_t prop_delay_ns = 1000;        ///< one way, leaf <-> spine
+  uint32_t buffer_bytes = 1024 * 1024;  ///< egress buffer at either end (leaf uplink, spine downlink)
+  uint16_t overhead_bytes = 24;         ///< per frame on the wire, as LinkConfig's
+  double loss = 0;                      ///< probability a frame is lost, per direction crossed
+};
+
+/// Leaf/spine (two tiers, see the file comment); leaves == 0 is one switch.
+struct Topology {
+  uint32_t leaves = 0;  ///< 0: every port on one switch (the default); else leaf switches
+  uint32_t spines = 1;  ///< with leaves > 0: spine switches (paths between two leaves), 1 .. 256
+  PathConfig path;      ///< every path, until set_path changes one
+};
+
+/// Per-path counters, per direction (up: leaf -> spine, down: spine -> leaf).
+#define UROCE_LOOPBACK_PATH_COUNTERS(X)                                      \
+  X(frames)          /* put on the cable */                                 \
+  X(bytes)                                                                  \
+  X(drop_buffer)     /* tail drop: the egress buffer toward the cable full */ \
+  X(drop_loss)       /* random loss (PathConfig::loss) */                   \
+  X(drop_blackhole)  /* sent on, or on the cable when it became, a blackhole */
+
+enum class PathCounter : uint8_t {
+#define UROCE_LB_ENUM(name) name,
+  UROCE_LOOPBACK_PATH_COUNTERS(UROCE_LB_ENUM)
+#undef UROCE_LB_ENUM
+      kCount
+};
+
+inline constexpr std::array<std::string_view, size_t(PathCounter::kCount)> kPathCounterNames = {
+#define UROCE_LB_NAME(name) #name,
+    UROCE_LOOPBACK_PATH_COUNTERS(UROCE_LB_NAME)
+#undef UROCE_LB_NAME
+};
+
+struct PathCounters {
+  std::array<uint64_t, size_t(PathCounter::kCount)> v{};
+  void inc(PathCounter c, uint64_t n = 1) { v[size_t(c)] += n; }
+  uint64_t get(PathCounter c) const { return v[size_t(c)]; }
+};
+
+enum class PathDir : uint8_t { kUp, kDown };
+
 struct FabricConfig {
   uint64_t seed = 1;
+  Topology topology;
   std::string pcap_path;         ///< non-empty: capture every frame at switch ingress
   uint32_t copy_pool_size = 2048;  ///< mbufs for duplicates and flood copies
 };
@@ -221,6 +292,7 @@ class Port final : public PacketIo {
   PortConfig cfg_;
   rte_mempool* pool_ = nullptr;
   Rng rng_;
+  uint32_t leaf_ = 0;
   bool up_ = true;
   uint64_t up_busy_until_ns_ = 0;    // uplink, host -> switch
   uint64_t down_busy_until_ns_ = 0;  // downlink, switch -> host (egress queue)
@@ -280,6 +352,21 @@ class Fabric {
   /// the backlog tail drop and RED see (what is still to be serialized).
   uint64_t queue_bytes(uint32_t i) const;
 
+  /// Two tiers: replaces the configuration of path `spine` of `leaf` (both
+  /// directions). Frames already on it keep their timing.
+  void set_path(uint32_t leaf, uint32_t spine, const PathConfig& cfg);
+  /// Two tiers: makes path `spine` of `leaf` a blackhole (on) or a working
+  /// cable again (off) at virtual time at_ns (now if earlier). A blackhole
+  /// drops every frame sent on it and every frame on it when it fails.
+  void schedule_blackhole(uint32_t leaf, uint32_t spine, uint64_t at_ns, bool on);
+  /// Two tiers: what path `spine` of `leaf` carried in one direction.
+  const PathCounters& path_counters(uint32_t leaf, uint32_t spine, PathDir dir) const;
+  /// Two tiers: the spine ECMP sends frame m along when it leaves its leaf
+  /// (the hash of its 5-tuple; 0 on one switch). Reads m, keeps nothing.
+  uint32_t ecmp_spine(const rte_mbuf* m) const;
+  uint32_t leaves() const { return cfg_.topology.leaves; }
+  uint32_t spines() const { return cfg_.topology.leaves == 0 ? 0 : cfg_.topology.spines; }
+
   /// Frames the switch has seen (= captured when capturing).
   uint64_t frames_seen() const { return frames_seen_; }
   /// Counters summed over all ports.
@@ -287,17 +374,42 @@ class Fabric {
 
  private:
   friend class Port;
-  enum class EventKind : uint8_t { kAtSwitch, kDeliver, kLinkUp, kLinkDown };
+  enum class EventKind : uint8_t {
+    kAtSwitch,       // port: the sender; at its (leaf) switch
+    kDeliver,        // port: the receiver
+    kLinkUp,
+    kLinkDown,
+    kAtSpine,        // port: the receiver; path: the sender's leaf's path it came up
+    kAtLeaf,         // port: the receiver; path: the receiver's leaf's path it came down
+    kBlackholeOn,    // path
+    kBlackholeOff,   // path
+  };
   struct Event {
     uint64_t time_ns;
     uint64_t seq;
     rte_mbuf* m;
     uint32_t port;
+    uint32_t path;
     EventKind kind;
+  };
+  // One direction of a path: its egress queue (fluid, as a port's) and counters.
+  struct PathLane {
+    uint64_t busy_until_ns = 0;
+    PathCounters counters;
+  };
+  struct Path {
+    PathConfig cfg;
+    Rng rng;
+    bool blackhole = false;
+    PathLane up, down;
   };
 
   explicit Fabric(const FabricConfig& cfg);
-  void push(uint64_t time_ns, EventKind kind, uint32_t port, rte_mbuf* m);
+  void push(uint64_t time_ns, EventKind kind, uint32_t port, rte_mbuf* m, uint32_t path = 0);
+  uint32_t path_index(uint32_t leaf, uint32_t spine) const;
+  /// Two tiers: queues m (for port dst) on one lane of path p at t; on
+  /// arrival at its far end the event `then` fires. Frees m if dropped.
+  void send_on_path(uint32_t p, PathDir dir, rte_mbuf* m, uint64_t t, uint32_t dst, EventKind then);
   void handle(const Event& ev);
   void at_switch(uint32_t src, rte_mbuf* m, uint64_t t);
   void egress(Port& dst, rte_mbuf* m, uint64_t t);
@@ -313,6 +425,7 @@ class Fabric {
   FabricConfig cfg_;
   uint32_t id_;
   std::vector<std::unique_ptr<Port>> ports_;
+  std::vector<Path> paths_;    // two tiers: leaf * spines + spine
   std::vector<Event> events_;  // min-heap on (time_ns, seq)
   uint64_t seq_ = 0;
   uint64_t now_ns_ = 0;

@@ -166,8 +166,8 @@ uint16_t Port::tx_burst(rte_mbuf** in, uint16_t n) {
 
 // ---------------------------------------------------------------- event loop
 
-void Fabric::push(uint64_t time_ns, EventKind kind, uint32_t port, rte_mbuf* m) {
-  events_.push_back(Event{time_ns, seq_++, m, port, kind});
+void Fabric::push(uint64_t time_ns, EventKind kind, uint32_t port, rte_mbuf* m, uint32_t path) {
+  events_.push_back(Event{time_ns, seq_++, m, port, path, kind});
   std::push_heap(events_.begin(), events_.end(), [](const Event& a, const Event& b) { return event_after(a, b); });
   if (m != nullptr) ++in_flight_;
 }
@@ -199,7 +199,86 @@ void Fabric::handle(const Event& ev) {
     case EventKind::kLinkDown:
       p.up_ = false;
       return;
+    case EventKind::kAtSpine:  // on to the destination leaf over the same spine
+      if (paths_[ev.path].blackhole) {
+        paths_[ev.path].up.counters.inc(PathCounter::drop_blackhole);
+        rte_pktmbuf_free(ev.m);
+        return;
+      }
+      send_on_path(path_index(p.leaf_, ev.path % cfg_.topology.spines), PathDir::kDown, ev.m, ev.time_ns, ev.port,
+                   EventKind::kAtLeaf);
+      return;
+    case EventKind::kAtLeaf:
+      if (paths_[ev.path].blackhole) {
+        paths_[ev.path].down.counters.inc(PathCounter::drop_blackhole);
+        rte_pktmbuf_free(ev.m);
+        return;
+      }
+      egress(p, ev.m, ev.time_ns);
+      return;
+    case EventKind::kBlackholeOn:
+      paths_[ev.path].blackhole = true;
+      return;
+    case EventKind::kBlackholeOff:
+      paths_[ev.path].blackhole = false;
+      return;
   }
+}
+
+// ---------------------------------------------------------------- leaf/spine
+
+uint32_t Fabric::ecmp_spine(const rte_mbuf* m) const {
+  if (spines() <= 1) return 0;
+  uint8_t head[128];
+  const uint32_t hlen = std::min<uint32_t>(rte_pktmbuf_pkt_len(m), sizeof(head));
+  const auto* h = static_cast<const uint8_t*>(rte_pktmbuf_read(m, 0, hlen, head));
+  // The 5-tuple: source and destination IP, protocol, UDP ports; without UDP, the MACs.
+  uint64_t x = cfg_.seed;
+  auto fold = [&x](const uint8_t* b, uint32_t n) {
+    for (uint32_t i = 0; i < n; ++i) x = splitmix64_mix(x ^ b[i]);
+  };
+  const std::optional<wire::FrameLayout> loc = wire::locate_headers({h, hlen});
+  if (loc && loc->has_udp) {
+    const uint8_t* ip = h + loc->l3_off;
+    if (loc->l3 == wire::L3Kind::kIpv4) {
+      fold(ip + 12, 8);  // source, destination
+    } else {
+      fold(ip + 8, 32);
+    }
+    fold(&loc->l4_proto, 1);
+    fold(h + loc->l4_off, 4);  // source port, destination port
+  } else {
+    fold(h, std::min<uint32_t>(hlen, 12));
+  }
+  return uint32_t(scale(x, spines()));
+}
+
+void Fabric::send_on_path(uint32_t pi, PathDir dir, rte_mbuf* m, uint64_t t, uint32_t dst, EventKind then) {
+  Path& p = paths_[pi];
+  PathLane& lane = dir == PathDir::kUp ? p.up : p.down;
+  if (p.blackhole) {
+    lane.counters.inc(PathCounter::drop_blackhole);
+    rte_pktmbuf_free(m);
+    return;
+  }
+  const uint32_t len = rte_pktmbuf_pkt_len(m);
+  const uint64_t start = std::max(t, lane.busy_until_ns);
+  const uint64_t backlog = (start - t) * p.cfg.rate_bps / 8'000'000'000ull;
+  if (backlog + len > p.cfg.buffer_bytes) {
+    lane.counters.inc(PathCounter::drop_buffer);
+    rte_pktmbuf_free(m);
+    return;
+  }
+  lane.busy_until_ns = start + serialization_ns(p.cfg.rate_bps, p.cfg.overhead_bytes, len);
+  lane.counters.inc(PathCounter::frames);
+  lane.counters.inc(PathCounter::bytes, len);
+  // One draw per frame whatever the loss, so a loss rate does not move later draws.
+  if (p.rng.uniform01() < p.cfg.loss) {
+    lane.counters.inc(PathCounter::drop_loss);
+    rte_pktmbuf_free(m);
+    return;
+  }
+  push(lane.busy_until_ns + p.cfg.prop_delay_ns, then, dst, m, pi);
 }
 
 // ---------------------------------------------------------------- switch
@@ -240,6 +319,11 @@ void Fabric::at_switch(uint32_t src, rte_mbuf* m, uint64_t t) {
   if (!(dst.b[0] & 1)) {  // unicast: no learning, the ports are known
     for (auto& p : ports_) {
       if (p->mac_ == dst) {
+        if (p->leaf_ != sp.leaf_) {  // two tiers, another leaf: up the ECMP path
+          const uint32_t spine = ecmp_spine(m);
+          send_on_path(path_index(sp.leaf_, spine), PathDir::kUp, m, t, p->index_, EventKind::kAtSpine);
+          return;
+        }
         egress(*p, m, t);
         if (p->cfg_.link.pfc.enabled) pfc_check(*p, sp, t);
         return;
