@@ -80,6 +80,9 @@ constexpr OptSpec kSimOptions[] = {
     {.name = "link-flap", .kind = OptKind::kDouble, .def = "0.03", .help = "probability a seed takes a link down for 20 us .. 5 ms", .max = 1},
     {.name = "qps", .kind = OptKind::kUint, .def = "3", .help = "RC QP pairs per seed (plus one UC and one UD pair)", .min = 1, .max = 64},
     {.name = "ops", .kind = OptKind::kUint, .def = "24", .help = "work requests each side of each QP pair posts", .min = 1, .max = 4096},
+    {.name = "ext", .kind = OptKind::kChoice, .def = "off", .help = "the transport extension every RC QP pair asks for (issue 23): off (go-back-N, one UDP source port), spray (go-back-N over --paths ports), sr (selective repeat), sr-spray (both)", .choices = sim::kExtChoices},
+    {.name = "paths", .kind = OptKind::kUint, .def = "8", .help = "UDP source ports a spraying QP uses (--ext spray|sr-spray; scenarios: per sprayed QP)", .min = 1, .max = 256},
+    {.name = "retry-cnt", .kind = OptKind::kChoice, .def = "mix", .help = "faults: retry_cnt of every RC QP; mix: each seed's draw (7 for 80 % of QPs, else 0..3)", .choices = "mix|0|1|2|3|4|5|6|7"},
     {.name = "time-limit-ms", .kind = OptKind::kUint, .def = "2000", .help = "virtual time limit per seed, ms", .min = 1},
     {.name = "pcap-dir", .kind = OptKind::kString, .def = ".", .help = "directory for captures (sim-seed-N.pcap)", .meta = "DIR"},
     {.name = "capture", .help = "capture every seed, not only those with a violation"},
@@ -160,6 +163,9 @@ constexpr std::string_view kSimDetails =
     "wrs_success, wrs_error (first error of a QP), wrs_flushed, recv_cqes,\n"
     "retransmits, frames (seen by the switch), faults {loss, reorder, duplicate,\n"
     "corrupt, link_down_drops, buffer_drops}, qps_failed, violations (count) and\n"
+    "(--json) ext, retry_cnt, rc_qps, qps_failed_pct (failed RC QPs, retry\n"
+    "exhaustion, as a share of all), bytes_ok and goodput_gbps (successful send WRs'\n"
+    "bytes over the seeds' virtual time; also on the text summary's last line),\n"
     "violation_list [{seed, invariant, detail, pcap}], virtual_ms, wall_s.\n"
     "\n"
     "Congestion-control scenarios (--scenario incast|share|join-leave|mixed): hosts\n"
@@ -260,6 +266,9 @@ int cmd_sim(int argc, char** argv) {
   cfg.capture_all = args.flag("capture");
   cfg.verbose = args.flag("verbose");
   cfg.trace_qpn = uint32_t(args.get_uint("trace-qp"));
+  cfg.ext = sim::ext_mode(args.get_str("ext"));
+  cfg.paths = uint16_t(args.get_uint("paths"));
+  if (args.get_str("retry-cnt") != "mix") cfg.retry_cnt = int(*parse_uint(args.get_str("retry-cnt")));
   const bool json = args.flag("json");
   const bool quiet = args.flag("quiet");
   const uint64_t last_seed = cfg.first_seed + cfg.count - 1;
@@ -271,9 +280,10 @@ int cmd_sim(int argc, char** argv) {
   if (!json && !quiet) {
     std::printf("# uroce sim %s\n", args.config_line().c_str());
     std::printf("# seeds %llu-%llu (%llu); per seed up to loss %.3g reorder %.3g dup %.3g corrupt %.3g, "
-                "link flap p=%.3g; %u RC + 1 UC + 1 UD QP pairs x 2 sides x %u WRs\n",
+                "link flap p=%.3g; %u RC + 1 UC + 1 UD QP pairs x 2 sides x %u WRs; RC ext %s, retry_cnt %s\n",
                 (unsigned long long)cfg.first_seed, (unsigned long long)last_seed, (unsigned long long)cfg.count,
-                cfg.loss, cfg.reorder, cfg.dup, cfg.corrupt, cfg.link_flap, cfg.qps, cfg.ops);
+                cfg.loss, cfg.reorder, cfg.dup, cfg.corrupt, cfg.link_flap, cfg.qps, cfg.ops,
+                std::string(sim::ext_name(cfg.ext)).c_str(), std::string(args.get_str("retry-cnt")).c_str());
   }
   install_stop_handlers();  // SIGINT/SIGTERM: finish the seed under way, then report
   for (const int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) std::signal(sig, on_fatal_signal);
@@ -323,6 +333,10 @@ int cmd_sim(int argc, char** argv) {
   }
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const auto& f = total.fabric;
+  // QPs that failed (retry exhaustion) as a share of the RC QPs; goodput: the
+  // bytes of successful send WRs over the virtual time of all seeds.
+  const double failed_pct = total.rc_qps == 0 ? 0 : 100.0 * double(total.qps_failed) / double(total.rc_qps);
+  const double goodput_gbps = total.virtual_ns == 0 ? 0 : double(total.bytes_ok) * 8 / double(total.virtual_ns);
   const uint64_t faults = f.get(PortCounter::fault_loss) + f.get(PortCounter::fault_reorder) +
                           f.get(PortCounter::fault_duplicate) + f.get(PortCounter::fault_corrupt);
   if (json) {
@@ -335,6 +349,9 @@ int cmd_sim(int argc, char** argv) {
     w.key("reorder").num(f.get(PortCounter::fault_reorder)).key("duplicate").num(f.get(PortCounter::fault_duplicate));
     w.key("corrupt").num(f.get(PortCounter::fault_corrupt)).key("link_down_drops").num(f.get(PortCounter::drop_link_down));
     w.key("buffer_drops").num(f.get(PortCounter::drop_buffer)).end_object();
+    w.key("ext").str(sim::ext_name(cfg.ext)).key("retry_cnt").str(args.get_str("retry-cnt"));
+    w.key("rc_qps").num(total.rc_qps).key("qps_failed_pct").fixed(failed_pct, 3);
+    w.key("bytes_ok").num(total.bytes_ok).key("goodput_gbps").fixed(goodput_gbps, 4);
     w.key("qps_failed").num(total.qps_failed).key("violations").num(violations.size()).key("violation_list").begin_array();
     for (const auto& v : violations) {
       w.begin_object().key("seed").num(v.seed).key("invariant").str(v.invariant).key("detail").str(v.detail);
@@ -354,13 +371,15 @@ int cmd_sim(int argc, char** argv) {
                 violations.size(), wall_s);
     if (!quiet) {
       std::printf("# faults: loss %llu reorder %llu duplicate %llu corrupt %llu; drops: link down %llu, buffer %llu; "
-                  "virtual time %.3f ms%s\n",
+                  "virtual time %.3f ms%s\n"
+                  "# RC QPs %llu, failed %llu (%.2f %%); goodput %.3f Gb/s (%llu bytes of successful send WRs in virtual time)\n",
                   (unsigned long long)f.get(PortCounter::fault_loss), (unsigned long long)f.get(PortCounter::fault_reorder),
                   (unsigned long long)f.get(PortCounter::fault_duplicate),
                   (unsigned long long)f.get(PortCounter::fault_corrupt),
                   (unsigned long long)f.get(PortCounter::drop_link_down),
                   (unsigned long long)f.get(PortCounter::drop_buffer), double(total.virtual_ns) / 1e6,
-                  g_stop ? " (interrupted)" : "");
+                  g_stop ? " (interrupted)" : "", (unsigned long long)total.rc_qps,
+                  (unsigned long long)total.qps_failed, failed_pct, goodput_gbps, (unsigned long long)total.bytes_ok);
     }
   }
   return violations.empty() && setup_failures == 0 && !g_stop ? kExitOk : kExitFailure;

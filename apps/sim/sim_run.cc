@@ -91,6 +91,7 @@ void SeedRun::on_send_wc(QpSide& e, const Wc& wc) {
   }
   if (wc.status == WcStatus::kSuccess) {
     ++st_.success;
+    st_.bytes_ok += op.len;
     if (e.failed) {
       violation("status", "%s: WR %u (%s) succeeded after an earlier WR failed", label(e).c_str(), i,
                 op_name(op.opcode));

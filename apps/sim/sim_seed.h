@@ -17,6 +17,7 @@
 #include <uroce/verbs.h>
 #include <uroce/wr.h>
 
+#include "apps/sim/sim_ext.h"
 #include "drivers/loopback/fabric.h"
 #include "stack/common/rng.h"
 
@@ -40,6 +41,9 @@ struct SimConfig {
   bool capture_all = false;
   bool verbose = false;
   uint32_t trace_qpn = 0;  // --trace-qp: the QPN whose state steps go to stderr, on both devices (0: none)
+  ExtMode ext = ExtMode::kOff;  // --ext: the extension every RC QP pair asks for
+  uint16_t paths = 8;           // --paths: source ports of a spraying QP
+  int retry_cnt = -1;           // --retry-cnt: 0..7 on every RC QP; -1: the seed's mix
 };
 
 struct Violation {
@@ -52,6 +56,8 @@ struct Violation {
 struct SeedStats {
   uint64_t wrs = 0, success = 0, error = 0, flushed = 0, recv_cqes = 0;
   uint64_t retransmits = 0, frames = 0, qps_failed = 0, virtual_ns = 0;
+  uint64_t rc_qps = 0;    // RC QPs (each side of a pair counts)
+  uint64_t bytes_ok = 0;  // bytes of the send WRs that completed successfully
   PortCounters fabric;
   std::vector<Violation> violations;
   bool setup_failed = false;
@@ -66,6 +72,8 @@ struct SeedStats {
     frames += o.frames;
     qps_failed += o.qps_failed;
     virtual_ns += o.virtual_ns;
+    rc_qps += o.rc_qps;
+    bytes_ok += o.bytes_ok;
     fabric += o.fabric;
   }
 };

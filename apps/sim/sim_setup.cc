@@ -271,6 +271,10 @@ bool SeedRun::connect(QpSide& e) {
       a.max_dest_rd_atomic = 16;
       a.min_rnr_timer = 1;
       mask |= kQpMaxDestRdAtomic | kQpMinRnrTimer;
+      if (cfg_.ext != ExtMode::kOff) {  // both sides of the pair ask for the same
+        a.ext = qp_ext(cfg_.ext, cfg_.paths);
+        mask |= kQpExt;
+      }
     }
   }
   s = modify_qp(e.qp, a, mask);
@@ -376,7 +380,9 @@ bool SeedRun::setup() {
       e->id = uint32_t(eps_.size() + (e == b.get()));
       e->type = type;
       e->sq_depth = uint32_t(rng_.range(2, 32));
-      e->retry_cnt = rng_.chance(0.8) ? 7 : uint8_t(rng_.range(0, 3));
+      e->retry_cnt = rng_.chance(0.8) ? 7 : uint8_t(rng_.range(0, 3));  // drawn either way: same seed, same run
+      if (cfg_.retry_cnt >= 0) e->retry_cnt = uint8_t(cfg_.retry_cnt);
+      if (type == QpType::kRc) ++st_.rc_qps;
     }
     eps_.push_back(std::move(a));
     eps_.push_back(std::move(b));
