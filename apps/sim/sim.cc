@@ -55,6 +55,7 @@
 #include "apps/common/launch.h"
 #include "apps/common/qp_trace.h"
 #include "apps/sim/sim_cc.h"
+#include "apps/sim/sim_paths.h"
 #include "apps/sim/sim_seed.h"
 #include "drivers/loopback/fabric.h"
 #include "stack/common/rng.h"
@@ -90,11 +91,11 @@ constexpr OptSpec kSimOptions[] = {
     {.name = "quiet", .short_name = 'q', .help = "print only violations and the summary"},
     {.name = "verbose", .short_name = 'v', .help = "print one line per seed"},
     UROCE_TRACE_QP_OPTION,
-    // Congestion-control scenarios (apps/sim/sim_cc.cc).
-    {.name = "scenario", .kind = OptKind::kChoice, .def = "faults", .help = "faults: the seeded fault runs above; or a congestion-control scenario on one bottleneck (see below)", .choices = "faults|incast|share|join-leave|mixed"},
+    // Congestion-control scenarios (apps/sim/sim_cc.cc) and loss recovery on leaf/spine (apps/sim/sim_paths.cc).
+    {.name = "scenario", .kind = OptKind::kChoice, .def = "faults", .help = "faults: the seeded fault runs above; or a congestion-control scenario on one bottleneck, or a loss-recovery scenario on a leaf/spine fabric (see below)", .choices = "faults|incast|share|join-leave|mixed|loss|reorder|blackhole|balance"},
     {.name = "cc", .kind = OptKind::kChoice, .def = "dcqcn", .help = "congestion control of every host", .choices = "none|dcqcn|timely"},
     {.name = "op", .kind = OptKind::kChoice, .def = "write", .help = "scenario: how data moves: host i WRITEs to host 0, or host 0 READs from host i (the READ responses are the congested data)", .choices = "write|read"},
-    {.name = "flows", .kind = OptKind::kUint, .def = "8", .help = "incast: senders (N:1); mixed: hosts (2 long flows, the rest short flows)", .min = 2, .max = 128},
+    {.name = "flows", .kind = OptKind::kUint, .def = "8", .help = "incast: senders (N:1); mixed: hosts (2 long flows, the rest short flows); balance: QPs", .min = 2, .max = 128},
     {.name = "link-gbps", .kind = OptKind::kUint, .def = "100", .help = "rate of every link, Gb/s", .min = 1, .max = 400},
     {.name = "link-delay-ns", .kind = OptKind::kUint, .def = "1000", .help = "propagation delay host <-> switch, ns"},
     {.name = "buffer-kb", .kind = OptKind::kUint, .def = "1024", .help = "switch egress buffer per port, KiB (tail drop beyond)", .min = 8, .max = 65536},
@@ -113,6 +114,11 @@ constexpr OptSpec kSimOptions[] = {
     {.name = "window-us", .kind = OptKind::kUint, .def = "1000", .help = "fairness window for the convergence test, us (a multiple of --sample-us)", .min = 1},
     {.name = "converge-jain", .kind = OptKind::kDouble, .def = "0.95", .help = "converged: every later window has Jain's index >= X", .max = 1},
     {.name = "converge-util", .kind = OptKind::kDouble, .def = "0.9", .help = "converged: every later window has bottleneck utilisation >= X", .max = 1},
+    {.name = "spines", .kind = OptKind::kUint, .def = "0", .help = "loss|reorder|blackhole|balance: spines, so paths between the leaves (0: the scenario's: 1, 8, 8, 4)", .max = 256},
+    {.name = "path-loss", .kind = OptKind::kDouble, .def = "0.01", .help = "loss: probability a frame is lost on the sender leaf's path, each way", .max = 1},
+    {.name = "path-delay-ns", .kind = OptKind::kUint, .def = "1000", .help = "leaf/spine: propagation delay of path 0, leaf <-> spine, ns"},
+    {.name = "path-delay-step-ns", .kind = OptKind::kUint, .def = "1000", .help = "leaf/spine: path s is this much slower than path s-1 each way, ns (unequal paths reorder a sprayed QP)"},
+    {.name = "blackhole-at-us", .kind = OptKind::kUint, .def = "0", .help = "blackhole: when the QP's first path fails for good, us (0: half of --duration-us)"},
     {.name = "qp-timeout", .kind = OptKind::kUint, .def = "10", .help = "RC local ACK timeout code (4.096 us * 2^N)", .min = 1, .max = 31},
     {.name = "pacer-burst", .kind = OptKind::kUint, .def = "16384", .help = "pacer burst tolerance, bytes"},
     {.name = "dcqcn-preset", .kind = OptKind::kChoice, .def = "connectx", .help = "DCQCN base parameters: ConnectX firmware defaults or Zhu et al. 2015; the rpg-/dce-/rate- flags override single ones", .choices = "connectx|paper"},
@@ -149,6 +155,8 @@ constexpr OptSpec kSimOptions[] = {
     {.name = "expect-jain-below", .kind = OptKind::kDouble, .def = "1", .help = "scenario: fail unless Jain's index < X (unfairness contrast)", .max = 1},
     {.name = "expect-p99-queue-kb", .kind = OptKind::kDouble, .def = "0", .help = "scenario: fail unless the p99 queue after convergence <= X KiB", .max = 1u << 30},
     {.name = "expect-converged", .help = "scenario: fail unless the flows converge (see --converge-jain)"},
+    {.name = "expect-ext-better", .help = "leaf/spine scenario: fail unless the extension beats go-back-N (goodput; blackhole: goodput after; balance: a lower most/least path ratio)"},
+    {.name = "expect-keep", .kind = OptKind::kDouble, .def = "0.8", .help = "loss: fail unless sr keeps this share of its loss-free goodput (given only)", .max = 1},
     {.name = "expect-no-drops", .help = "scenario: fail on any buffer drop or retransmission"},
     {.name = "expect-drops", .help = "scenario: fail unless there are buffer drops and retransmissions"},
 };
@@ -174,7 +182,18 @@ constexpr std::string_view kSimDetails =
     "convergence_ms, p99_queue_kb, max_queue_kb, drops, retransmits, timeouts,\n"
     "ecn_marked, cnp_sent, cnp_handled, fct_p50_us, fct_p99_us, ...); --csv-dir\n"
     "writes the time series (per-flow goodput and send rate, queue, utilisation)\n"
-    "and flow completion times. tests/cc/report.sh turns them into docs/CC.md.\n";
+    "and flow completion times. tests/cc/report.sh turns them into docs/CC.md.\n"
+    "\n"
+    "Loss-recovery scenarios (--scenario loss|reorder|blackhole|balance): a sender\n"
+    "on leaf 0 and a receiver on leaf 1 of a leaf/spine fabric (--spines paths,\n"
+    "ECMP on the UDP 5-tuple), RC QPs of --msg-kb WRITEs, go-back-N beside the\n"
+    "extension (--ext variants off, spray, sr, sr-spray, run one after another; see\n"
+    "apps/sim/sim_paths.cc). One row per variant (--json: variants [{label, ext,\n"
+    "loss, goodput_gbps, retransmits, fabric_drops, spurious_retransmits, timeouts,\n"
+    "qps_failed, paths_used, path_bytes, path_ratio, blackhole: before_gbps,\n"
+    "recover_us, after_gbps}], ext_better, loss: ext_keeps, gbn_keeps); --csv-dir\n"
+    "writes each variant's time series (goodput, retransmissions, per path).\n"
+    "bench/loss_recovery.sh runs the experiments of docs/LOSS_RECOVERY.md.\n";
 
 constexpr CommandSpec kSimCommand = {
     .name = "sim",
@@ -245,7 +264,11 @@ bool parse_seed_range(std::string_view text, uint64_t& first, uint64_t& count) {
 int cmd_sim(int argc, char** argv) {
   Args args;
   if (auto rc = parse_command_line(kSimCommand, argc, argv, args)) return *rc;
-  if (args.get_str("scenario") != "faults") return run_cc_scenario(args);
+  const std::string_view scenario = args.get_str("scenario");
+  if (scenario == "loss" || scenario == "reorder" || scenario == "blackhole" || scenario == "balance") {
+    return run_path_scenario(args);
+  }
+  if (scenario != "faults") return run_cc_scenario(args);
   SimConfig cfg;
   cfg.first_seed = args.get_uint("seed-start");
   cfg.count = args.get_uint("seed-count");

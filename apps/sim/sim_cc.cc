@@ -51,6 +51,7 @@
 
 #include "apps/common/json_writer.h"
 #include "apps/common/launch.h"
+#include "apps/sim/sim_hosts.h"
 #include "drivers/loopback/fabric.h"
 #include "stack/common/rng.h"
 
@@ -62,15 +63,7 @@ using loopback::PortCounter;
 
 constexpr uint32_t kWireOverhead = 24;  // as LinkConfig::overhead_bytes
 
-struct Host {
-  MacAddr mac;
-  Gid gid;
-  loopback::Port* port = nullptr;
-  ContextPtr ctx;
-  Pd* pd = nullptr;
-  Mr* mr = nullptr;
-  std::unique_ptr<uint8_t[]> mem;
-};
+using Host = sim::SimHost;
 
 struct ShortMsg {
   uint64_t arrival_ns;
@@ -260,39 +253,15 @@ bool CcRun::setup() {
     pc.pool_size = h == 0 ? 2048 : 512;
     pc.rx_ring_size = h == 0 ? 4096 : 1024;
     auto host = std::make_unique<Host>();
-    host->mac = MacAddr{{0x02, 0xcc, 0x00, 0x00, uint8_t(h >> 8), uint8_t(h)}};
-    const uint8_t v4[4] = {10, 8, uint8_t(h >> 8), uint8_t(h)};
-    host->gid = Gid::from_ipv4(v4);
-    auto port = fabric_->add_port(host->mac, pc);
-    if (!port.ok()) {
-      std::fprintf(stderr, "uroce sim: add_port: %s\n", port.status().message());
-      return false;
-    }
-    host->port = *port;
     DeviceConfig dc = dc_;
-    dc.mac = host->mac;
-    dc.gid = host->gid;
+    dc.mac = MacAddr{{0x02, 0xcc, 0x00, 0x00, uint8_t(h >> 8), uint8_t(h)}};
+    const uint8_t v4[4] = {10, 8, uint8_t(h >> 8), uint8_t(h)};
+    dc.gid = Gid::from_ipv4(v4);
     dc.key_seed = derive_seed(seed, 100 + h) | 1;
     dc.max_qp = n_ + 4;
     dc.max_cq = n_ + 4;
-    auto ctx = open_device(*host->port, dc);
-    if (!ctx.ok()) {
-      std::fprintf(stderr, "uroce sim: open_device: %s\n", ctx.status().message());
-      return false;
-    }
-    host->ctx = std::move(ctx).value();
-    auto pd = alloc_pd(host->ctx.get());
-    if (!pd.ok()) return false;
-    host->pd = *pd;
     const size_t bytes = h == 0 ? size_t(4) << 20 : std::max<size_t>(msg_bytes_, 1u << 20);
-    host->mem = std::make_unique<uint8_t[]>(bytes);
-    std::fill_n(host->mem.get(), bytes, uint8_t(h));
-    auto mr = reg_mr(host->pd, host->mem.get(), bytes, kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead);
-    if (!mr.ok()) {
-      std::fprintf(stderr, "uroce sim: reg_mr: %s\n", mr.status().message());
-      return false;
-    }
-    host->mr = *mr;
+    if (!sim::open_host(*fabric_, pc, dc, bytes, uint8_t(h), *host).ok()) return false;
     hosts_.push_back(std::move(host));
   }
 
@@ -338,69 +307,21 @@ bool CcRun::setup() {
 constexpr uint8_t kRdAtomic = 16;
 
 bool CcRun::connect(Flow& f) {
-  Host& s = *hosts_[f.host];
-  Host& r = *hosts_[0];
-  auto scq = create_cq(s.ctx.get(), sq_depth_ * 2 + 8);
-  auto rcq = create_cq(r.ctx.get(), sq_depth_ * 2 + 8);
-  if (!scq.ok() || !rcq.ok()) return false;
-  f.scq = *scq;
-  f.rcq = *rcq;
-  QpInitAttr ia;
-  ia.qp_type = QpType::kRc;
-  ia.sq_sig_all = true;
-  ia.cap.max_send_wr = sq_depth_;
-  ia.cap.max_recv_wr = 1;
-  ia.send_cq = f.scq;
-  ia.recv_cq = f.scq;
-  auto sqp = create_qp(s.pd, ia);
-  ia.send_cq = *rcq;
-  ia.recv_cq = *rcq;
-  auto rqp = create_qp(r.pd, ia);
-  if (!sqp.ok() || !rqp.ok()) {
-    std::fprintf(stderr, "uroce sim: create_qp failed\n");
+  const Host& s = *hosts_[f.host];
+  const Host& r = *hosts_[0];
+  sim::RcConnect c;
+  c.mtu = mtu_code_;
+  c.timeout = uint8_t(a_.get_uint("qp-timeout"));
+  c.rd_atomic = kRdAtomic;
+  sim::RcPair p;
+  if (Status st = sim::create_rc_pair(s, r, sq_depth_, c, p); !st.ok()) {
+    std::fprintf(stderr, "uroce sim: QP pair: %s\n", st.message());
     return false;
   }
-  f.sqp = *sqp;
-  f.rqp = *rqp;
-  struct Side {
-    Qp* qp;
-    Host* peer;
-    Qp* peer_qp;
-  };
-  for (const Side& side : {Side{f.sqp, &r, f.rqp}, Side{f.rqp, &s, f.sqp}}) {
-    QpAttr q;
-    q.qp_state = QpState::kInit;
-    q.port_num = 1;
-    q.qp_access_flags = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead;
-    Status st = modify_qp(side.qp, q, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags);
-    q = {};
-    q.qp_state = QpState::kRtr;
-    q.path_mtu = mtu_code_;
-    q.dest_qp_num = side.peer_qp->qp_num;
-    q.rq_psn = 0;
-    q.ah_attr.dgid = side.peer->gid;
-    q.ah_attr.dmac = side.peer->mac;
-    q.max_dest_rd_atomic = kRdAtomic;
-    q.min_rnr_timer = 1;
-    if (st.ok()) {
-      st = modify_qp(side.qp, q,
-                     kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn | kQpMaxDestRdAtomic | kQpMinRnrTimer);
-    }
-    q = {};
-    q.qp_state = QpState::kRts;
-    q.sq_psn = 0;
-    q.timeout = uint8_t(a_.get_uint("qp-timeout"));
-    q.retry_cnt = 7;
-    q.rnr_retry = 7;
-    q.max_rd_atomic = kRdAtomic;
-    if (st.ok()) {
-      st = modify_qp(side.qp, q, kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic);
-    }
-    if (!st.ok()) {
-      std::fprintf(stderr, "uroce sim: modify_qp: %s\n", st.message());
-      return false;
-    }
-  }
+  f.sqp = p.sqp;
+  f.rqp = p.rqp;
+  f.scq = p.scq;
+  f.rcq = p.rcq;
   return true;
 }
 
