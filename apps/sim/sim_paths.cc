@@ -32,8 +32,10 @@
 //                    most / least loaded ratio
 //   blackhole        goodput before (from half the time to the blackhole to
 //                    it), the time to recover (from the blackhole to the end
-//                    of the first sample with at least 80 % of that goodput)
-//                    and the goodput after (from the blackhole to the end)
+//                    of the first --sample-us sample back at 80 % of that
+//                    goodput after one below it; 0 if none was below; none
+//                    if it never came back) and the goodput after (from the
+//                    blackhole to the end)
 #include "apps/sim/sim_paths.h"
 
 #include <algorithm>
@@ -288,14 +290,21 @@ std::optional<VariantResult> PathRun::run_variant(const Variant& v) {
     const uint64_t b0 = r.blackhole_ns / 2;
     r.before_gbps = double(good_at(r.blackhole_ns) - good_at(b0)) * 8 / double(r.blackhole_ns - b0);
     r.after_gbps = double(good - good_at(r.blackhole_ns)) * 8 / double(duration - r.blackhole_ns);
+    // Recovered: the first sample back at kRecoveredShare of the goodput
+    // before, after one below it (the completions of what was already
+    // through when the path failed do not count); no sample below: 0.
+    bool dipped = false;
     for (size_t i = 1; i < r.t_ns.size(); ++i) {
       if (r.t_ns[i - 1] < r.blackhole_ns) continue;
       const double g = double(r.good_bytes[i] - r.good_bytes[i - 1]) * 8 / double(r.t_ns[i] - r.t_ns[i - 1]);
-      if (g >= kRecoveredShare * r.before_gbps) {
+      if (g < kRecoveredShare * r.before_gbps) {
+        dipped = true;
+      } else if (dipped) {
         r.recover_us = double(r.t_ns[i] - r.blackhole_ns) / 1000;
         break;
       }
     }
+    if (!dipped) r.recover_us = 0.0;
   }
   // Devices before the fabric: they may hold its mbufs.
   for (Flow& x : fl) {

@@ -110,15 +110,19 @@ inline constexpr std::array<std::string_view, size_t(PortCounter::kCount)> kPort
 #undef UROCE_LB_NAME
 };
 
-struct PortCounters {
-  std::array<uint64_t, size_t(PortCounter::kCount)> v{};
-  void inc(PortCounter c, uint64_t n = 1) { v[size_t(c)] += n; }
-  uint64_t get(PortCounter c) const { return v[size_t(c)]; }
-  PortCounters& operator+=(const PortCounters& o) {
+/// A set of counters named by an X-macro enum E (with E::kCount).
+template <class E>
+struct CounterSet {
+  std::array<uint64_t, size_t(E::kCount)> v{};
+  void inc(E c, uint64_t n = 1) { v[size_t(c)] += n; }
+  uint64_t get(E c) const { return v[size_t(c)]; }
+  CounterSet& operator+=(const CounterSet& o) {
     for (size_t i = 0; i < v.size(); ++i) v[i] += o.v[i];
     return *this;
   }
 };
+
+using PortCounters = CounterSet<PortCounter>;
 
 /// RED marking at a switch egress queue (DCQCN's Kmin/Kmax/Pmax): with the
 /// backlog b in bytes when a frame is enqueued, mark CE with probability 0 for
@@ -231,11 +235,7 @@ inline constexpr std::array<std::string_view, size_t(PathCounter::kCount)> kPath
 #undef UROCE_LB_NAME
 };
 
-struct PathCounters {
-  std::array<uint64_t, size_t(PathCounter::kCount)> v{};
-  void inc(PathCounter c, uint64_t n = 1) { v[size_t(c)] += n; }
-  uint64_t get(PathCounter c) const { return v[size_t(c)]; }
-};
+using PathCounters = CounterSet<PathCounter>;
 
 enum class PathDir : uint8_t { kUp, kDown };
 
