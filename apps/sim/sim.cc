@@ -81,7 +81,7 @@ constexpr OptSpec kSimOptions[] = {
     {.name = "link-flap", .kind = OptKind::kDouble, .def = "0.03", .help = "probability a seed takes a link down for 20 us .. 5 ms", .max = 1},
     {.name = "qps", .kind = OptKind::kUint, .def = "3", .help = "RC QP pairs per seed (plus one UC and one UD pair)", .min = 1, .max = 64},
     {.name = "ops", .kind = OptKind::kUint, .def = "24", .help = "work requests each side of each QP pair posts", .min = 1, .max = 4096},
-    {.name = "ext", .kind = OptKind::kChoice, .def = "off", .help = "the transport extension every RC QP pair asks for (issue 23): off (go-back-N, one UDP source port), spray (go-back-N over --paths ports), sr (selective repeat), sr-spray (both)", .choices = sim::kExtChoices},
+    {.name = "ext", .kind = OptKind::kChoice, .def = "off", .help = "faults: the transport extension every RC QP pair asks for (issue 23): off (go-back-N, one UDP source port), spray (go-back-N over --paths ports), sr (selective repeat), sr-spray (both); the leaf/spine scenarios run their own set of these side by side", .choices = sim::kExtChoices},
     {.name = "paths", .kind = OptKind::kUint, .def = "8", .help = "UDP source ports a spraying QP uses (--ext spray|sr-spray; scenarios: per sprayed QP)", .min = 1, .max = 256},
     {.name = "retry-cnt", .kind = OptKind::kChoice, .def = "mix", .help = "faults: retry_cnt of every RC QP; mix: each seed's draw (7 for 80 % of QPs, else 0..3)", .choices = "mix|0|1|2|3|4|5|6|7"},
     {.name = "time-limit-ms", .kind = OptKind::kUint, .def = "2000", .help = "virtual time limit per seed, ms", .min = 1},
