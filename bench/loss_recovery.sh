@@ -3,7 +3,7 @@
 # `uroce sim`, then bench/loss_recovery_plot.py writes docs/loss/*.png and
 # the generated part of docs/LOSS_RECOVERY.md (between its markers):
 #   loss       one RC QP, 64 KB WRITEs at 100 Gb/s, 0.1 / 1 / 5 % loss, go-back-N beside selective repeat
-#   reorder    one QP sprayed over 8 paths whose delays differ by 250 ns, 1 us, 4 us each
+#   reorder    one QP sprayed over 8 paths whose delays differ by 250 ns, 1, 4, 16 us each
 #   blackhole  the QP's path fails for good mid-run: time series, recovery
 #   balance    8 QPs on one source port each beside 8 sprayed QPs on 4 paths, seeds 1-10
 #   survive    the fault runs with retry_cnt 7 beside the mix, heavy reordering and the defaults
@@ -50,8 +50,8 @@ start=$(date +%s)
 for l in 0.001 0.01 0.05; do
   run "loss-$l" --scenario loss --path-loss "$l" "${common[@]}"
 done
-for step in 250 1000 4000; do
-  run "reorder-$step" --scenario reorder --path-delay-step-ns "$step" "${common[@]}"
+for step in 250 1000 4000 16000; do
+  run "reorder-$step" --scenario reorder --path-delay-step-ns "$step" --sq-depth 64 "${common[@]}"
 done
 run blackhole --scenario blackhole --path-delay-step-ns 0 --sample-us 50 --csv-dir "$out/csv" "${common[@]}"
 for s in 1 2 3 4 5 6 7 8 9 10; do
