@@ -329,7 +329,10 @@ int PathRun::run() {
   }
   std::vector<VariantResult> rs;
   for (const Variant& v : vs) {
-    if (g_stop) break;
+    if (g_stop) {
+      std::fprintf(stderr, "uroce sim: interrupted after %zu of %zu variants\n", rs.size(), vs.size());
+      return kExitFailure;
+    }
     auto r = run_variant(v);
     if (!r) return kExitFailure;
     rs.push_back(std::move(*r));
@@ -338,12 +341,18 @@ int PathRun::run() {
 }
 
 int PathRun::report(const std::vector<VariantResult>& rs) {
-  // The scenario's comparison: the extension's variant (last) against go-back-N's.
-  const VariantResult& ext = rs.back();
-  const VariantResult& gbn = rs[rs.size() - 2];
-  const VariantResult& ext_clean = rs[rs.size() == 4 ? 1 : rs.size() - 1];  // loss: sr without loss
-  const double keep = ext_clean.goodput_gbps > 0 ? ext.goodput_gbps / ext_clean.goodput_gbps : 0;
-  const double gbn_keep = rs[0].goodput_gbps > 0 ? gbn.goodput_gbps / rs[0].goodput_gbps : 0;
+  // The scenario's comparison: the extension's variant against go-back-N's
+  // (sprayed too in reorder), at the loss of the scenario; loss: each also
+  // against itself without loss.
+  auto find = [&rs](ExtMode e, double loss) -> const VariantResult& {
+    return *std::find_if(rs.begin(), rs.end(), [&](const VariantResult& r) { return r.v.ext == e && r.v.loss == loss; });
+  };
+  const bool lossy = scenario_ == "loss";
+  const double loss = lossy ? a_.get_double("path-loss") : 0;
+  const VariantResult& ext = find(lossy ? ExtMode::kSr : ExtMode::kSrSpray, loss);
+  const VariantResult& gbn = find(scenario_ == "reorder" ? ExtMode::kSpray : ExtMode::kOff, loss);
+  const double keep = lossy ? ext.goodput_gbps / std::max(find(ExtMode::kSr, 0).goodput_gbps, 1e-9) : 0;
+  const double gbn_keep = lossy ? gbn.goodput_gbps / std::max(find(ExtMode::kOff, 0).goodput_gbps, 1e-9) : 0;
   bool ext_better = ext.goodput_gbps > gbn.goodput_gbps;
   if (scenario_ == "blackhole") ext_better = ext.after_gbps > gbn.after_gbps;
   if (scenario_ == "balance") ext_better = ext.path_ratio && (!gbn.path_ratio || *ext.path_ratio < *gbn.path_ratio);
