@@ -751,6 +751,38 @@ TEST(FabricLeafSpine, EcmpHashesTheUdpSourcePort) {
   }
 }
 
+TEST(FabricLeafSpine, EcmpHashesIpv6AndNonIpFrames) {
+  // Probe: IPv6 RoCEv2 frames on 64 source ports; a broadcast ARP-like frame.
+  // Expect: the IPv6 ports reach every one of 4 spines and keep theirs; a
+  // frame without UDP still gets a spine (from its MACs), the same each time.
+  auto f = make_leaf_spine(2, 4);
+  Port& a = add(*f, kMacA, on_leaf(0));
+  std::array<bool, 4> seen{};
+  for (uint32_t tag = 0; tag < 64; ++tag) {
+    rte_mbuf* m = make_frame(a.tx_pool(), kMacA, kMacB, tag, 64, 0, wire::L3Kind::kIpv6);
+    rte_mbuf* again = make_frame(a.tx_pool(), kMacA, kMacB, tag + (1u << 16), 64, 0, wire::L3Kind::kIpv6);
+    const uint32_t s = f->ecmp_spine(m);
+    ASSERT_LT(s, 4u);
+    EXPECT_EQ(f->ecmp_spine(again), s);
+    seen[s] = true;
+    rte_pktmbuf_free(m);
+    rte_pktmbuf_free(again);
+  }
+  EXPECT_EQ(seen, (std::array<bool, 4>{true, true, true, true}));
+  rte_mbuf* raw = rte_pktmbuf_alloc(a.tx_pool());
+  ASSERT_NE(raw, nullptr);
+  auto* p = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(raw, 60));
+  std::memset(p, 0, 60);
+  std::memcpy(p, kBroadcast.b, 6);
+  std::memcpy(p + 6, kMacA.b, 6);
+  p[12] = 0x08;
+  p[13] = 0x06;  // ARP
+  const uint32_t s = f->ecmp_spine(raw);
+  EXPECT_LT(s, 4u);
+  EXPECT_EQ(f->ecmp_spine(raw), s);
+  rte_pktmbuf_free(raw);
+}
+
 TEST(FabricLeafSpine, PathDelaysReorderAcrossPathsNotWithin) {
   // Set: spine s has a propagation delay of (s + 1) us. Send 64 frames A -> B
   // on 64 source ports at once. Expect: each frame arrives after its own
