@@ -1274,6 +1274,12 @@ VERBS_CELLS = {
     "write_bw_6j":    ("ib_write_bw", "-m 4096 -s 65536 -n 50", 0),
     "read_bw_6j":     ("ib_read_bw", "-m 4096 -o 16 -s 65536 -n 50", 0),
     "send_lat_6j":    ("ib_send_lat", "-m 4096 -s 4096 -n 100", 0),
+    # libfabric 1.17's fi_pingpong (issue 21, docs/MIDDLEWARE.md): the verbs provider's msg
+    # endpoint (rdma_cm), and ofi_rxm's rdm endpoint over it; -c checks every receive against the
+    # sender's pattern. The control channel is TCP to the other side's kernel address, where the
+    # client learns the server's fabric address (rxe0's, or uroce0's).
+    "fi_msg":         ("fi_pingpong", "-p verbs -e msg -c -I 20", 0),
+    "fi_rdm":         ("fi_pingpong", "-p verbs;ofi_rxm -e rdm -c -I 20", 0),
     # Loss: our port loses this fraction of the frames it receives and of those it sends
     # (`uroce run --drop-rate`, a fixed --drop-seed per cell and role).
     "write_bw_loss1": ("ib_write_bw", "-s 16384 -n 50", 0.01),
@@ -1309,9 +1315,12 @@ VERBS_RETRY = {            # what a client prints while the server is not listen
     "ibv": "Couldn.t connect", "ib": "Couldn.t connect\\|Unable to init the socket",
     "rping": "REJECTED\\|UNREACHABLE\\|ADDR_ERROR\\|ROUTE_ERROR",
     "cma": "REJECTED\\|UNREACHABLE\\|ADDR_ERROR\\|ROUTE_ERROR",
+    "fi": "Connection refused",
     # perftest -R's client gives up at once when its REQ is rejected (the server not up yet)
     "ibR": "REJECTED\\|UNREACHABLE\\|Unable to perform rdma_client"}
 VERBS_OUR_GID = 3
+FI_PORT = 47592                                      # fi_pingpong's control port (-B / -P)
+FI_SIZES = ["64", "256", "1k", "4k", "64k", "1m"]    # fi_pingpong's default sizes, as it prints them
 # The cells on IPv6 GIDs (rxe's $GID6, our index 5: the IPv6 RoCEv2 entry after the IPv4 pair)
 # over a 9000-byte link, path MTU 4096; the out-of-band TCP stays on IPv4.
 VERBS_V6J = {c for c in VERBS_CELLS if c.endswith("_6j")}
@@ -1322,7 +1331,10 @@ VERBS_SERVER_NO_ROW = {"ib_read_lat", "ib_atomic_lat"}
 
 
 def _verbs_family(tool: str, flags: str = "") -> str:
-    """ibv (pingpong), ib (perftest over TCP), ibR (perftest -R), rping, cma (ucmatose, udaddy)."""
+    """ibv (pingpong), ib (perftest over TCP), ibR (perftest -R), rping, cma (ucmatose, udaddy),
+    fi (fi_pingpong)."""
+    if tool == "fi_pingpong":
+        return "fi"
     if tool == "rping":
         return "rping"
     if tool in ("ucmatose", "udaddy"):
@@ -1349,6 +1361,9 @@ def verbs_cmd(cell: str, side: str, server: bool) -> str:
         return f"rping -s -a {own} {flags}" if server else f"rping -c -a {other} -V {flags}"
     if fam == "cma":
         return f"{tool} -b {own} {flags}" if server else f"{tool} -s {other} {flags}"
+    if fam == "fi":  # the provider string has a ';': quoted for the shell (and the guest's sh -c '...')
+        flags = flags.replace("verbs;ofi_rxm", '"verbs;ofi_rxm"')
+        return f"{tool} {flags} -B {FI_PORT}" if server else f"{tool} {flags} -P {FI_PORT} {peer_oob}"
     dev = "rxe0" if side == "rxe" else "uroce0"
     if fam == "ibR":
         cmd = f"{tool} -d {dev} -F {flags}"
@@ -1426,6 +1441,10 @@ def verbs_output_ok(c: str, text: str, server: bool) -> bool:
         return re.search(rf"ping data: rdma-ping-{pings - 1}: ", text) is not None
     if fam == "cma":
         return "data transfers complete" in text and "return status 0" in text
+    if fam == "fi":  # a row per default size, in order: "bytes #sent #ack ...", every send acknowledged
+        n = re.search(r"-I (\d+)", flags).group(1)
+        rows = r"(?ms)" + r".*".join(rf"^{sz}\s+{n}\s+={n}\s" for sz in FI_SIZES)
+        return re.search(rows, text) is not None and not re.search(r"error", text, re.I)
     if fam == "ibv":
         return re.search(r"\d+ iters in [\d.]+ seconds", text) is not None
     if fam == "ibR" and "Data ex. method : rdma_cm" not in text:
