@@ -1363,7 +1363,7 @@ def verbs_cmd(cell: str, side: str, server: bool) -> str:
         return f"{tool} -b {own} {flags}" if server else f"{tool} -s {other} {flags}"
     if fam == "fi":  # the provider string has a ';': quoted for the shell (and the guest's sh -c '...')
         flags = flags.replace("verbs;ofi_rxm", '"verbs;ofi_rxm"')
-        return f"{tool} {flags} -B {FI_PORT}" if server else f"{tool} {flags} -P {FI_PORT} {peer_oob}"
+        return f"env FI_LOG_LEVEL=warn {tool} {flags} -B {FI_PORT}" if server else f"env FI_LOG_LEVEL=warn {tool} {flags} -P {FI_PORT} {peer_oob}"
     dev = "rxe0" if side == "rxe" else "uroce0"
     if fam == "ibR":
         cmd = f"{tool} -d {dev} -F {flags}"
