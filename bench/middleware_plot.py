@@ -17,8 +17,8 @@ import sys
 
 from compare_plot import chart  # noqa: E402  (one chart style for every comparison)
 
-LAYERS = [("libfabric", "fi_pingpong verbs;ofi_rxm rdm"), ("ucx", "ucx_perftest tag (rc_verbs)"),
-          ("mpi", "Open MPI pml ucx (rc_verbs)")]
+LAYERS = [("libfabric", "fi_pingpong verbs;ofi_rxm rdm", "C0"), ("ucx", "ucx_perftest tag (rc_verbs)", "C1"),
+          ("mpi", "Open MPI pml ucx (rc_verbs)", "C2")]  # one color per layer
 TRANSPORTS = [("uroce", "uroce", "-"), ("tcp", "kernel TCP", "--")]
 
 
@@ -39,9 +39,10 @@ def main():
     drawn = []
     for metric, ylabel, name in (("lat", "half round trip [usec]", "middleware_lat.png"),
                                  ("bw", "bandwidth [MB/sec]", "middleware_bw.png")):
-        series = [(f"{layer}.{t}.{metric}", f"{label} over {tl}", ls) for layer, label in LAYERS for t, tl, ls in TRANSPORTS]
+        series = [(f"{layer}.{t}.{metric}", f"{label} over {tl}", ls, color)
+                  for layer, label, color in LAYERS for t, tl, ls in TRANSPORTS]
         drawn.append(chart(res, series, ylabel, f"Middleware {metric} ({sub})", os.path.join(sys.argv[1], name)))
-        for layer, label in LAYERS:
+        for layer, label, _ in LAYERS:
             u, t = res["median"].get(f"{layer}.uroce.{metric}", {}), res["median"].get(f"{layer}.tcp.{metric}", {})
             ratios = [f"{s}: {u[s] / t[s]:.2f}" for s in sorted(u, key=int) if s in t and t[s] > 0]
             if ratios:
