@@ -30,7 +30,7 @@ EAL = ["--no-huge", "--no-pci", "--no-shconf", "-m", "256", "--log-level=pmd.net
 
 
 def run_pair(uroce, d, mode, loss, size, iters, seed, port):
-    """One write_bw pair: (MB/s, retransmits, local ACK timeouts) of the client, or None."""
+    """One write_bw pair: (MB/s, retransmits, local ACK timeouts, {counter: value}) of the client, or None."""
     sock = os.path.join(d, f"m-{port}.sock")
     def argv(side):
         role = "server" if side == 0 else "client"
@@ -56,7 +56,8 @@ def run_pair(uroce, d, mode, loss, size, iters, seed, port):
         sys.stderr.write(f"{mode} loss {loss}: exit {out.returncode}\n{text[-1500:]}\n")
         return None
     counters = dict(re.findall(r"(\w+)=(\d+)", (re.search(r"^# counters:(.*)$", text, re.M) or [None, ""])[1]))
-    return float(row.group(1)), int(counters.get("retransmits", 0)), int(counters.get("local_ack_timeout_err", 0))
+    counters = {k: int(v) for k, v in counters.items()}
+    return float(row.group(1)), counters.get("retransmits", 0), counters.get("local_ack_timeout_err", 0), counters
 
 
 def main():
