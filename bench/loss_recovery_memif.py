@@ -25,6 +25,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "dpdk"))
+import harness  # noqa: E402  (Proc: a child stopped by its PID)
+
 MODES = {"gbn": [], "sr": ["--sr"], "sr-spray": ["--sr", "--paths", "4"]}
 EAL = ["--no-huge", "--no-pci", "--no-shconf", "-m", "256", "--log-level=pmd.net.memif:critical"]
 
@@ -40,16 +43,12 @@ def run_pair(uroce, d, mode, loss, size, iters, seed, port):
              f"net_memif0,role={role},socket={sock},socket-abstract=no,bsize=4352", "--timeout", "120", "--counters",
              "--drop-rate", str(loss), "--drop-seed", str(seed + 100 * side), *MODES[mode]]
         return a + (["127.0.0.1"] if side else [])
-    srv = subprocess.Popen(argv(0), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    srv = harness.Proc(f"server-{port}", argv(0), d)
     try:
         time.sleep(0.5)
         out = subprocess.run(argv(1), capture_output=True, text=True, timeout=300)
     finally:
-        try:
-            srv.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            srv.kill()
-            srv.wait()
+        srv.wait(30)  # stopped by its PID if it outlives the client by 30 s
     text = out.stdout + out.stderr
     row = re.search(rf"^\s*{size}\s+{iters}\s+[\d.]+\s+([\d.]+)", text, re.M)
     if out.returncode != 0 or not row:
