@@ -286,6 +286,102 @@ Outcome rnr_nak_storm(Tester& t) {
   return completions_are(t, want, "RTS", strf("the SEND sent %u times for %u RNR NAKs", tries + 1, kNaks));
 }
 
+// Send: nothing to the target's SEND at q (local ACK timeout 14: 4.096 us *
+// 2^14 = 67.11 ms), then, once it is resent, the ACK.
+// Expect: the resend no sooner than 67.11 ms after the tester asked the
+// helper to post the SEND (the SEND cannot have left earlier, so a
+// conforming target can never look early here); the SEND completes.
+Outcome local_ack_timeout_wait(Tester& t) {
+  constexpr uint8_t kTimeout = 14;
+  const double want_ms = 4.096e-3 * double(1u << kTimeout);
+  const uint64_t asked = steady_now_ns();
+  std::vector<Reply> rs;
+  Outcome out;
+  if (!start(t, "send", 1, rs, out)) return out;
+  const uint32_t q = t.target().psn;
+  // The resend: what came after the first copy while start() collected, or the next frame.
+  std::vector<Reply> again(rs.begin() + 1, rs.end());
+  if (again.empty()) again = t.collect(1);
+  if (again.empty() || again[0].d.psn != q || !(again[0].d.op().flags & wire::kReq)) {
+    return deviates("no answer to the SEND at q, then: " + describe(again) + " (want q again after the timeout)");
+  }
+  const double since_post = double(again[0].time_ns - asked) / 1e6, since_first = double(again[0].time_ns - rs[0].time_ns) / 1e6;
+  const std::string seen = strf("q resent %.2f ms after the post (%.2f ms after its first copy came; timeout %.2f ms)",
+                                since_post, since_first, want_ms);
+  if (since_post < want_ms) return deviates(seen);
+  t.answer(q, kAck, 1);
+  const WcStatus want[] = {WcStatus::kSuccess};
+  return completions_are(t, want, "RTS", seen);
+}
+
+/// Payload bytes of the target's requests in rs, ACKing each that asks for
+/// one (AckReq) so that the stream goes on; first/last: arrival times.
+uint64_t take_stream(Tester& t, std::span<const Reply> rs, uint32_t& msn, uint64_t& first, uint64_t& last, uint32_t& pkts) {
+  uint64_t bytes = 0;
+  for (const Reply& r : rs) {
+    if (!(r.d.op().flags & wire::kReq)) continue;
+    if (!pkts++) first = r.time_ns;
+    last = r.time_ns;
+    bytes += r.d.payload_len;
+    if (r.d.ack_req) t.answer(r.d.psn, kAck, ++msn);
+  }
+  return bytes;
+}
+
+// Send: to the target's QP, which streams RDMA WRITEs to us (8 of 32 KiB,
+// 256 packets), nothing but ACKs: its rate. Then CNPs (BTH opcode 0x81, to
+// its QP) every 10 us, from 2 ms before 8 more WRITEs are posted until 20 ms
+// after: its rate under CNPs.
+// Expect: the rate under CNPs at most half the first (DCQCN's reaction
+// point cuts the rate at each CNP). A target whose helper says it runs no
+// CNP-driven congestion control and whose rate does not fall: not applicable.
+Outcome cnp_slows_target(Tester& t) {
+  constexpr uint32_t kWriteLen = 32 * 1024, kWrites = 8;
+  constexpr uint64_t kCnpEveryNs = 4'000, kLeadNs = 2'000'000, kWindowNs = 20'000'000;
+  const uint32_t want_pkts = kWrites * ((kWriteLen + t.target().mtu - 1) / t.target().mtu);
+  std::string err;
+  uint32_t msn = 0;
+  // The first stream, no CNP.
+  if (!t.post("write", kWriteLen, kWrites, err)) return error(err);
+  uint64_t first = 0, last = 0, bytes1 = 0;
+  uint32_t pkts1 = 0;
+  for (uint64_t start = steady_now_ns(); pkts1 < want_pkts && steady_now_ns() - start < uint64_t(t.answer_ms()) * 1'000'000;) {
+    bytes1 += take_stream(t, t.take(), msn, first, last, pkts1);
+  }
+  if (pkts1 < want_pkts || last <= first) return deviates(strf("the first %u WRITEs came as %u of %u packets", kWrites, pkts1, want_pkts));
+  const double rate1 = double(bytes1) * 8e3 / double(last - first);  // Mb/s
+  // The second, under CNPs.
+  wire::PacketDesc cnp = t.req(wire::kOpcodeCnp);
+  cnp.ack_req = false;
+  cnp.psn = 0;
+  const auto cnp_frame = t.frame(cnp);
+  uint64_t next_cnp = 0;
+  uint32_t cnps = 0;
+  t.on_poll([&] {
+    if (const uint64_t now = steady_now_ns(); now >= next_cnp) {
+      t.send_raw(cnp_frame);
+      ++cnps;
+      next_cnp = now + kCnpEveryNs;
+    }
+  });
+  for (const uint64_t lead = steady_now_ns(); steady_now_ns() - lead < kLeadNs;) (void)t.take();
+  if (!t.post("write", kWriteLen, kWrites, err)) return error(err);
+  const uint64_t posted = steady_now_ns();
+  uint64_t first2 = 0, last2 = 0, bytes2 = 0;
+  uint32_t pkts2 = 0;
+  while (pkts2 < want_pkts && steady_now_ns() - posted < kWindowNs) bytes2 += take_stream(t, t.take(), msn, first2, last2, pkts2);
+  t.on_poll(nullptr);
+  const uint64_t span2 = (pkts2 < want_pkts ? steady_now_ns() : last2) - (pkts2 ? first2 : posted);
+  const double rate2 = span2 ? double(bytes2) * 8e3 / double(span2) : 0;
+  const std::string seen = strf("%.0f Mb/s without CNPs (%u packets), %.0f Mb/s under %u CNPs (%u packets in %.1f ms)", rate1,
+                                pkts1, rate2, cnps, pkts2, double(span2) / 1e6);
+  if (rate2 <= rate1 / 2) return conforms(seen);
+  if (t.target().cc == "none" || t.target().cc == "timely") {
+    return {Verdict::kNotApplicable, "the target runs no CNP-driven congestion control (its helper: cc=" + t.target().cc + "): " + seen};
+  }
+  return deviates(seen + " (want at most half; the target's helper: cc=" + t.target().cc + ")");
+}
+
 constexpr Case kCases[] = {
     {.name = "req.ghost_ack_ignored", .group = "requester",
      .rule = "IBA 9.7.5.1: an ACK for a PSN the requester never sent is ignored",
@@ -335,6 +431,14 @@ constexpr Case kCases[] = {
      .rule = "IBA 9.7.5.1 (AETH syndromes; the reserved type is no ACK or NAK): 'bad response error', QP to error",
      .expect = "AETH syndrome 0x45 (reserved type) to the SEND: 'bad response error', QP in ERR",
      .setup = {.recvs = 0, .timeout = kQuietTimeout}, .brk = Break::kRxNakAsAck, .run = reserved_syndrome},
+    {.name = "req.local_ack_timeout_wait", .group = "requester",
+     .rule = "IBA 9.7.6.1.3 (transport timer: 4.096 us * 2^timeout): a request is not resent before its local ACK timeout",
+     .expect = "no answer to a SEND from a QP with timeout 14: resent no sooner than 67.11 ms after it was posted; then it completes",
+     .setup = {.recvs = 0, .timeout = 14}, .brk = Break::kTxResendEarly, .run = local_ack_timeout_wait},
+    {.name = "cc.cnp_slows_target", .group = "congestion",
+     .rule = "IBA Annex A17.9 (RoCEv2 congestion management: CNP, opcode 0x81, to the QP that caused it); DCQCN reaction point",
+     .expect = "the target's WRITE stream under CNPs every 10 us runs at most half its rate without them (not applicable: no CNP-driven CC)",
+     .setup = {.recvs = 0, .timeout = kQuietTimeout}, .brk = Break::kRxCnpIgnored, .run = cnp_slows_target},
 };
 
 }  // namespace

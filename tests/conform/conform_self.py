@@ -81,10 +81,15 @@ TARGET = {
     "cm.req_unknown_service": [(UD_SEND_ONLY, R, 0)],
     "cm.req_bad_transport": [(UD_SEND_ONLY, R, 0)],
     "cm.dreq_unknown_connection": [(UD_SEND_ONLY, R, 0)],
+    "resp.wrong_pad_count": [(ACK, A_ACK, 0), (READ_RESP_ONLY, A_ACK, 1)],
+    "resp.ack_credits_honest": [(ACK, A_ACK, 0)],
+    "req.local_ack_timeout_wait": [(SEND_ONLY, R, 0), (SEND_ONLY, R, 0)],
+    "cc.cnp_slows_target": [(6, R, 0)],                 # WRITE First; the stream follows
+    "cm.duplicate_req": [(UD_SEND_ONLY, R, 0)],         # one MAD: the MRA of the duplicate
 }
 # Cases whose TARGET frames are a prefix: after an implied NAK the requester
 # goes back N from the READ and may send the acknowledged SEND again too.
-PREFIX = {"req.implied_nak_read"}
+PREFIX = {"req.implied_nak_read", "cc.cnp_slows_target"}
 # The CM MADs as tshark's CM dissector names them: (from the target?, Info, REJ reason).
 CM = {
     "cm.req_unknown_service": [(False, "CM: ConnectRequest", None), (True, "CM: ConnectReject", 8)],
@@ -162,7 +167,7 @@ def verbs_helper(names):
     helper = subprocess.Popen(
         [UROCE, "run", "--", "--dev", f"net_memif0,role=server,socket={sock},socket-abstract=no,mac=02:00:00:00:c1:01",
          "--ip", "10.193.0.1", "--mac", "02:00:00:00:c1:01",
-         HELPER, "--port", str(port), "--host", "127.0.0.1", "--gid-index", "3", "--mac", "02:00:00:00:c1:01"],
+         "--cc", "dcqcn", HELPER, "--port", str(port), "--host", "127.0.0.1", "--gid-index", "3", "--mac", "02:00:00:00:c1:01"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.time() + 30

@@ -31,11 +31,15 @@ RXE_DEVIATES = {
     "req.reserved_syndrome",          # a reserved AETH type completes the WR successfully
     "cm.req_bad_transport",           # REJ reason 28 (consumer), not 9, for an RD REQ
 }
+# Not yet classified from a run: the cases added after the first rxe run
+# (docs/CONFORMANCE.md, "What is left"); any verdict but an error is recorded.
+RXE_UNRUN = {"resp.wrong_pad_count", "resp.ack_credits_honest", "req.local_ack_timeout_wait",
+             "cc.cnp_slows_target", "cm.duplicate_req"}
 
 GUEST_SCRIPT = f"""
 H=/tmp/uroce-conform-helper
 cat /sys/firmware/qemu_fw_cfg/by_name/opt/uroce/helper/raw > $H && chmod +x $H
-uroce-step helper $H --port {CONTROL_PORT} --host {harness.GUEST_IP4} --gid-index $GID4
+uroce-step helper $H --port {CONTROL_PORT} --host {harness.GUEST_IP4} --gid-index $GID4 --cc none
 """
 
 
@@ -67,6 +71,11 @@ def main():
     errors = []
     for c in cases:
         want = "deviates" if c["name"] in RXE_DEVIATES else "conforms"
+        if c["name"] in RXE_UNRUN:
+            print(f"# {c['name']}: {c['verdict']} ({c['seen']})")
+            if c["verdict"] == "error":
+                errors.append(f"{c['name']}: error ({c['seen']})")
+            continue
         if c["verdict"] != want:
             errors.append(f"{c['name']}: {c['verdict']} ({c['seen']}), classified as {want}")
     if not cases:
