@@ -222,6 +222,11 @@ class Helper {
   /// rkey (the tester's).
   std::string post(const Msg& m) {
     if (!qp_) return fail("no_qp");
+    // Completions are taken before each post, so that a case that posts
+    // again and again (cc.cnp_slows_target) never overruns the CQ (and, on a
+    // provider that frees a send queue slot when its completion is polled,
+    // finds the slots of the WRs completed so far free).
+    poll_completions();
     const std::string_view op = m.get("op");
     const auto len = m.num("len"), count = m.num("count"), rkey = num_or(m, "rkey", 0), va = num_or(m, "va", 0);
     if ((op != "send" && op != "write" && op != "read") || !len || !count || !rkey || !va || *len > kRegionBytes / 2 || *count > 16) {
