@@ -328,7 +328,6 @@ class LapseClock {
  public:
   explicit LapseClock(uint64_t lapse_ns) : lapse_ns_(lapse_ns) {}
   uint64_t lapse_ns() const { return lapse_ns_; }
-  void set_lapse_ns(uint64_t ns) { lapse_ns_ = ns; }
 
   /// Call at every poll (Tester::on_poll).
   void tick(uint64_t now) {
@@ -453,14 +452,13 @@ double mbps(uint64_t bytes, uint64_t ns) { return ns ? double(bytes) * 8e3 / dou
 // must then hold the stream's second half) or after max(1 ms, the first
 // stream's span); its rate is the most the target sent in any span half as
 // long as the first stream's (a target that stalled in the window does not
-// look slowed). Where the target's helper says it runs a CNP-driven
-// congestion control (or does not say), a zero-length WRITE to its QP every
-// 20 us tells whether it ran (Probe).
+// look slowed). A zero-length WRITE to its QP every 20 us tells whether it
+// ran (Probe).
 // Expect: that rate at most half the first (DCQCN's reaction point cuts the
 // rate at each CNP; uroce's is at rpg_min_rate after 0.6 ms of CNPs every
 // 4 us from any state, tests/unit/cc/dcqcn_test.cc). A target whose helper
-// says it runs no CNP-driven congestion control and whose rate does not
-// fall: not applicable.
+// says it runs no CNP-driven congestion control (cc=none or timely): not
+// applicable, and nothing is sent.
 // A lapse (LapseClock: the tester or the target did not run for more than
 // 100 us) restarts the window, and a first stream with a gap between polls
 // longer than that or a 16th of its span is posted again: a reaction point
@@ -473,7 +471,11 @@ Outcome cnp_slows_target(Tester& t) {
   const uint32_t per_write = (kWriteLen + t.target().mtu - 1) / t.target().mtu;
   const size_t want1 = kWrites1 * per_write, want2 = kWrites2 * per_write;
   const uint64_t answer_ns = uint64_t(t.answer_ms()) * 1'000'000;
-  const bool cnp_cc = t.target().cc != "none" && t.target().cc != "timely";
+  if (t.target().cc == "none" || t.target().cc == "timely") {
+    // Nothing to test, and nothing sent: 250 000 CNPs a second stalled rxe
+    // under QEMU (one TCG vCPU) until its helper missed the control channel.
+    return {Verdict::kNotApplicable, "the target runs no CNP-driven congestion control (its helper: cc=" + t.target().cc + ")"};
+  }
   std::string err;
   uint32_t msn = 0;
   wire::PacketDesc cnp = t.req(wire::kOpcodeCnp);
@@ -493,7 +495,7 @@ Outcome cnp_slows_target(Tester& t) {
       ++cnps;
       next_cnp = now + kCnpEveryNs;
     }
-    if (cnp_on && cnp_cc && now >= next_probe) {
+    if (cnp_on && now >= next_probe) {
       probe.send(t, now);
       next_probe = now + Probe::kEveryNs;
     }
@@ -502,7 +504,7 @@ Outcome cnp_slows_target(Tester& t) {
     Tester& t;
     ~EndPolls() { t.on_poll(nullptr); }
   } end_polls{t};
-  Probe* const probing = cnp_cc ? &probe : nullptr;
+  Probe* const probing = &probe;
   // The first stream, no CNP: its rate over its own span, from a try with no
   // gap between polls longer than kLapseNs or a 16th of the span (only the
   // times read matter here; a slow target's long stream may hold a short gap).
@@ -527,10 +529,7 @@ Outcome cnp_slows_target(Tester& t) {
     return error(strf("the first stream: a gap of the tester's own in each of %u tries (the longest %.1f ms)", tries1,
                       double(clock.longest_lapse_ns()) / 1e6));
   }
-  // The second, under CNPs. A target without CNP-driven congestion control
-  // cannot recover when CNPs stop: for it a lapse only matters as a gap in
-  // the times read, as in the first stream.
-  if (!cnp_cc) clock.set_lapse_ns(std::max(kLapseNs, span1 / 16));
+  // The second, under CNPs.
   const uint64_t window_ns = std::max(kMinWindowNs, span1);
   cnp_on = true;
   const uint64_t begin = steady_now_ns();
@@ -609,15 +608,17 @@ Outcome cnp_slows_target(Tester& t) {
     }
     for (const uint64_t end = steady_now_ns(); steady_now_ns() - end < kLeadNs;) s.take(t, msn, nullptr, clock);
     if (rate2 <= rate1 / 2) return conforms(seen);
-    if (!cnp_cc) {
-      return {Verdict::kNotApplicable, "the target runs no CNP-driven congestion control (its helper: cc=" + t.target().cc + "): " + seen};
-    }
     return deviates(seen + " (want at most half; the target's helper: cc=" + t.target().cc + ")");
   }
-  return error(strf("no window under CNPs without a lapse in %.0f ms (%u posts; %u lapses of the tester's and %u of the "
-                    "target's, the longest %.1f ms; %u CNPs)",
-                    double(steady_now_ns() - begin) / 1e6, posts2, clock.tester_lapses(), clock.target_lapses(),
-                    double(clock.longest_lapse_ns()) / 1e6, cnps));
+  const std::string seen = strf("no window under CNPs without a lapse in %.0f ms (%u posts; %u lapses of the tester's and "
+                                "%u of the target's, the longest %.1f ms; %u CNPs)",
+                                double(steady_now_ns() - begin) / 1e6, posts2, clock.tester_lapses(),
+                                clock.target_lapses(), double(clock.longest_lapse_ns()) / 1e6, cnps);
+  cnp_on = false;
+  for (const uint64_t end = steady_now_ns(); posted && s.pkts.size() < want2 && steady_now_ns() - end < answer_ns;) {
+    s.take(t, msn, nullptr, clock);  // the rest of the stream, as after a verdict
+  }
+  return error(seen);
 }
 
 constexpr Case kCases[] = {
