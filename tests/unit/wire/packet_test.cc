@@ -375,6 +375,16 @@ std::vector<Crafted> crafted_frames() {
          test::reseal(f);
        },
        ParseError::kBadPad);
+  // Receive: a SEND Only cut to 61 payload bytes with PadCnt 0 (payload +
+  //   pad not a whole number of words), lengths and ICRC consistent.
+  //   Expect: bad_pad_count.
+  edit("payload and pad not words", send,
+       [](auto& f) {
+         grow_datagram(f, -3);
+         f[kBthOff + 1] = uint8_t(f[kBthOff + 1] & ~0x30);
+         test::reseal(f);
+       },
+       ParseError::kBadPad);
   // Receive: a SEND with its ICRC off by one bit. Expect: bad_icrc.
   edit("ICRC", send, [](auto& f) { f[f.size() - 1] ^= 0x80; }, ParseError::kBadIcrc);
   return v;
