@@ -336,6 +336,7 @@ void completer_timer(Env& env, QpImpl& qp) {
     return;
   }
   if (qp.state != QpState::kRts && qp.state != QpState::kSqd) return;
+  if (sr_on(qp) && ext_on_timer(env, qp)) return;  // selective repeat's reordering timer
   SendWqe* w = oldest_started(qp);
   if (!w) return;
   env.inc(Counter::local_ack_timeout_err);  // IBA 9.7.6.1.3

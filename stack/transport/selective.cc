@@ -254,18 +254,26 @@ void detect_losses(Env& env, QpImpl& qp) {
   const uint64_t reo_ns = q.rtt_max_ns + q.rtt_max_ns / 4 + kReorderMinNs;
   bool found = false;
   uint32_t first = 0;
+  uint64_t recheck_ns = UINT64_MAX;  // when the next PSN overtaken on another path runs out of time
   const uint32_t end = scan_end(qp);
   for (uint32_t p = qp.comp.comp_psn; psn_cmp(p, end) < 0; p = psn_add(p, 1)) {
     if (!q.sent.test(p) || q.sacked.test(p) || q.lost.test(p)) continue;
     const uint32_t i = slot(p);
     const bool by_path = int32_t(x.paths.p[q.path[i]].delivered_seq - q.tx_seq[i]) > thresh;
-    const bool by_time = int32_t(q.delivered_seq - q.tx_seq[i]) > 0 && env.now_ns - q.sent_ns[i] > reo_ns;
+    const bool overtaken = int32_t(q.delivered_seq - q.tx_seq[i]) > 0;
+    const bool by_time = overtaken && env.now_ns - q.sent_ns[i] > reo_ns;
+    if (overtaken && !by_path && !by_time) recheck_ns = std::min(recheck_ns, q.sent_ns[i] + reo_ns + 1);
     if (!by_path && !by_time) continue;
     q.lost.set(p);
     env.inc(Counter::sr_lost);
     if (x.paths.lost(q.path[i], env.now_ns)) env.inc(Counter::paths_down);
     if (!found) first = p;
     found = true;
+  }
+  if (recheck_ns != UINT64_MAX && !(env.timers.armed(qp.index) && env.timers.deadline(qp.index) <= recheck_ns)) {
+    if (!q.reo_timer) q.ack_deadline_ns = env.timers.armed(qp.index) ? env.timers.deadline(qp.index) : 0;
+    q.reo_timer = true;
+    env.timers.arm(qp.index, recheck_ns);
   }
   if (!found) return;
   if (psn_cmp(first, qp.req.req_psn) < 0) requester_rewind(qp, first);
@@ -406,6 +414,17 @@ void resend_from(QpImpl& qp, uint32_t psn) {
     }
   }
   requester_rewind(qp, psn);
+}
+
+bool ext_on_timer(Env& env, QpImpl& qp) {
+  SrRequester& q = qp.ext->req;
+  if (!q.reo_timer) return false;
+  q.reo_timer = false;
+  detect_losses(env, qp);
+  if (!env.timers.armed(qp.index) && q.ack_deadline_ns) {
+    env.timers.arm(qp.index, std::max(q.ack_deadline_ns, env.now_ns));
+  }
+  return true;
 }
 
 void ext_completer_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const uint8_t* frame) {

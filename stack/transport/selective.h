@@ -83,6 +83,11 @@ struct SrRequester {
   uint32_t next_tx_seq = 1;
   uint32_t delivered_seq = 0;  // newest transmit sequence number delivered on any path
   uint64_t rtt_max_ns = 0;     // slowest round trip of a PSN sent once
+  // The reordering timer: the QP's timer fires early, when a PSN overtaken on
+  // another path has been out for the reordering window, then goes back to
+  // the local ACK timeout it was set to.
+  bool reo_timer = false;
+  uint64_t ack_deadline_ns = 0;  // the local ACK timeout it displaced (0: none)
   uint32_t recv_seq = 0;       // sequence number of the next message that consumes a receive WQE
 };
 
@@ -115,6 +120,10 @@ ExtSend ext_send_request(Env& env, QpImpl& qp, uint32_t idx, wire::PacketDesc& d
 /// begin, marking every unacknowledged PSN sent from there lost (timeout,
 /// RNR NAK, a READ response gap, an implied NAK).
 void resend_from(QpImpl& qp, uint32_t psn);
+/// Completer: the QP's timer fired. True if it was the reordering timer (PSNs
+/// are checked for loss and the local ACK timer set again), false if it is
+/// the local ACK timeout.
+bool ext_on_timer(Env& env, QpImpl& qp);
 /// Completer: a response packet of a QP with ext, or an ACK with a SACK block.
 void ext_completer_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const uint8_t* frame);
 
