@@ -270,8 +270,10 @@ void detect_losses(Env& env, QpImpl& qp) {
     if (!found) first = p;
     found = true;
   }
-  if (recheck_ns != UINT64_MAX && !(env.timers.armed(qp.index) && env.timers.deadline(qp.index) <= recheck_ns)) {
-    if (!q.reo_timer) q.ack_deadline_ns = env.timers.armed(qp.index) ? env.timers.deadline(qp.index) : 0;
+  // Only under a running local ACK timer (none runs with timeout 0, infinite),
+  // and only to move it earlier.
+  if (recheck_ns != UINT64_MAX && env.timers.armed(qp.index) && env.timers.deadline(qp.index) > recheck_ns) {
+    if (!q.reo_timer) q.ack_deadline_ns = env.timers.deadline(qp.index);
     q.reo_timer = true;
     env.timers.arm(qp.index, recheck_ns);
   }
@@ -311,7 +313,12 @@ void ext_responder_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const u
     return;
   }
   responder_run(env, qp, pkt, frame);
-  if (qp.state != QpState::kErr) advance(env, qp, from);
+  if (qp.state == QpState::kErr) return;
+  const uint32_t after = qp.resp.epsn;
+  advance(env, qp, from);
+  // PSNs held past the READ or atomic completed: acknowledge them (after its
+  // response, which the transmit turn sends first).
+  if (qp.resp.epsn != after) responder_set_ack(env, qp, ack_syndrome(), before(qp.resp.epsn));
 }
 
 bool ext_send_ack(Env& env, QpImpl& qp) {
@@ -420,10 +427,11 @@ bool ext_on_timer(Env& env, QpImpl& qp) {
   SrRequester& q = qp.ext->req;
   if (!q.reo_timer) return false;
   q.reo_timer = false;
-  detect_losses(env, qp);
-  if (!env.timers.armed(qp.index) && q.ack_deadline_ns) {
-    env.timers.arm(qp.index, std::max(q.ack_deadline_ns, env.now_ns));
-  }
+  // The local ACK timer was set again after the reordering timer displaced
+  // it (progress restarted it): this is its timeout.
+  if (env.now_ns >= q.ack_deadline_ns) return false;
+  env.timers.arm(qp.index, q.ack_deadline_ns);  // back to the local ACK timeout ...
+  detect_losses(env, qp);                       // ... unless another PSN needs a check before it
   return true;
 }
 
