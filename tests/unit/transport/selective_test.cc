@@ -315,6 +315,30 @@ TEST_F(Selective, BlackholedPathIsAvoided) {
   EXPECT_FALSE(is_err(a->qp));
 }
 
+// Flowlets over 4 paths: a burst (one WRITE's packets, sent in one turn)
+// stays on one port; after flowlet_gap_ns without a packet the next burst
+// moves to another.
+TEST_F(Selective, FlowletStaysOnOnePathUntilTheGap) {
+  PairOptions o = sr_options(4);
+  o.ext.path_mode = PathMode::kFlowlet;
+  o.ext.flowlet_gap_ns = 20'000;
+  open(o);
+  fill(a->buf, 0, 8000, 1);
+  std::vector<std::set<uint16_t>> per_write;
+  for (int i = 0; i < 3; ++i) {
+    a->port.sent.clear();
+    ASSERT_TRUE(post(WrOpcode::kRdmaWrite, uint64_t(i), 0, 8000, 0).ok());
+    EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
+    std::set<uint16_t> ports;
+    for (const PacketDesc& d : a->port.sent) ports.insert(d.udp_sport);
+    per_write.push_back(ports);
+    run_for(50'000);  // longer than the gap
+  }
+  for (const auto& p : per_write) EXPECT_EQ(p.size(), 1u);
+  EXPECT_NE(*per_write[0].begin(), *per_write[1].begin());
+  EXPECT_NE(*per_write[1].begin(), *per_write[2].begin());
+}
+
 // Spraying with selective repeat off: go-back-N over 4 ports still delivers.
 TEST_F(Selective, SprayWithoutSelectiveRepeat) {
   PairOptions o = sr_options(4);
