@@ -82,6 +82,10 @@ bool connect_qp(Qp* qp, const QpConnect& c, std::string& err) {
     a.max_dest_rd_atomic = c.max_dest_rd_atomic;
     a.min_rnr_timer = c.min_rnr_timer;
     mask |= kQpMaxDestRdAtomic | kQpMinRnrTimer;
+    if (c.ext.selective_repeat || c.ext.paths > 1) {
+      a.ext = c.ext;
+      mask |= kQpExt;
+    }
   }
   if (Status s = modify_qp(qp, a, mask); !s.ok()) {
     err = "Failed to modify QP " + std::to_string(qp->qp_num) + " to RTR: " + s.message();

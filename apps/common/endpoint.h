@@ -151,6 +151,7 @@ struct QpConnect {
   uint8_t retry_cnt = 7;           ///< RC
   uint8_t rnr_retry = 7;           ///< RC
   uint8_t max_rd_atomic = 1;       ///< RC: READ / atomic requests we issue at once
+  QpExt ext;                       ///< RC: uroce's extension, as both sides agreed (default: none)
 };
 
 /// Moves qp from INIT to RTR and RTS with c. UC QPs get only the attributes
