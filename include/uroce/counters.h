@@ -95,6 +95,7 @@ namespace uroce {
   X(sr_dropped_ooo)            /* ahead of the expected PSN, but not placed (resent) */    \
   X(sr_lost)                   /* PSNs the requester found lost on SACK evidence */        \
   X(sr_resent)                 /* lost PSNs sent again */                                  \
+  X(sr_probes)                 /* tail-loss probes: the newest PSN sent again, unanswered */ \
   X(paths_down)                /* a sprayed path taken out after consecutive losses */     \
   X(rx_drop_sack)              /* SACK on a QP without selective repeat: dropped */
 

@@ -227,6 +227,7 @@ void delivered(Env& env, QpImpl& qp, uint32_t psn) {
   SrRequester& q = x.req;
   const uint32_t i = slot(psn);
   x.paths.delivered(q.path[i], q.tx_seq[i]);
+  q.probed = false;
   if (int32_t(q.tx_seq[i] - q.delivered_seq) > 0) q.delivered_seq = q.tx_seq[i];
   if (!q.resent.test(psn)) q.rtt_max_ns = std::max(q.rtt_max_ns, env.now_ns - q.sent_ns[i]);
 }
@@ -243,11 +244,36 @@ void apply_sack(Env& env, QpImpl& qp, uint32_t ack_psn, std::span<const uint8_t>
   }
 }
 
+// Sets the QP's timer to at_ns as the reordering timer: only under a running
+// local ACK timer (none runs with timeout 0, infinite), and only to move it
+// earlier. The local ACK timeout it displaces is kept (again, where progress
+// has set the timer since the last time).
+void arm_reo_timer(Env& env, QpImpl& qp, uint64_t at_ns) {
+  SrRequester& q = qp.ext->req;
+  if (!env.timers.armed(qp.index) || env.timers.deadline(qp.index) <= at_ns) return;
+  if (!q.reo_timer || env.timers.deadline(qp.index) != q.reo_deadline_ns) q.ack_deadline_ns = env.timers.deadline(qp.index);
+  q.reo_timer = true;
+  q.reo_deadline_ns = at_ns;
+  env.timers.arm(qp.index, at_ns);
+}
+
+// When the newest transmission in flight, sent at sent_ns, is probed: two
+// slowest round trips later (none before a round trip was measured).
+uint64_t probe_at(const SrRequester& q, uint64_t sent_ns) {
+  return q.rtt_max_ns ? sent_ns + 2 * q.rtt_max_ns + kReorderMinNs : UINT64_MAX;
+}
+
 // Marks lost every PSN in flight, not SACKed, whose transmission was
 // overtaken by a delivered later one on its path (by more than the reorder
 // threshold where one path's order is not the send order), or by one on any
 // path after the slowest round trip seen; each loss counts against its path.
-void detect_losses(Env& env, QpImpl& qp) {
+// probe (the QP's timer fired): if nothing else is found and the newest
+// transmission in flight has gone unanswered for two slowest round trips,
+// it is sent again (a tail-loss probe: a loss at the end of a burst has no
+// later delivery to reveal it, and the responder SACKs the probe). Then sets
+// the reordering timer to the next such deadline, where it comes before the
+// local ACK timeout.
+void detect_losses(Env& env, QpImpl& qp, bool probe) {
   QpExtState& x = *qp.ext;
   SrRequester& q = x.req;
   const int32_t thresh = x.paths.n > 1 && x.paths.mode == PathMode::kPacket ? 0 : int32_t(kReorderThreshPkts);
@@ -255,6 +281,9 @@ void detect_losses(Env& env, QpImpl& qp) {
   bool found = false;
   uint32_t first = 0;
   uint64_t recheck_ns = UINT64_MAX;  // when the next PSN overtaken on another path runs out of time
+  bool in_flight_left = false;       // newest*: the newest transmission still in flight
+  uint32_t newest = 0;
+  uint32_t newest_seq = 0;
   const uint32_t end = scan_end(qp);
   for (uint32_t p = qp.comp.comp_psn; psn_cmp(p, end) < 0; p = psn_add(p, 1)) {
     if (!q.sent.test(p) || q.sacked.test(p) || q.lost.test(p)) continue;
@@ -262,21 +291,35 @@ void detect_losses(Env& env, QpImpl& qp) {
     const bool by_path = int32_t(x.paths.p[q.path[i]].delivered_seq - q.tx_seq[i]) > thresh;
     const bool overtaken = int32_t(q.delivered_seq - q.tx_seq[i]) > 0;
     const bool by_time = overtaken && env.now_ns - q.sent_ns[i] > reo_ns;
-    if (overtaken && !by_path && !by_time) recheck_ns = std::min(recheck_ns, q.sent_ns[i] + reo_ns + 1);
-    if (!by_path && !by_time) continue;
+    if (!by_path && !by_time) {
+      if (overtaken) recheck_ns = std::min(recheck_ns, q.sent_ns[i] + reo_ns + 1);
+      if (q.rd_atomic.test(p)) continue;
+      if (!in_flight_left || int32_t(q.tx_seq[i] - newest_seq) > 0) {
+        newest = p;
+        newest_seq = q.tx_seq[i];
+      }
+      in_flight_left = true;
+      continue;
+    }
     q.lost.set(p);
     env.inc(Counter::sr_lost);
     if (x.paths.lost(q.path[i], env.now_ns)) env.inc(Counter::paths_down);
     if (!found) first = p;
     found = true;
   }
-  // Only under a running local ACK timer (none runs with timeout 0, infinite),
-  // and only to move it earlier.
-  if (recheck_ns != UINT64_MAX && env.timers.armed(qp.index) && env.timers.deadline(qp.index) > recheck_ns) {
-    if (!q.reo_timer) q.ack_deadline_ns = env.timers.deadline(qp.index);
-    q.reo_timer = true;
-    env.timers.arm(qp.index, recheck_ns);
+  if (in_flight_left && !q.probed) {
+    const uint64_t probe_ns = probe_at(q, q.sent_ns[slot(newest)]);
+    if (probe && !found && env.now_ns >= probe_ns) {
+      q.lost.set(newest);
+      q.probed = true;
+      env.inc(Counter::sr_probes);
+      first = newest;
+      found = true;
+    } else {
+      recheck_ns = std::min(recheck_ns, probe_ns);
+    }
   }
+  if (recheck_ns != UINT64_MAX) arm_reo_timer(env, qp, recheck_ns);
   if (!found) return;
   if (psn_cmp(first, qp.req.req_psn) < 0) requester_rewind(qp, first);
   mark_ready(env, qp);
@@ -405,9 +448,18 @@ ExtSend ext_send_request(Env& env, QpImpl& qp, uint32_t idx, wire::PacketDesc& d
     env.inc(Counter::sr_resent);
   }
   q.sent.set(psn);
+  if (flags & (wire::kRead | wire::kAtomic)) q.rd_atomic.set(psn);
+  else q.rd_atomic.clear(psn);
   q.tx_seq[i] = q.next_tx_seq++;
   q.path[i] = uint8_t(path);
   q.sent_ns[i] = env.now_ns;
+  if (x.cfg.selective_repeat && !(flags & (wire::kRead | wire::kAtomic))) {
+    // The tail-loss probe's time; the local ACK timer first, if this packet starts it.
+    if (qp.attr.timeout && !env.timers.armed(qp.index)) {
+      env.timers.arm(qp.index, env.now_ns + local_ack_timeout_ns(qp.attr.timeout));
+    }
+    if (const uint64_t at = probe_at(q, env.now_ns); at != UINT64_MAX && !q.probed) arm_reo_timer(env, qp, at);
+  }
   return ExtSend::kSent;
 }
 
@@ -431,7 +483,7 @@ bool ext_on_timer(Env& env, QpImpl& qp) {
   // it (progress restarted it): this is its timeout.
   if (env.now_ns >= q.ack_deadline_ns) return false;
   env.timers.arm(qp.index, q.ack_deadline_ns);  // back to the local ACK timeout ...
-  detect_losses(env, qp);                       // ... unless another PSN needs a check before it
+  detect_losses(env, qp, true);                 // ... unless another PSN needs a check before it
   return true;
 }
 
@@ -461,8 +513,9 @@ void ext_completer_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const u
     q.sacked.clear(p);
     q.lost.clear(p);
     q.resent.clear(p);
+    q.rd_atomic.clear(p);
   }
-  detect_losses(env, qp);
+  detect_losses(env, qp, false);
 }
 
 }  // namespace uroce::transport

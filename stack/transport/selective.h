@@ -14,7 +14,9 @@
 // found lost, on which path and with which transmit sequence number; a PSN is
 // lost once a later transmission on its path was delivered (paths are FIFO),
 // or a later one on any path and it has been out longer than the slowest
-// round trip seen; only lost PSNs are sent again, ahead of new ones.
+// round trip seen; only lost PSNs are sent again, ahead of new ones. The
+// newest transmission, unanswered for two slowest round trips, is probed
+// (sent again) before the local ACK timeout.
 #pragma once
 
 #include <array>
@@ -77,6 +79,7 @@ struct SrRequester {
   PsnBits sacked;  // the responder holds it
   PsnBits lost;    // to send again
   PsnBits resent;  // sent more than once: no RTT sample (Karn)
+  PsnBits rd_atomic;  // a READ or atomic request (answered by its response: never probed)
   std::array<uint64_t, kSrWindowPsns> sent_ns{};
   std::array<uint32_t, kSrWindowPsns> tx_seq{};
   std::array<uint8_t, kSrWindowPsns> path{};
@@ -87,7 +90,10 @@ struct SrRequester {
   // another path has been out for the reordering window, then goes back to
   // the local ACK timeout it was set to.
   bool reo_timer = false;
-  uint64_t ack_deadline_ns = 0;  // the local ACK timeout it displaced (0: none)
+  uint64_t reo_deadline_ns = 0;  // when it was set to fire
+  bool probed = false;           // a tail-loss probe left since the last delivery (one at most: the
+                                 // ACK it draws restarts the ACK timer, so more would hold the timeout off)
+  uint64_t ack_deadline_ns = 0;  // the local ACK timeout it displaced
   uint32_t recv_seq = 0;       // sequence number of the next message that consumes a receive WQE
 };
 

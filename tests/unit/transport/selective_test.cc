@@ -67,6 +67,26 @@ TEST_F(Selective, WriteOutOfOrderOnlyLostPsnResent) {
   EXPECT_EQ(b->count(Counter::seq_nak_sent), 0u);
 }
 
+// Send: a 64-byte WRITE (a round trip measured), then a 3-packet WRITE whose
+// Last is dropped once: nothing is sent after it to reveal the loss.
+// Expect: the tail-loss probe resends it after two round trips, long before
+// the local ACK timeout; nothing else is resent.
+TEST_F(Selective, TailLossIsProbedBeforeTheTimeout) {
+  open(sr_options());
+  fill(a->buf, 0, 2500, 5);
+  ASSERT_TRUE(post(WrOpcode::kRdmaWrite, 1, 0, 64, 0).ok());  // a round trip measured: the probe's clock
+  EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
+  a->port.hook = drop_once({0x103});
+  const uint64_t t0 = now;
+  ASSERT_TRUE(post(WrOpcode::kRdmaWrite, 1, 0, 2500, 0).ok());
+  EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
+  EXPECT_LT(now - t0, transport::local_ack_timeout_ns(opt.timeout) / 4);
+  EXPECT_EQ(std::memcmp(a->buf.data(), b->buf.data(), 2500), 0);
+  EXPECT_EQ(a->count(Counter::sr_probes), 1u);
+  EXPECT_EQ(a->count(Counter::retransmits), 1u);
+  EXPECT_EQ(a->count(Counter::local_ack_timeout_err), 0u);
+}
+
 // Send: four 3000-byte SENDs, the first packet of the second and the last of
 // the third dropped once. Expect: receive completions in posting order, each
 // with its own data and length; the send completions in order too.
