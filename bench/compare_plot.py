@@ -41,11 +41,12 @@ def size_label(n):
 def chart(res, series, ylabel, title, path):
     fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=90)
     drawn = 0
-    for key, label in series:
+    for key, label, *style in series:  # style: [linestyle ("-" if none), [color]]
         pts = sorted((int(s), v) for s, v in res["median"].get(key, {}).items() if v > 0)
         if not pts:
             continue
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label,
+                linestyle=style[0] if style else "-", color=style[1] if len(style) > 1 else None)
         drawn += 1
     ax.set_xscale("log", base=2)
     sizes = sorted(int(s) for s in res["sizes"])

@@ -16,16 +16,18 @@ at each size, qperf its latency (half a round trip) and bandwidth. Each round
 runs every kind once, in that order, so the kinds are interleaved; the table
 gives the median of the rounds and their range. Needs root (the namespace),
 libfabric-bin and qperf. Exit 0 when every run gave its figures.
+With --json FILE the fi_pingpong medians go to FILE as bench/middleware_plot.py
+reads them (charts).
 Usage: bench/middleware_compare.py [--uroce build/apps/uroce] [--rounds 3]
-       [--sizes 64,4096,65536,1048576] [--seconds 2]
+       [--sizes 64,4096,65536,1048576] [--seconds 2] [--json FILE]
 """
 import argparse
+import json
 import os
 import re
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "dpdk"))
@@ -85,6 +87,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
     ap.add_argument("--sizes", default="64,4096,65536,1048576", help="fi_pingpong sizes in bytes (default 64,4096,65536,1048576)")
     ap.add_argument("--seconds", type=int, default=2, help="qperf's -t per test (default 2)")
+    ap.add_argument("--json", default="", help="write the fi_pingpong medians for bench/middleware_plot.py")
     a = ap.parse_args()
     try:
         sizes = [int(x) for x in a.sizes.split(",")]
@@ -133,6 +136,12 @@ def main():
     print("\n| qperf | uroce (rc_*, -cm1) | kernel TCP (tcp_*) |\n|---|---|---|")
     for what, u, t in (("latency, us", "rc_lat", "tcp_lat"), ("bandwidth, MB/s", "rc_bw", "tcp_bw")):
         print(f"| {what} | {median_range(res.get(('qperf uroce', u), []))} | {median_range(res.get(('qperf tcp', t), []))} |")
+    if a.json:
+        med = {f"libfabric.{k}.{m}": {str(s): statistics.median(res[(f"pingpong {k}", f"{s} B {w}")]) for s in sizes
+                                       if res.get((f"pingpong {k}", f"{s} B {w}"))}
+               for k in ("uroce", "tcp") for m, w in (("lat", "usec/xfer"), ("bw", "MB/sec"))}
+        with open(a.json, "w") as f:
+            json.dump({"cpu": cpu, "rounds": a.rounds, "sizes": sizes, "median": med}, f, indent=1)
     want = a.rounds * (4 * len(sizes) + 4)
     got = sum(len(v) for v in res.values())
     print(f"\n{got} of {want} figures")

@@ -82,6 +82,10 @@ bool connect_qp(Qp* qp, const QpConnect& c, std::string& err) {
     a.max_dest_rd_atomic = c.max_dest_rd_atomic;
     a.min_rnr_timer = c.min_rnr_timer;
     mask |= kQpMaxDestRdAtomic | kQpMinRnrTimer;
+    if (c.ext.selective_repeat || c.ext.paths > 1) {
+      a.ext = c.ext;
+      mask |= kQpExt;
+    }
   }
   if (Status s = modify_qp(qp, a, mask); !s.ok()) {
     err = "Failed to modify QP " + std::to_string(qp->qp_num) + " to RTR: " + s.message();
@@ -157,6 +161,7 @@ bool Endpoint::open(const EndpointConfig& cfg, std::string& err) {
   dc.max_qp = cfg_.max_qp;
   dc.tx_zero_copy = cfg_.tx_zero_copy;
   dc.key_seed = cfg_.key_seed;
+  dc.cc.algorithm = cfg_.cc;
   PacketIo* io = &port_->io();
   if (cfg_.drop_rate > 0) io = &fault_.emplace(*io, cfg_.drop_rate, cfg_.drop_seed);
   if (cfg_.drop_every > 0) io = &drop_nth_.emplace(*io, cfg_.drop_every);

@@ -123,6 +123,7 @@ struct EndpointConfig {
   /// else owns). false: the port keeps its MAC and runs promiscuous, the
   /// stack answering for addrs.mac in software.
   bool set_port_mac = false;
+  CcAlgorithm cc = CcAlgorithm::kNone;  ///< DeviceConfig::cc's algorithm for every RC/UC QP
 };
 
 /// Where an rdma_cm connection goes: the server binds addr (ip zero: any of
@@ -151,6 +152,7 @@ struct QpConnect {
   uint8_t retry_cnt = 7;           ///< RC
   uint8_t rnr_retry = 7;           ///< RC
   uint8_t max_rd_atomic = 1;       ///< RC: READ / atomic requests we issue at once
+  QpExt ext;                       ///< RC: uroce's extension, as both sides agreed (default: none)
 };
 
 /// Moves qp from INIT to RTR and RTS with c. UC QPs get only the attributes

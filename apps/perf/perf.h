@@ -159,6 +159,7 @@ struct Config {
   bool req_cq_mod = false;
   uint8_t sl = 0;
   uint8_t qp_timeout = 14;
+  QpExt ext;             // --sr, --paths, --path-mode: what we offer (used if the peer offers too)
   bool gbits = false;
   EndpointConfig ep;  // --dev, --ip, --ip6, --mac, --port-mtu, --pcap, --drop-rate, --drop-seed
   std::string listen;
@@ -212,7 +213,7 @@ struct Dest {
   uint32_t rkey = 0;
   uint64_t vaddr = 0;
   Gid gid;
-  uint32_t srqn = 0;
+  uint32_t srqn = 0;  // XRC only in perftest; uroce perf's extension offer otherwise (ext_offer)
 };
 
 // ---------------------------------------------------------------- the endpoint

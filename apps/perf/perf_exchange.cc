@@ -47,6 +47,28 @@ bool parse_dest(const char (&msg)[kKeyMsgBytes], Dest& d) {
   return true;
 }
 
+namespace {
+constexpr uint32_t kExtMarker = 0x55524f00;  // "URO\0"
+constexpr uint32_t kExtSr = 1, kExtSpray = 2;
+}  // namespace
+
+uint32_t ext_offer(const QpExt& e) {
+  const uint32_t bits = (e.selective_repeat ? kExtSr : 0) | (e.paths > 1 ? kExtSpray : 0);
+  return bits ? kExtMarker | bits : 0;
+}
+
+QpExt agreed_ext(const QpExt& mine, uint32_t peer_srqn) {
+  const uint32_t bits = (peer_srqn & 0xffffff00) == kExtMarker ? peer_srqn & ext_offer(mine) & 0xff : 0;
+  QpExt e;
+  e.selective_repeat = bits & kExtSr;
+  if (bits & kExtSpray) {
+    e.paths = mine.paths;
+    e.path_mode = mine.path_mode;
+    e.flowlet_gap_ns = mine.flowlet_gap_ns;
+  }
+  return e;
+}
+
 void format_dest_bin(const Dest& d, uint32_t gid_index, uint8_t (&msg)[kBinDestBytes]) {
   std::memset(msg, 0, sizeof(msg));
   const uint32_t w[5] = {d.lid, d.out_reads, d.qpn, d.psn, d.rkey};

@@ -23,6 +23,15 @@ void format_dest(const Dest& d, char (&msg)[kKeyMsgBytes]);
 /// Splits on ':' as perftest's reader does (23 hex fields); false if malformed.
 bool parse_dest(const char (&msg)[kKeyMsgBytes], Dest& d);
 
+/// uroce's extension (QpAttr::ext, docs/LOSS_RECOVERY.md) is negotiated in
+/// the QP info's SRQN field, which perftest reads only for XRC and sends as 0:
+/// ext_offer(e) is "URO" and one bit per feature asked for (0 if none), and
+/// agreed_ext gives what both sides asked for, a default QpExt (plain RoCE)
+/// when either side, a stock perftest among them, asked for nothing. The
+/// source ports a side sprays over are its own choice (ours: mine.paths).
+uint32_t ext_offer(const QpExt& e);
+QpExt agreed_ext(const QpExt& mine, uint32_t peer_srqn);
+
 /// -R: struct pingpong_dest as perftest sends it over the rdma_cm channel
 /// (rdma_write_keys, HAVE_ENDIAN): lid, out_reads, qpn, psn, rkey (u32), 4
 /// bytes of padding, vaddr (u64), gid[16], srqn, gid_index (u32), all

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "apps/common/addr_text.h"
+#include "apps/perf/perf_exchange.h"
 #include "apps/perf/perf_tcp.h"
 
 namespace uroce::apps::perftest {
@@ -47,6 +48,9 @@ constexpr OptSpec kPerfOptions[] = {
     {.name = "timeout", .kind = OptKind::kUint, .def = "60", .help = "seconds to wait for the peer (TCP, ARP) and for progress of a run", .min = 1, .max = 3600},
     {.name = "counters", .help = "print the device counters that are not zero at the end"},
     {.name = "json", .help = "write the results as JSON on stdout (everything else goes to stderr)"},
+    {.name = "sr", .help = "uroce's extension: selective repeat instead of go-back-N (docs/LOSS_RECOVERY.md); used only if the peer asks for it too (offered in the exchange's SRQN field; a stock perftest never asks)"},
+    {.name = "paths", .kind = OptKind::kUint, .def = "1", .help = "uroce's extension: spray requests over N UDP source ports (ECMP paths); used only if the peer asks for spraying too", .min = 1, .max = 256},
+    {.name = "path-mode", .kind = OptKind::kChoice, .def = "packet", .help = "--paths: change path every packet, or per flowlet (after an idle gap)", .choices = "packet|flowlet"},
     {.name = "drop-rate", .kind = OptKind::kDouble, .def = "0", .help = "test hook: lose this fraction of the frames received and sent, at random (drivers/dpdk/fault_io.h)", .min = 0, .max = 1},
     {.name = "drop-seed", .kind = OptKind::kUint, .def = "1", .help = "seed of --drop-rate's losses"},
     {.name = "save-buffer", .kind = OptKind::kString, .def = "", .help = "at the end, write the registered buffer (send areas, then the areas the peer targets) to FILE", .meta = "FILE"},
@@ -160,6 +164,10 @@ std::optional<int> read_config(const Args& args, Config& cfg) {
   if (cfg.rdma_cm && !parse_ip_gid(cfg.server ? cfg.listen : cfg.host, false)) {
     return usage("-R needs an IPv4 SERVER / --listen");
   }
+  cfg.ext.selective_repeat = args.flag("sr");
+  cfg.ext.paths = uint16_t(args.get_uint("paths"));
+  cfg.ext.path_mode = args.get_str("path-mode") == "flowlet" ? PathMode::kFlowlet : PathMode::kPacket;
+  if (ext_offer(cfg.ext) && cfg.rdma_cm) return usage("--sr and --paths are offered in the TCP exchange, not with -R");
   cfg.timeout_s = uint32_t(args.get_uint("timeout"));
   cfg.ep.timeout_s = cfg.timeout_s;
   cfg.counters = args.flag("counters");

@@ -38,6 +38,7 @@
 #include "apps/common/oob.h"
 #include "apps/common/perf_report.h"
 #include "apps/common/watchdog.h"
+#include "apps/perf/perf_exchange.h"
 #include "drivers/dpdk/eal_args.h"
 
 namespace uroce::apps::perftest {
@@ -130,6 +131,7 @@ bool Perf::setup(std::string& err, const CmPeer* cm) {
     d.rkey = mr_->rkey;
     d.vaddr = uint64_t(uintptr_t(recv_area(i)));
     d.gid = gid_;
+    d.srqn = ext_offer(cfg_.ext);
     if (cm) {  // rdma_create_qp puts it in INIT with rdma_cm's access flags
       if (!connect_cm(*cm, ia, err)) return false;
       d.qpn = qps_.back()->qp_num;
@@ -197,6 +199,10 @@ bool Perf::connect_qps(std::string& err) {  // ctx_connect
   ah.hop_limit = 64;  // perftest asks for 0xFF; rxe sends TTL 64 whatever it is given (docs/INTEROP.md)
   ah.sl = cfg_.sl;
   if (!ep_.resolve(peer, cfg_.gid_idx, ah.dmac, Deadline(cfg_.timeout_s), err)) return false;
+  const QpExt ext = agreed_ext(cfg_.ext, rem_[0].srqn);
+  if (ext_offer(ext) != ext_offer(cfg_.ext)) {
+    std::fprintf(stderr, " The peer did not ask for all of uroce's extension (--sr, --paths): it is off where not agreed\n");
+  }
   for (size_t i = 0; i < qps_.size(); ++i) {
     // perftest leaves a non-duplex bw server in RTR; RTS changes nothing on the wire
     // (that side posts no sends) and keeps the responder path the same for every role.
@@ -208,7 +214,8 @@ bool Perf::connect_qps(std::string& err) {  // ctx_connect
                       .max_dest_rd_atomic = uint8_t(std::min<uint32_t>(me_[i].out_reads, 16)),
                       .min_rnr_timer = kMinRnrTimer,
                       .timeout = cfg_.qp_timeout,
-                      .max_rd_atomic = uint8_t(std::clamp<uint32_t>(rem_[i].out_reads, 1, 16))};
+                      .max_rd_atomic = uint8_t(std::clamp<uint32_t>(rem_[i].out_reads, 1, 16)),
+                      .ext = ext};
     if (!connect_qp(qps_[i], c, err)) return false;
   }
   return true;

@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <tuple>
+#include <vector>
 #include <cstdarg>
 #include <cstdio>
 #include <span>
@@ -24,6 +25,7 @@
 #include "stack/cm/describe.h"
 #include "stack/cm/mad.h"
 #include "stack/wire/aeth.h"
+#include "stack/wire/ext_headers.h"
 #include "stack/wire/headers.h"
 #include "stack/wire/icrc.h"
 #include "stack/wire/opcodes.h"
@@ -68,6 +70,10 @@ constexpr std::string_view kDumpDetails =
     "          ack: credit_code, credits (null for code 31 = no credit info);\n"
     "          rnr_nak: rnr_timer, rnr_ms; nak: nak_code, nak_name; reserved: value};\n"
     "    imm_dt (ImmDt as a big-endian number); ieth {rkey};\n"
+    "    sack {bitmap_bytes, held: [[first, last]...]} (the PSN runs an ACK's SACK block\n"
+    "          says the responder holds past BTH.PSN + 1; uroce's extension, docs/LOSS_RECOVERY.md);\n"
+    "    place {first_psn, msg_len, va, rkey, recv_seq} (a SEND/WRITE payload that starts\n"
+    "          with uroce's placement header: magic 'S' and a first PSN that fits the opcode);\n"
     "    icrc (the carried ICRC as a number; the 4 wire bytes are it little-endian),\n"
     "    icrc_ok, icrc_computed (when bad); cm (the CM message, for a MAD to QP1).\n"
     "    64-bit fields (va, swap_add, compare, orig) are \"0x...\" hex strings so\n"
@@ -139,6 +145,9 @@ struct Decoded {
   wire::PacketDesc d;
   uint32_t icrc_computed = 0;  // meaningful when err == kOk
   std::optional<std::string> cm;  // a MAD to QP1: its one-line description
+  std::optional<wire::Placement> place;  // a SEND/WRITE that starts with the placement header
+  std::vector<std::pair<uint32_t, uint32_t>> sack;  // runs of PSNs a SACK block says are held
+  uint32_t sack_bytes = 0;                          // its bitmap length; 0: no SACK block
   bool cm_malformed = false;      // ... and it is not a valid CM MAD
   bool icrc_ok() const { return err == wire::ParseError::kOk && icrc_computed == d.icrc; }
   std::string_view status() const {
@@ -147,6 +156,32 @@ struct Decoded {
   }
 };
 
+// uroce's extension (stack/wire/ext_headers.h): the SACK block of an ACK
+// (the parser admits an ACK's payload only as one), and the placement header
+// of a SEND/WRITE, recognised by its magic and a first PSN that fits the
+// opcode (a First/Only starts the message at its own PSN, a Middle/Last after it).
+void decode_ext(std::span<const uint8_t> frame, Decoded& r) {
+  const wire::PacketDesc& d = r.d;
+  const std::span<const uint8_t> payload = frame.subspan(d.payload_off, d.payload_len);
+  if (d.opcode == wire::kRcAcknowledge && d.payload_len) {
+    const std::span<const uint8_t> bits = wire::sack_bitmap(payload);
+    r.sack_bytes = uint32_t(bits.size());
+    for (uint32_t i = 1; i < bits.size() * 8; ++i) {
+      if (!(bits[i / 8] >> (i % 8) & 1)) continue;
+      const uint32_t psn = wire::psn_add(d.psn, 1 + i);
+      if (!r.sack.empty() && wire::psn_add(r.sack.back().second, 1) == psn) r.sack.back().second = psn;
+      else r.sack.emplace_back(psn, psn);
+    }
+    return;
+  }
+  const uint32_t flags = d.op().flags;
+  wire::Placement p;
+  if ((flags & (wire::kRc | wire::kReq)) != (wire::kRc | wire::kReq) || !(flags & (wire::kSend | wire::kWrite)) || !wire::read_placement(payload, p)) return;
+  const bool first = flags & wire::kFirst;
+  if (first ? p.first_psn != d.psn : wire::psn_cmp(p.first_psn, d.psn) >= 0) return;
+  r.place = p;
+}
+
 Decoded decode(std::span<const uint8_t> frame) {
   Decoded r;
   r.err = wire::parse(frame, r.d, wire::ParseOptions{.verify_icrc = false});
@@ -154,6 +189,7 @@ Decoded decode(std::span<const uint8_t> frame) {
   const size_t l3_off = sizeof(wire::EthHdr) + (r.d.has_vlan ? sizeof(wire::VlanTag) : 0);
   const size_t icrc_off = size_t(r.d.payload_off) + r.d.payload_len + r.d.pad;
   r.icrc_computed = wire::icrc_compute(r.d.l3, frame.subspan(l3_off, icrc_off - l3_off));
+  decode_ext(frame, r);
   if (cm::is_gsi_packet(r.d)) {
     // IBA 13.5.3: QP1 takes the GSI Q_Key and one 256-byte MAD (13.4.1); then
     // the CM codec (stack/cm/mad.cc) on it, as QP1's receive path does.
@@ -478,6 +514,18 @@ std::string frame_text(uint64_t n, size_t len, const Decoded& f) {
   }
   if (op.has(wire::Hdr::kImmDt)) appendf(s, " immdt=0x%08x", d.imm);
   if (op.has(wire::Hdr::kIeth)) appendf(s, " ieth=[rkey=0x%08x]", d.ieth_rkey);
+  if (f.place) {
+    appendf(s, " place=[first_psn=%u len=%u va=0x%016llx rkey=0x%08x recv_seq=%u]", f.place->first_psn,
+            f.place->msg_len, static_cast<unsigned long long>(f.place->va), f.place->rkey, f.place->recv_seq);
+  }
+  if (f.sack_bytes) {
+    appendf(s, " sack=[bytes=%u held=", f.sack_bytes);
+    for (size_t i = 0; i < f.sack.size(); ++i) {
+      appendf(s, i ? ",%u" : "%u", f.sack[i].first);
+      if (f.sack[i].second != f.sack[i].first) appendf(s, "-%u", f.sack[i].second);
+    }
+    s += "]";
+  }
   appendf(s, " len=%u", d.payload_len);
   if (f.icrc_ok()) {
     appendf(s, " icrc=ok");
@@ -596,6 +644,16 @@ void write_frame_json(JsonWriter& w, uint64_t n, size_t len, const Decoded& f, s
   }
   if (op.has(wire::Hdr::kImmDt)) w.key("imm_dt").num(d.imm);
   if (op.has(wire::Hdr::kIeth)) w.key("ieth").begin_object().key("rkey").num(d.ieth_rkey).end_object();
+  if (f.place) {
+    w.key("place").begin_object().key("first_psn").num(f.place->first_psn).key("msg_len").num(f.place->msg_len);
+    hex64(w, "va", f.place->va);
+    w.key("rkey").num(f.place->rkey).key("recv_seq").num(f.place->recv_seq).end_object();
+  }
+  if (f.sack_bytes) {
+    w.key("sack").begin_object().key("bitmap_bytes").num(f.sack_bytes).key("held").begin_array();
+    for (const auto& [lo, hi] : f.sack) w.begin_array().num(lo).num(hi).end_array();
+    w.end_array().end_object();
+  }
   w.key("icrc").num(d.icrc).key("icrc_ok").boolean(f.icrc_ok());
   if (!f.icrc_ok()) w.key("icrc_computed").num(f.icrc_computed);
   if (f.cm) w.key("cm").str(*f.cm);

@@ -85,28 +85,52 @@ namespace uroce {
   X(cq_events)                 /* completion events raised (req_notify_cq) */              \
   X(async_events)              /* asynchronous events raised (IBA 11.6.3) */
 
+/// uroce's extension (QpAttr::ext, docs/LOSS_RECOVERY.md): counted per
+/// device only, after the others, so that the per-QP block (QpCounters)
+/// stays within the per-QP state budget.
+#define UROCE_EXT_COUNTERS(X)                                                              \
+  X(sr_sacks_sent)             /* ACKs sent with a SACK block */                           \
+  X(sr_sacks_rcvd)             /* ACKs received with a SACK block */                       \
+  X(sr_ooo_placed)             /* request packets placed ahead of the expected PSN */      \
+  X(sr_dropped_ooo)            /* ahead of the expected PSN, but not placed (resent) */    \
+  X(sr_lost)                   /* PSNs the requester found lost on SACK evidence */        \
+  X(sr_resent)                 /* lost PSNs sent again */                                  \
+  X(sr_probes)                 /* tail-loss probes: the newest PSN sent again, unanswered */ \
+  X(paths_down)                /* a sprayed path taken out after consecutive losses */     \
+  X(rx_drop_sack)              /* SACK on a QP without selective repeat: dropped */
+
 enum class Counter : uint16_t {
 #define UROCE_COUNTER_ENUM(name) name,
   UROCE_COUNTERS(UROCE_COUNTER_ENUM)
+  UROCE_EXT_COUNTERS(UROCE_COUNTER_ENUM)
 #undef UROCE_COUNTER_ENUM
       kCount
 };
 
+#define UROCE_COUNTER_ONE(name) +1
+/// The counters a QP's own block holds: all but UROCE_EXT_COUNTERS.
+inline constexpr size_t kQpCounterCount = size_t(Counter::kCount) - (0 UROCE_EXT_COUNTERS(UROCE_COUNTER_ONE));
+#undef UROCE_COUNTER_ONE
+
 inline constexpr std::array<std::string_view, size_t(Counter::kCount)> kCounterNames = {
 #define UROCE_COUNTER_NAME(name) #name,
     UROCE_COUNTERS(UROCE_COUNTER_NAME)
+    UROCE_EXT_COUNTERS(UROCE_COUNTER_NAME)
 #undef UROCE_COUNTER_NAME
 };
 
-/// One block of counter values, indexed by Counter, in words of type T.
+/// One block of counter values, indexed by Counter, in words of type T: the
+/// first N counters (a counter past them reads 0 and is not counted).
 /// Written only by the thread that polls the device; query_counters returns
 /// a reference to the live device block (read it on that thread, or accept a
 /// snapshot that may be one poll old, as DPDK telemetry does).
-template <class T>
+template <class T, size_t N = size_t(Counter::kCount)>
 struct CounterBlock {
-  std::array<T, size_t(Counter::kCount)> v{};
-  void inc(Counter c, uint64_t n = 1) { v[size_t(c)] += T(n); }
-  uint64_t get(Counter c) const { return v[size_t(c)]; }
+  std::array<T, N> v{};
+  void inc(Counter c, uint64_t n = 1) {
+    if (size_t(c) < N) v[size_t(c)] += T(n);
+  }
+  uint64_t get(Counter c) const { return size_t(c) < N ? v[size_t(c)] : 0; }
 };
 
 /// The device's counters.
@@ -115,6 +139,6 @@ using Counters = CounterBlock<uint64_t>;
 /// (as a NIC's per-QP counters may). Half the bytes of a Counters block per
 /// QP: fewer cache lines touched per packet with thousands of QPs, and the
 /// 2 KiB per-QP state budget (docs/PERFORMANCE.md, "Per-QP state").
-using QpCounters = CounterBlock<uint32_t>;
+using QpCounters = CounterBlock<uint32_t, kQpCounterCount>;
 
 }  // namespace uroce

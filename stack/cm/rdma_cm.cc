@@ -164,8 +164,13 @@ Status cm_resolve_addr(CmId* id, const SockAddr* src, const SockAddr& dst, int t
   if (dst.port == 0) return Status(StatusCode::kInvalidArgument, "destination port 0");
   const net::GidTable& gids = id->context->net->gids();
   const SockAddr want = src ? *src : d.src;
-  const std::optional<uint8_t> sgid =
-      want.ip != Gid{} ? gids.find(want.ip, net::kNoVlan) : first_gid_of_family(gids, dst.ip.is_ipv4_mapped());
+  // A bound source address has a RoCEv1 and a RoCEv2 entry: rdma_cm takes
+  // the port's default RoCE mode, RoCEv2 (Linux's default_roce_mode), where
+  // the first entry would send RoCEv1 frames, which rxe drops (libfabric's
+  // verbs client binds its address before it resolves the server's).
+  std::optional<uint8_t> sgid = want.ip == Gid{} ? first_gid_of_family(gids, dst.ip.is_ipv4_mapped())
+                                                 : gids.find(want.ip, net::kNoVlan, net::GidType::kRoceV2);
+  if (!sgid && want.ip != Gid{}) sgid = gids.find(want.ip, net::kNoVlan);
   if (!sgid) return Status(StatusCode::kNotFound, "no local GID for that address family");
   d.sgid_index = *sgid;
   d.src.ip = gids.at(*sgid)->gid;

@@ -33,6 +33,8 @@ class TimerWheel {
   void arm(uint32_t id, uint64_t deadline_ns);
   void cancel(uint32_t id);
   bool armed(uint32_t id) const { return nodes_[id].armed; }
+  /// When timer id fires, if armed.
+  uint64_t deadline(uint32_t id) const { return nodes_[id].deadline_ns; }
   /// Timers armed now.
   uint32_t armed_count() const { return armed_count_; }
 

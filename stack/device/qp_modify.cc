@@ -81,14 +81,13 @@ void qp_reset(Context& ctx, QpImpl& qp) {
   qp.req = transport::RequesterState{};
   qp.comp = transport::CompleterState{};
   qp.resp = transport::ResponderState{};
+  qp.ext.reset();
 }
 
 
-inline constexpr uint16_t kMaxPaths = 256;  // docs/LOSS_RECOVERY.md: UDP source ports one QP sprays over
-
 Status check_ext(const QpImpl& qp, const QpExt& e) {
   auto bad = [](const char* m) { return Status(StatusCode::kInvalidArgument, m); };
-  if (e.paths < 1 || e.paths > kMaxPaths) return bad("ext.paths not in 1..256");
+  if (e.paths < 1 || e.paths > transport::kMaxPaths) return bad("ext.paths not in 1..256");
   if (e.path_mode != PathMode::kPacket && e.path_mode != PathMode::kFlowlet) return bad("ext.path_mode unknown");
   // Placement ahead of order takes receive WQEs by their sequence number,
   // which a receive queue shared with other QPs cannot give.
@@ -210,6 +209,7 @@ Status modify_qp(Qp* q, const QpAttr& a, uint32_t mask) {
   if (from == QpState::kInit && to == QpState::kRtr) {
     qp.resp.epsn = qp.attr.rq_psn;
     qp.udp_sport = transport::roce_udp_sport(qp.qp_num, qp.attr.dest_qp_num);
+    transport::ext_attach(qp);  // after udp_sport: the paths are made from it
   }
   if (from == QpState::kRtr && to == QpState::kRts) {
     qp.req.sq_psn = qp.req.req_psn = qp.req.psn_hwm = qp.comp.comp_psn = qp.attr.sq_psn;

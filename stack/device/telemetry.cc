@@ -188,7 +188,7 @@ int cmd_qp(const char*, const char* params, rte_tel_data* d) {
     rte_tel_data_start_dict(cn);
     if (c.qp_counters_gen[qp.index] == c.qps.generation(qp.index)) {
       const QpCounters& qc = c.qp_counters[qp.index];
-      for (size_t i = 0; i < size_t(Counter::kCount); ++i) {
+      for (size_t i = 0; i < qc.v.size(); ++i) {
         if (qc.v[i]) add_u64(cn, std::string(kCounterNames[i]).c_str(), qc.v[i]);
       }
     }

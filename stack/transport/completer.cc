@@ -220,7 +220,7 @@ CompState retry(Resp& c) {
   }
   --s.retry_left;
   s.started_retry = true;
-  requester_rewind(c.qp, s.comp_psn);
+  resend_from(c.qp, s.comp_psn);
   return CompState::kUpdateComp;
 }
 
@@ -235,7 +235,7 @@ CompState rnr(Resp& c) {
     return CompState::kErr;
   }
   if (c.qp.attr.rnr_retry != 7) --s.rnr_left;  // 7 means retry forever (IBA 9.7.5.2.8)
-  requester_rewind(c.qp, c.pkt.psn);
+  resend_from(c.qp, c.pkt.psn);
   c.qp.req.rnr_wait = true;
   c.env.timers.arm(c.qp.index, c.env.now_ns + wire::rnr_timer_ns(wire::aeth_value(c.pkt.aeth_syndrome)));
   return CompState::kDone;
@@ -315,6 +315,15 @@ template <bool kTraced>
 }  // namespace
 
 void completer_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const uint8_t* frame) {
+  // An Acknowledge has payload only with a SACK block (wire::parse): the
+  // extension's, which a QP without it refuses.
+  if (qp.ext || (pkt.payload_len && pkt.opcode == wire::kRcAcknowledge)) [[unlikely]] {
+    return ext_completer_rx(env, qp, pkt, frame);
+  }
+  completer_run(env, qp, pkt, frame);
+}
+
+void completer_run(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const uint8_t* frame) {
   if (qp.trace) [[unlikely]] return run_traced(env, qp, pkt, frame);
   Resp c{env, qp, pkt, frame + pkt.payload_off, pkt.op().flags};
   run<false>(c);
@@ -327,6 +336,7 @@ void completer_timer(Env& env, QpImpl& qp) {
     return;
   }
   if (qp.state != QpState::kRts && qp.state != QpState::kSqd) return;
+  if (sr_on(qp) && ext_on_timer(env, qp)) return;  // selective repeat's reordering timer
   SendWqe* w = oldest_started(qp);
   if (!w) return;
   env.inc(Counter::local_ack_timeout_err);  // IBA 9.7.6.1.3
@@ -338,7 +348,7 @@ void completer_timer(Env& env, QpImpl& qp) {
   }
   --qp.comp.retry_left;
   qp.comp.started_retry = true;
-  requester_rewind(qp, qp.comp.comp_psn);
+  resend_from(qp, qp.comp.comp_psn);
   mark_ready(env, qp);
   // The timer runs on from here, not from the resend: a port that takes no
   // frame (a memif whose peer died refuses every burst) gives the requester

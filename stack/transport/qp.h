@@ -18,6 +18,8 @@
 #include "stack/transport/env.h"
 #include "stack/transport/qp_cc.h"
 #include "stack/transport/recv_queue.h"
+#include "stack/transport/selective.h"
+#include "stack/transport/states.h"
 #include "stack/wire/opcodes.h"
 #include "stack/wire/packet.h"
 
@@ -100,6 +102,7 @@ struct SendWqe {
   uint32_t length;       // message bytes
   uint32_t first_psn;
   uint32_t last_psn;
+  uint32_t recv_seq;     // ext with selective repeat: the receive WQE a SEND / WRITE with immediate takes
   uint32_t send_flags;
   uint16_t num_sge;      // 0 for inline data (bytes in the inline area)
   WrOpcode opcode;
@@ -158,14 +161,15 @@ struct ResponderState {
   bool comm_est = false;   // IBA 11.6.3.1: Communication Established raised (RTR's first request)
   RecvWqe rwqe;            // its scatter list is QpImpl::rwqe_sges
   uint32_t rwqe_off = 0;   // bytes placed so far
+  // The ACK/NAK to send at the next transmit turn; later ones coalesce into it.
+  // (The fields are ordered to leave no padding: QpImpl::ext fits the budget.)
+  uint32_t ack_psn = 0;
   uint64_t write_va = 0;   // next byte an RDMA WRITE in progress writes
   uint32_t write_left = 0;
   uint32_t write_len = 0;
-  // The ACK/NAK to send at the next transmit turn; later ones coalesce into it.
+  uint32_t ack_msn = 0;
   bool ack_pending = false;
   uint8_t ack_syndrome = 0;
-  uint32_t ack_psn = 0;
-  uint32_t ack_msn = 0;
   uint8_t res_head = 0;    // next resource slot (the oldest)
   std::array<RespRes, kMaxRdAtomic> res{};
 };
@@ -192,6 +196,7 @@ struct QpImpl : Qp {
   RequesterState req;
   CompleterState comp;
   ResponderState resp;
+  StateBox<QpExtState> ext;  // uroce's extension (QpAttr::ext), only where it is on (selective.h)
 
   uint32_t mtu() const { return mtu_bytes(attr.path_mtu); }
   Sge* sges_of(uint32_t i) { return &sq_sges[sq.slot(i) * attr.cap.max_send_sge]; }
@@ -200,6 +205,17 @@ struct QpImpl : Qp {
 
 inline QpImpl& impl(Qp* qp) { return *static_cast<QpImpl*>(qp); }
 
+/// True if qp uses selective repeat (QpExt::selective_repeat, selective.h).
+inline bool sr_on(const QpImpl& qp) { return qp.ext && qp.ext->cfg.selective_repeat; }
+
+/// Data bytes per packet of a message of the wire::OpFlags class op_flags:
+/// the path MTU, less the placement header on the SEND/WRITE packets of a
+/// selective-repeat QP. Both ends segment by it.
+inline uint32_t seg_bytes(const QpImpl& qp, uint32_t op_flags) {
+  const bool placed = sr_on(qp) && (op_flags & (wire::kSend | wire::kWrite));
+  return qp.mtu() - (placed ? wire::kPlaceHdrBytes : 0u);
+}
+
 /// Per-QP protocol state, the part that does not grow with the queue sizes.
 inline constexpr size_t kQpStateBytes = sizeof(QpImpl);
 
@@ -207,11 +223,29 @@ inline constexpr size_t kQpStateBytes = sizeof(QpImpl);
 
 /// Responder: one request packet (kReq in kOpcodes) for qp. frame is the whole frame.
 void responder_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const uint8_t* frame);
+/// Responder: the go-back-N state machine for one request packet (what
+/// responder_rx runs for a QP without ext; ext_responder_rx runs it for READ,
+/// atomics and duplicates).
+void responder_run(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const uint8_t* frame);
+/// Responder: the error state err (one of the kErr* states) for pkt, mapped to
+/// its IBA error class as the state machine maps it (it reads pkt's opcode and
+/// PSN, not its payload).
+void responder_error(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, RespState err);
+/// Responder: the receive completion of the message whose Last is pkt (its
+/// opcode, PSN, SE, ImmDt, IETH), taken from ResponderState::rwqe with
+/// rwqe_off / write_len bytes, as the state machine completes it. False if
+/// that failed (CQ overflow) and the QP is in error.
+bool responder_complete(Env& env, QpImpl& qp, const wire::PacketDesc& pkt);
+/// Responder: sets the coalesced ACK/NAK (syndrome, psn) to send at the QP's next transmit turn.
+void responder_set_ack(Env& env, QpImpl& qp, uint8_t syndrome, uint32_t psn);
 /// Responder: sends pending READ responses, atomic ACKs and the coalesced ACK/NAK.
 /// Returns true if it stopped for lack of transmit room.
 bool responder_tx(Env& env, QpImpl& qp);
 /// Completer: one response packet (kResp) for qp.
 void completer_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const uint8_t* frame);
+/// Completer: the go-back-N state machine for one response packet (what
+/// completer_rx runs for a QP without ext).
+void completer_run(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const uint8_t* frame);
 /// Completer: the QP's timer fired (local ACK timeout or end of an RNR wait).
 void completer_timer(Env& env, QpImpl& qp);
 /// Completer: retires finished WQEs from the head of the SQ in order, writing

@@ -5,7 +5,9 @@
 // every kAckReqEveryPkts packets inside long ones, enforces fences,
 // max_rd_atomic and the PSN window, obeys the QP's pacer (congestion control),
 // and arms the local ACK timer. Retransmission regenerates packets from the
-// WQE and registered memory from the PSN requester_rewind sets (go-back-N).
+// WQE and registered memory from the PSN requester_rewind sets (go-back-N);
+// a QP with uroce's extension builds its packets in selective.cc (placement
+// header, path) and resends only the PSNs found lost.
 #include <algorithm>
 #include <cstring>
 
@@ -86,12 +88,14 @@ ReqState start_wqe(ReqRun& r) {
   RequesterState& q = r.qp.req;
   SendWqe& w = *r.wqe;
   const uint32_t flags = wr_op(w.opcode).flags;
-  const uint32_t n = (flags & wire::kAtomic) || r.qp.qp_type == QpType::kUd ? 1 : pkts_for(w.length, r.qp.mtu());
+  const uint32_t n =
+      (flags & wire::kAtomic) || r.qp.qp_type == QpType::kUd ? 1 : pkts_for(w.length, seg_bytes(r.qp, flags));
   w.first_psn = q.sq_psn;
   w.last_psn = wire::psn_add(q.sq_psn, n - 1);
   q.sq_psn = wire::psn_add(w.last_psn, 1);
   q.req_psn = w.first_psn;
   w.state = WqeState::kStarted;
+  if (r.qp.ext) [[unlikely]] ext_start_wqe(r.qp, w);
   if (flags & (wire::kRead | wire::kAtomic)) ++q.rd_atomic_inflight;
   r.env.inc(Counter::rdma_sends);
   return ReqState::kChkWindow;
@@ -137,7 +141,8 @@ ReqState send_packet(ReqRun& r) {
   const WrOpInfo& op = wr_op(w.opcode);
   const bool ud = qp.qp_type == QpType::kUd;
   const uint32_t psn = qp.req.req_psn;
-  const uint32_t off = psn_diff(psn, w.first_psn) * qp.mtu();
+  const uint32_t seg = seg_bytes(qp, op.flags);  // data bytes per packet
+  const uint32_t off = psn_diff(psn, w.first_psn) * seg;
   const bool first = psn == w.first_psn;
   const bool last = psn == w.last_psn;
 
@@ -161,7 +166,7 @@ ReqState send_packet(ReqRun& r) {
     d.atomic_compare = cas ? w.compare_add : 0;
     d.ack_req = true;
   } else {
-    d.payload_len = std::min(qp.mtu(), w.length - off);
+    d.payload_len = std::min(seg, w.length - off) + (qp.mtu() - seg);  // and the placement header, if any
     d.pad = wire::pad_for(d.payload_len);
     if (ud) {
       d.opcode = op.ud;
@@ -184,7 +189,15 @@ ReqState send_packet(ReqRun& r) {
     d.se = last && (w.send_flags & kSendSolicited);
   }
   r.opcode = d.opcode;
-  if (!build_packet(r, d, off)) {
+  if (qp.ext) [[unlikely]] {
+    switch (ext_send_request(r.env, qp, qp.req.req_idx, d, off)) {
+      case ExtSend::kSent: break;
+      case ExtSend::kSkip: return ReqState::kGetWqe;
+      case ExtSend::kNoRoom:
+        r.more = true;
+        return ReqState::kDone;
+    }
+  } else if (!build_packet(r, d, off)) {
     r.more = true;
     return ReqState::kDone;
   }

@@ -39,16 +39,7 @@ uint8_t nak_syndrome(NakCode c) { return wire::aeth_syndrome(AethType::kNak, uin
 // Sets the ACK/NAK to send at the next transmit turn; a later one replaces an
 // earlier one (ACK coalescing: an ACK acknowledges every earlier PSN), except
 // that a NAK is not hidden by an ACK that is not past it.
-void set_ack(Req& r, uint8_t syndrome, uint32_t psn) {
-  ResponderState& s = r.s;
-  if (s.ack_pending && wire::aeth_type(s.ack_syndrome) != AethType::kAck && psn_cmp(psn, s.ack_psn) <= 0) return;
-  if (s.ack_pending) r.env.inc(Counter::ack_deferred);
-  s.ack_pending = true;
-  s.ack_syndrome = syndrome;
-  s.ack_psn = psn;
-  s.ack_msn = s.msn;
-  mark_ready(r.env, r.qp);
-}
+void set_ack(Req& r, uint8_t syndrome, uint32_t psn) { responder_set_ack(r.env, r.qp, syndrome, psn); }
 
 // UC (IBA 9.8.3, class D1): abandon the message in progress; its receive WQE,
 // if any, is kept for the next message.
@@ -471,6 +462,7 @@ bool send_response(Env& env, QpImpl& qp, RespRes& res) {
 }
 
 bool send_ack(Env& env, QpImpl& qp) {
+  if (qp.ext) [[unlikely]] return ext_send_ack(env, qp);
   wire::PacketDesc d;
   fill_qp_path(env.net, qp, d);
   d.opcode = wire::kRcAcknowledge;
@@ -539,15 +531,44 @@ template <bool kTraced>
 
 }  // namespace
 
+void responder_set_ack(Env& env, QpImpl& qp, uint8_t syndrome, uint32_t psn) {
+  ResponderState& s = qp.resp;
+  if (s.ack_pending && wire::aeth_type(s.ack_syndrome) != AethType::kAck && psn_cmp(psn, s.ack_psn) <= 0) return;
+  if (s.ack_pending) env.inc(Counter::ack_deferred);
+  s.ack_pending = true;
+  s.ack_syndrome = syndrome;
+  s.ack_psn = psn;
+  s.ack_msn = s.msn;
+  mark_ready(env, qp);
+}
+
+void responder_error(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, RespState err) {
+  Req r{env, qp, qp.resp, pkt, nullptr, nullptr, pkt.op().flags};  // the error states read no payload
+  do_error(r, err);
+}
+
+bool responder_complete(Env& env, QpImpl& qp, const wire::PacketDesc& pkt) {
+  Req r{env, qp, qp.resp, pkt, nullptr, nullptr, pkt.op().flags};  // complete() reads no payload
+  const RespState s = complete(r);
+  if (s == RespState::kAcknowledge) return true;
+  do_error(r, s);
+  return false;
+}
+
+void responder_run(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const uint8_t* frame) {
+  if (qp.trace) [[unlikely]] return run_traced(env, qp, pkt, frame);
+  Req r{env, qp, qp.resp, pkt, frame, frame + pkt.payload_off, pkt.op().flags};
+  run<false>(r);
+}
+
 void responder_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const uint8_t* frame) {
   // IBA 11.6.3.1: the first request a connected QP in RTR receives.
   if (qp.state == QpState::kRtr && !qp.resp.comm_est && qp.qp_type != QpType::kUd) [[unlikely]] {
     qp.resp.comm_est = true;
     env.raise(AsyncEvent{AsyncEventType::kCommEst, &qp});
   }
-  if (qp.trace) [[unlikely]] return run_traced(env, qp, pkt, frame);
-  Req r{env, qp, qp.resp, pkt, frame, frame + pkt.payload_off, pkt.op().flags};
-  run<false>(r);
+  if (qp.ext) [[unlikely]] return ext_responder_rx(env, qp, pkt, frame);
+  responder_run(env, qp, pkt, frame);
 }
 
 bool responder_tx(Env& env, QpImpl& qp) {

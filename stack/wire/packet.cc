@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "stack/wire/checksum.h"
+#include "stack/wire/ext_headers.h"
 #include "stack/wire/locate.h"
 
 namespace uroce {
@@ -224,9 +225,20 @@ ParseError parse(std::span<const uint8_t> f, PacketDesc& d, ParseOptions opt) {
 
   d.payload_off = uint16_t(bth_off + info.hdr_len);
   const size_t body = end - kIcrcBytes - d.payload_off;  // payload + pad
-  if (d.pad > body || (d.pad && !(info.flags & kPayload))) return ParseError::kBadPad;
+  // IBA 9.2.3: PadCnt pads the payload to a whole number of 4-byte words, so
+  // payload + pad is one (on IB the LRH counts the packet in words; RoCEv2's
+  // UDP length counts bytes and can say otherwise). Every header is words too.
+  if (d.pad > body || (d.pad && !(info.flags & kPayload)) || ((info.flags & kPayload) && body % 4 != 0)) {
+    return ParseError::kBadPad;
+  }
   d.payload_len = uint32_t(body - d.pad);
-  if (!(info.flags & kPayload) && d.payload_len != 0) return ParseError::kLengthMismatch;
+  // Only an RC Acknowledge may carry bytes past its headers, and then exactly
+  // one SACK block (ext_headers.h); whether its QP takes SACKs is the
+  // completer's question.
+  if (!(info.flags & kPayload) && d.payload_len != 0 &&
+      (d.opcode != kRcAcknowledge || !is_sack_block(f.subspan(d.payload_off, d.payload_len)))) {
+    return ParseError::kLengthMismatch;
+  }
 
   const uint8_t* icrc_p = f.data() + end - kIcrcBytes;
   d.icrc = uint32_t(icrc_p[0]) | uint32_t(icrc_p[1]) << 8 | uint32_t(icrc_p[2]) << 16 |

@@ -41,7 +41,11 @@ results at the requester, the atomic word's final value at the target.
 The loss period is 13 (see LOSS_EVERY). Exit 0 pass, 1 fail, 77 skip (only
 the namespace cells, only when not root; af_xdp also without the PMD or XDP sockets). Everything started is stopped by PID,
 everything created is removed.
-Usage: e2e.py memif|af_packet|garbage|zero_copy|af_xdp|cm_pingpong|loopback PATH/uroce
+  loss_recovery  bench/loss_recovery_memif.py once: `uroce perf write_bw` pairs on
+              net_memif with 1% of the frames lost in each process, go-back-N beside
+              uroce's selective repeat (--sr) and the sprayed one (--sr --paths 4)
+              (docs/LOSS_RECOVERY.md): all complete; SR resends at most half of GBN's frames
+Usage: e2e.py memif|af_packet|garbage|zero_copy|af_xdp|cm_pingpong|loopback|loss_recovery PATH/uroce
 """
 import glob
 import json
@@ -54,7 +58,8 @@ import sys
 import time
 import zlib
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "dpdk"))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "dpdk"))
 import harness  # noqa: E402
 
 # Drop every 13th frame each process sends. Not 5, 6, 7 or 9: a deterministic
@@ -554,12 +559,43 @@ def loopback_main(uroce):
     return failures
 
 
+def loss_recovery_main(uroce):
+    """bench/loss_recovery_memif.py once (1 % loss both ways, 64 KB WRITEs at path MTU 4096):
+    every run completes; with the extension negotiated the SR counters move, and go-back-N
+    resends at least twice the frames selective repeat does, sprayed or not (frames, not
+    time: goodput is the benchmark's to measure)."""
+    failures = []
+    with harness.tempdir("e2e-loss") as d:
+        js = os.path.join(d, "loss.json")
+        r = subprocess.run([sys.executable, os.path.join(HERE, "..", "..", "bench", "loss_recovery_memif.py"),
+                            "--uroce", uroce, "--rounds", "1", "--loss", "0.01", "--iters", "300", "--json", js],
+                           capture_output=True, text=True, timeout=540)
+        print(r.stdout + r.stderr[-2000:])
+        harness.check(r.returncode == 0 and os.path.exists(js), f"loss_recovery_memif.py: exit {r.returncode}", failures)
+        if not os.path.exists(js):
+            return failures
+        rows = {row["mode"]: row for row in json.load(open(js))["rows"]}
+        harness.check(set(rows) == {"gbn", "sr", "sr-spray"}, f"modes run: {sorted(rows)}", failures)
+        gbn = rows.get("gbn", {}).get("resent", 0)
+        harness.check(gbn > 0 and rows["gbn"]["runs"][0][3].get("sr_sacks_rcvd", 0) == 0,
+                      f"gbn: {gbn} frames resent, no SACK", failures)
+        for m in ("sr", "sr-spray"):
+            row = rows.get(m)
+            if not row:
+                continue
+            c = row["runs"][0][3]
+            harness.check(c.get("sr_sacks_rcvd", 0) > 0 and c.get("sr_resent", 0) > 0 and 2 * row["resent"] <= gbn,
+                          f"{m}: {row['resent']} frames resent (gbn {gbn}), SACKs received "
+                          f"{c.get('sr_sacks_rcvd', 0)}, lost PSNs resent {c.get('sr_resent', 0)}", failures)
+    return failures
+
+
 def main():
     mode, uroce = sys.argv[1], sys.argv[2]
     t = time.monotonic()
     failures = {"memif": memif_main, "af_packet": af_packet_main, "garbage": garbage_main,
                 "zero_copy": zero_copy_main, "af_xdp": af_xdp_main, "cm_pingpong": cm_pingpong_main,
-                "loopback": loopback_main}[mode](uroce)
+                "loopback": loopback_main, "loss_recovery": loss_recovery_main}[mode](uroce)
     print(f"dpdk_e2e {mode}:", "FAIL " + "; ".join(failures) if failures else "PASS", f"({time.monotonic() - t:.1f} s)")
     return 1 if failures else 0
 

@@ -40,13 +40,14 @@ DEFAULT_CACHE = "/var/cache/uroce-interop"
 
 # Host packages whose files are copied into the guest (their versions key the image) ...
 IMAGE_PACKAGES = ["rdma-core", "ibverbs-utils", "ibverbs-providers", "libibverbs1", "librdmacm1",
-                  "perftest", "rdmacm-utils", "qperf", "iproute2", "libc6", "libgcc-s1"]
+                  "perftest", "rdmacm-utils", "qperf", "libfabric-bin", "libfabric1", "iproute2", "libc6",
+                  "libgcc-s1"]
 # ... and the ones the harness runs on the host (Debian 12 ships dpdk-testpmd in dpdk-dev,
 # and the af_packet PMD is only a Recommends of dpdk).
 HOST_PACKAGES = IMAGE_PACKAGES + ["qemu-system-x86", "dpdk-dev", "librte-net-af-packet23",
                                   "librte-mempool-ring23", "python3"]
 # Packages whose binaries (everything they install under /usr/bin or /bin) go into the guest.
-GUEST_TOOL_PACKAGES = ["ibverbs-utils", "perftest", "rdmacm-utils", "qperf"]
+GUEST_TOOL_PACKAGES = ["ibverbs-utils", "perftest", "rdmacm-utils", "qperf", "libfabric-bin"]
 GUEST_EXTRA_BINARIES = ["ip", "rdma"]          # iproute2
 # Kernel modules wanted (their dependencies are added in load order).
 WANT_MODULES = ["virtio_pci", "virtio_net", "e1000", "crc32_generic", "rdma_rxe", "ib_uverbs",

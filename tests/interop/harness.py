@@ -1274,6 +1274,17 @@ VERBS_CELLS = {
     "write_bw_6j":    ("ib_write_bw", "-m 4096 -s 65536 -n 50", 0),
     "read_bw_6j":     ("ib_read_bw", "-m 4096 -o 16 -s 65536 -n 50", 0),
     "send_lat_6j":    ("ib_send_lat", "-m 4096 -s 4096 -n 100", 0),
+    # libfabric 1.17's fi_pingpong (issue 21, docs/MIDDLEWARE.md): the verbs provider's msg
+    # endpoint (rdma_cm), and ofi_rxm's rdm endpoint over it; -c checks every receive against the
+    # sender's pattern. The control channel is TCP to the other side's kernel address, where the
+    # client learns the server's fabric address (rxe0's, or uroce0's).
+    "fi_msg":         ("fi_pingpong", "-p verbs -e msg -c -I 20", 0),
+    "fi_rdm":         ("fi_pingpong", "-p verbs;ofi_rxm -e rdm -c -I 20", 0),
+    # qperf 0.4.11 over rdma_cm (-cm1, which RoCE needs): our client against qperf's server on rxe.
+    # Ours as the client only (VERBS_ROLES): qperf reaches its server's TCP control port and its
+    # rdma_cm listener at one address, and the tap's kernel address is not uroce's.
+    "qperf":          ("qperf", "-cm1 -t 1 rc_lat rc_bw rc_rdma_write_lat rc_rdma_write_bw rc_rdma_read_lat "
+                                "rc_rdma_read_bw", 0),
     # Loss: our port loses this fraction of the frames it receives and of those it sends
     # (`uroce run --drop-rate`, a fixed --drop-seed per cell and role).
     "write_bw_loss1": ("ib_write_bw", "-s 16384 -n 50", 0.01),
@@ -1295,7 +1306,7 @@ VERBS_CELLS = {
 # array that rdma_cm_destroy_cma has just destroyed and freed (perftest v4.5-0.17): our client
 # crashes there, and the rxe server, still listening for the test connection, takes the next
 # try's channel REQ as it and never posts a receive on it (RNR NAKs for ever). docs/INTEROP.md.
-VERBS_ROLES = {"send_lat_R": ("server",), "write_bw_R": ("server",)}
+VERBS_ROLES = {"send_lat_R": ("server",), "write_bw_R": ("server",), "qperf": ("client",)}
 # A loss cell's --drop-seed: 1 + its index here (+ 100 as the client), the sorted cells of the
 # first matrix, so cells added later do not change the losses of the old ones. A lost last frame
 # goes unrepaired: rping's client sends one DREQ, destroys its id and exits (the kernel CM, too,
@@ -1309,9 +1320,17 @@ VERBS_RETRY = {            # what a client prints while the server is not listen
     "ibv": "Couldn.t connect", "ib": "Couldn.t connect\\|Unable to init the socket",
     "rping": "REJECTED\\|UNREACHABLE\\|ADDR_ERROR\\|ROUTE_ERROR",
     "cma": "REJECTED\\|UNREACHABLE\\|ADDR_ERROR\\|ROUTE_ERROR",
+    "fi": "Connection refused\\|No route to host",
+    # qperf 0.4.11 sends its rdma_cm port before it listens (fixed upstream after 0.4.11, 118a571
+    # "Fix rdmacm race"): a REQ that comes first is rejected, and the client runs again
+    "qperf": "failed to connect\\|No route to host\\|Event rejected",
     # perftest -R's client gives up at once when its REQ is rejected (the server not up yet)
     "ibR": "REJECTED\\|UNREACHABLE\\|Unable to perform rdma_client"}
 VERBS_OUR_GID = 3
+FI_PORT = 47592                                      # fi_pingpong's control port (-B / -P)
+FI_SIZES = ["64", "256", "1k", "4k", "64k", "1m"]    # fi_pingpong's default sizes, as it prints them
+QPERF_PORT = 19766
+QPERF_SERVE_S = 100  # the guest's qperf server runs this long, then is stopped (it never ends itself)
 # The cells on IPv6 GIDs (rxe's $GID6, our index 5: the IPv6 RoCEv2 entry after the IPv4 pair)
 # over a 9000-byte link, path MTU 4096; the out-of-band TCP stays on IPv4.
 VERBS_V6J = {c for c in VERBS_CELLS if c.endswith("_6j")}
@@ -1322,7 +1341,10 @@ VERBS_SERVER_NO_ROW = {"ib_read_lat", "ib_atomic_lat"}
 
 
 def _verbs_family(tool: str, flags: str = "") -> str:
-    """ibv (pingpong), ib (perftest over TCP), ibR (perftest -R), rping, cma (ucmatose, udaddy)."""
+    """ibv (pingpong), ib (perftest over TCP), ibR (perftest -R), rping, cma (ucmatose, udaddy),
+    fi (fi_pingpong), qperf."""
+    if tool in ("fi_pingpong", "qperf"):
+        return "fi" if tool == "fi_pingpong" else "qperf"
     if tool == "rping":
         return "rping"
     if tool in ("ucmatose", "udaddy"):
@@ -1349,6 +1371,15 @@ def verbs_cmd(cell: str, side: str, server: bool) -> str:
         return f"rping -s -a {own} {flags}" if server else f"rping -c -a {other} -V {flags}"
     if fam == "cma":
         return f"{tool} -b {own} {flags}" if server else f"{tool} -s {other} {flags}"
+    if fam == "fi":  # the provider string has a ';': quoted for the shell (and the guest's sh -c '...')
+        flags = flags.replace("verbs;ofi_rxm", '"verbs;ofi_rxm"')
+        # ofi_rxm sizes its verbs CQ (tx + rx size) x FI_UNIVERSE_SIZE (default 256): 196,608 entries,
+        # past rxe's max_cqe (32,767), so rxe fails fi_enable ("Unable to create verbs CQ") unless the
+        # universe is smaller (docs/MIDDLEWARE.md); uroce's max_cqe takes the default.
+        env = "env FI_UNIVERSE_SIZE=16 " if side == "rxe" and "ofi_rxm" in flags else ""
+        return f"{env}{tool} {flags} -B {FI_PORT}" if server else f"{env}{tool} {flags} -P {FI_PORT} {peer_oob}"
+    if fam == "qperf":  # the server serves until the guest's step ends it (QPERF_SERVE_S)
+        return f"qperf -lp {QPERF_PORT}" if server else f"qperf {peer_oob} -lp {QPERF_PORT} {flags}"
     dev = "rxe0" if side == "rxe" else "uroce0"
     if fam == "ibR":
         cmd = f"{tool} -d {dev} -F {flags}"
@@ -1371,7 +1402,10 @@ def verbs_guest_script(ids: list[str]) -> str:
         show = ('if [ $(wc -l </tmp/o) -le 30 ]; then cat /tmp/o; else head -n 5 /tmp/o; echo ...; '
                 'tail -n 5 /tmp/o; fi' if fam == "rping" else "cat /tmp/o")
         after = f"{show}; [ $rc = 0 ] || exit $rc; ! grep -q \"invalid data\\|mismatch\" /tmp/o"
-        lines.append(guest_step(i, verbs_cmd(c, "rxe", role == "client"), VERBS_STEP_TIMEOUT,
+        timeout = VERBS_STEP_TIMEOUT
+        if fam == "qperf":  # the server's end is its stop by timeout (busybox: 143, coreutils: 124)
+            after, timeout = "cat /tmp/o; [ $rc = 143 ] || [ $rc = 124 ] || exit $rc; exit 0", QPERF_SERVE_S
+        lines.append(guest_step(i, verbs_cmd(c, "rxe", role == "client"), timeout,
                                 VERBS_RETRY[fam] if role == "server" else None, after))
     lines.append("exit 0")
     return "\n".join(lines)
@@ -1426,6 +1460,15 @@ def verbs_output_ok(c: str, text: str, server: bool) -> bool:
         return re.search(rf"ping data: rdma-ping-{pings - 1}: ", text) is not None
     if fam == "cma":
         return "data transfers complete" in text and "return status 0" in text
+    if fam == "fi":  # a row per default size, in order: "bytes #sent #ack ...", every send acknowledged
+        n = re.search(r"-I (\d+)", flags).group(1)   # (the logs stamp each line with the time)
+        rows = r"(?ms)" + r".*".join(rf"^\s*(?:\d+\.\d+\s+)?{sz}\s+{n}\s+={n}\s" for sz in FI_SIZES)
+        return re.search(rows, text) is not None and not re.search(r"error", text, re.I)
+    if fam == "qperf":  # the client: each test's figure ("rc_lat:" then "latency = 9.5 us"); the server: no error
+        if server:
+            return not re.search(r"error|fail|unexpected", text, re.I)
+        return all(re.search(rf"{t}:\s*\n\s*(?:\d+\.\d+\s+)?(latency|bw)\s+=\s+[\d.]+ \S+", text)
+                   for t in flags.split() if t.startswith("rc_"))
     if fam == "ibv":
         return re.search(r"\d+ iters in [\d.]+ seconds", text) is not None
     if fam == "ibR" and "Data ex. method : rdma_cm" not in text:

@@ -33,8 +33,9 @@ program on pml ucx/uroce against pml ob1/btl tcp, sizes 64, 4096, 65536,
 the CPU (docs/MIDDLEWARE.md).
 Needs root (mount namespaces): exit 77 without it, or without ucx_perftest,
 mpirun or mpicc.
-Usage: ucx_mpi.py UROCE_BIN [--compare ROUNDS]
+Usage: ucx_mpi.py UROCE_BIN [--compare ROUNDS [JSON]]  (JSON: the medians for bench/middleware_plot.py)
 """
+import json
 import os
 import re
 import shutil
@@ -358,7 +359,7 @@ def kill_mpi(d, exe):
 
 # ---------------------------------------------------------------- comparison
 
-def compare(d, exe, rounds):
+def compare(d, exe, rounds, json_path):
     """ucx_perftest over rc_verbs on uroce against UCX_TLS=tcp on lo, and the
     MPI program on pml ucx/uroce against ob1/tcp: the rounds interleaved,
     medians printed."""
@@ -395,6 +396,14 @@ def compare(d, exe, rounds):
     for s in SIZES:
         print(f"| MPI pingpong | {s} | {med(('mpi', 'uroce', f'lat_{s}'))} / {med(('mpi', 'tcp', f'lat_{s}'))} "
               f"| {med(('mpi', 'uroce', f'bw_{s}'))} / {med(('mpi', 'tcp', f'bw_{s}'))} |")
+    if json_path:  # for bench/middleware_plot.py
+        series = {f"{layer}.{kind}.{m}": {str(s): statistics.median(res[(layer, kind, label.format(s))]) for s in SIZES
+                                          if res.get((layer, kind, label.format(s)))}
+                  for layer, labels in (("ucx", {"lat": "tag_lat_{}", "bw": "tag_bw_{}"}),
+                                        ("mpi", {"lat": "lat_{}", "bw": "bw_{}"}))
+                  for kind in ("uroce", "tcp") for m, label in labels.items()}
+        with open(json_path, "w") as f:
+            json.dump({"cpu": cpu, "rounds": rounds, "sizes": SIZES, "median": series}, f, indent=1)
 
 
 def main():
@@ -404,12 +413,13 @@ def main():
             print(f"SKIP: {tool} is not installed (ucx-utils, openmpi-bin, libopenmpi-dev, tshark)")
             return harness.SKIP
     rounds = int(sys.argv[3]) if sys.argv[2:3] == ["--compare"] else 0
+    json_path = sys.argv[4] if rounds and len(sys.argv) > 4 else ""
     with harness.tempdir("middleware") as d:
         exe = os.path.join(d, "mpi_pingpong")
         subprocess.run(["mpicc", "-O2", "-Wall", "-Wextra", "-Werror", "-o", exe, os.path.join(HERE, "mpi_pingpong.c")],
                        check=True)
         if rounds:
-            compare(d, exe, rounds)
+            compare(d, exe, rounds, json_path)
             return 0
         ucx_info()
         perftest(d)

@@ -396,6 +396,25 @@ TEST_F(Cm, LoopbackBindIsTheDevicesAddressAndPortZeroIsEphemeral) {
   ASSERT_TRUE(cm_destroy_id(v6).ok());
 }
 
+// rdma_cm: a client bound to its address before it resolves (libfabric's
+// verbs endpoints) sends from the address's RoCEv2 entry, the port's default
+// RoCE mode as Linux's, not from the RoCEv1 entry ahead of it in the table
+// (rxe drops RoCEv1).
+TEST_F(Cm, BoundClientResolvesToTheRoceV2Entry) {
+  listener = must(cm_create_id(b->ctx.get(), nullptr, CmPortSpace::kTcp));
+  ASSERT_TRUE(cm_bind_addr(listener, SockAddr{Gid{}, kPort}).ok());
+  ASSERT_TRUE(cm_listen(listener, 4).ok());
+  net::GidTable& gids = a->ctx->net->gids();
+  ASSERT_TRUE(gids.remove(0).ok());
+  ASSERT_TRUE(gids.set(0, net::GidEntry{a->gid, net::GidType::kRoceV1, net::kNoVlan, a->mac}).ok());
+  ASSERT_TRUE(gids.set(1, net::GidEntry{a->gid, net::GidType::kRoceV2, net::kNoVlan, a->mac}).ok());
+  client = must(cm_create_id(a->ctx.get(), nullptr, CmPortSpace::kTcp));
+  ASSERT_TRUE(cm_bind_addr(client, SockAddr{a->gid, 0}).ok());
+  ASSERT_TRUE(cm_resolve_addr(client, nullptr, SockAddr{b->gid, kPort}, 2000).ok());
+  ASSERT_EQ(wait_event(*a).event, CmEventType::kAddrResolved);
+  EXPECT_EQ(client->route.sgid_index, 1);
+}
+
 // The consumer rejects: REJ reason 28 with its private data.
 TEST_F(Cm, ConsumerRejectCarriesPrivateData) {
   listen_and_resolve();

@@ -104,7 +104,8 @@ void Pair::make_qps(const PairOptions& o, Pd* pda, Pd* pdb, Qp** qa, Qp** qb) {
                                                      kQpMaxDestRdAtomic | kQpMinRnrTimer
                          : o.type == QpType::kUc ? kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn
                                                  : 0u;
-    ASSERT_TRUE(modify_qp(qps[i], at, kQpState | rtr).ok());
+    at.ext = o.ext;
+    ASSERT_TRUE(modify_qp(qps[i], at, kQpState | rtr | (o.set_ext ? kQpExt : 0u)).ok());
     if (i == 1 && o.b_stops_in_rtr) continue;
     at.qp_state = QpState::kRts;
     at.sq_psn = i == 0 ? o.a_sq_psn : o.b_sq_psn;

@@ -49,6 +49,9 @@ struct PairOptions {
   /// The QPs' AV uses this GID index on both sides: each sends from its own
   /// entry there, to the peer's entry there (its GID and source MAC).
   uint8_t sgid_index = 0;
+  /// uroce's extension, set at INIT -> RTR on both QPs (kQpExt) where set_ext.
+  bool set_ext = false;
+  QpExt ext;
   /// TestPort::multiseg of both ports (IoCaps::tx_multiseg at open_device).
   bool port_multiseg = true;
 };

@@ -1,0 +1,65 @@
+// Multipath spraying (QpExt::paths > 1, docs/LOSS_RECOVERY.md "How it works"):
+// a QP's request packets leave on one of `paths` UDP source ports, so that
+// ECMP in the fabric spreads them over its paths; per packet (the next live
+// path) or per flowlet (a burst stays on one path). Each path keeps what the
+// selective-repeat requester learned of it: the newest transmission delivered
+// on it (paths are FIFO, so an older one still missing was lost), consecutive
+// losses, and whether it is down (avoided) until a probe time that backs off
+// exponentially. Path 0 is the QP's usual port (roce_udp_sport).
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include <uroce/verbs.h>
+
+#include "stack/wire/packet.h"
+
+namespace uroce::transport {
+
+inline constexpr uint32_t kMaxPaths = 256;
+inline constexpr uint8_t kPathDownLosses = 3;          // consecutive losses with no delivery: the path is down
+inline constexpr uint64_t kPathProbeBaseNs = 100'000;   // first wait before a down path is tried again
+inline constexpr uint64_t kPathProbeMaxNs = 100'000'000;
+inline constexpr uint32_t kDefaultFlowletGapNs = 50'000;
+
+struct PathState {
+  uint64_t down_until_ns = 0;  // down: avoided until then (then probed)
+  uint64_t backoff_ns = kPathProbeBaseNs;
+  uint32_t delivered_seq = 0;  // newest transmit sequence number (s)acked on this path
+  uint8_t losses = 0;          // consecutive, since the last delivery
+  bool down = false;
+};
+
+struct Paths {
+  uint16_t n = 1;
+  PathMode mode = PathMode::kPacket;
+  uint16_t base_sport = 0;     // path 0
+  uint16_t next = 0;           // kPacket: where the round robin goes next; kFlowlet: the flowlet's path
+  uint32_t flowlet_gap_ns = kDefaultFlowletGapNs;
+  uint64_t last_tx_ns = 0;     // kFlowlet: when the flowlet's last packet left
+  std::array<PathState, kMaxPaths> p{};
+
+  /// Sets up n paths from the QP's usual source port (control path, INIT -> RTR).
+  void init(const QpExt& ext, uint16_t sport);
+  /// UDP source port of path i: inside RoCE's 0xC000..0xFFFF, distinct per path.
+  uint16_t sport(uint16_t i) const { return uint16_t(0xC000 | ((base_sport - 0xC000 + i) & 0x3fff)); }
+  /// The path of the next new packet at now_ns (a live one where there is one).
+  uint16_t pick(uint64_t now_ns);
+  /// The path of a resend whose last transmission went on prev: another live one.
+  uint16_t pick_other(uint16_t prev, uint64_t now_ns);
+  /// A transmission with sequence number seq sent on path i was delivered.
+  void delivered(uint16_t i, uint32_t seq);
+  /// A transmission on path i was lost; true if that took the path down.
+  bool lost(uint16_t i, uint64_t now_ns);
+
+ private:
+  bool live(uint16_t i, uint64_t now_ns);
+  uint16_t next_live(uint16_t from, uint64_t now_ns);
+};
+
+/// Overwrites the UDP source port of a built RoCEv2 frame (headers of d,
+/// before its ICRC is computed; the ICRC covers the port). No-op for RoCEv1.
+void set_frame_sport(const wire::PacketDesc& d, uint8_t* frame, uint16_t sport);
+
+}  // namespace uroce::transport

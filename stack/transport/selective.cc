@@ -1,0 +1,521 @@
+// Selective repeat and the multipath send side of uroce's extension
+// (selective.h, docs/LOSS_RECOVERY.md "How it works").
+#include "stack/transport/selective.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "stack/transport/frame.h"
+#include "stack/transport/qp.h"
+#include "stack/wire/aeth.h"
+#include "stack/wire/psn.h"
+
+namespace uroce::transport {
+
+namespace {
+
+using wire::psn_add;
+using wire::psn_cmp;
+using wire::psn_diff;
+
+static_assert(kSrWindowPsns == kMaxUnackedPsns, "the responder places all the requester may have in flight");
+static_assert((wire::kPsnMask + 1) % kSrWindowPsns == 0, "PSN % window is continuous across the 24-bit wrap");
+static_assert(kSrWindowPsns / 8 <= wire::kSackMaxBitmapBytes);
+
+uint8_t ack_syndrome() { return wire::aeth_syndrome(wire::AethType::kAck, wire::kAethCreditsInvalid); }
+uint32_t slot(uint32_t psn) { return psn % kSrWindowPsns; }
+uint32_t before(uint32_t psn) { return psn_add(psn, wire::kPsnMask); }
+
+// ------------------------------------------------------------------ responder
+
+// Where a SEND/WRITE packet's data goes, from its placement header.
+struct Place {
+  wire::Placement h;
+  const uint8_t* data = nullptr;
+  uint32_t len = 0;       // data bytes
+  uint32_t off = 0;       // of the message
+  uint32_t rq_index = 0;  // SEND, WRITE with immediate: the receive WQE's RQ ring index
+  bool has_rq = false;    // rq_index is set
+};
+
+// The checks of IBA 9.7.5.2 (opcode sequence, access, resources, length,
+// R_Key) for one packet on its own, by its placement header. kDone if the
+// packet may be placed, else the error state it meets.
+RespState check(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const uint8_t* frame, Place& pl) {
+  const uint32_t flags = pkt.op().flags;
+  const uint8_t* payload = frame + pkt.payload_off;
+  if (!wire::read_placement({payload, pkt.payload_len}, pl.h) || pl.h.msg_len > kMaxMsgBytes) {
+    return RespState::kErrLength;
+  }
+  pl.data = payload + wire::kPlaceHdrBytes;
+  pl.len = pkt.payload_len - wire::kPlaceHdrBytes;
+  const uint32_t seg = seg_bytes(qp, flags);
+  const uint32_t n = pkts_for(pl.h.msg_len, seg);
+  const uint32_t idx = psn_diff(pkt.psn, pl.h.first_psn);
+  if (psn_cmp(pkt.psn, pl.h.first_psn) < 0 || idx >= n) return RespState::kErrMissingOpcodeFirst;
+  if (bool(flags & wire::kFirst) != (idx == 0)) return RespState::kErrMissingOpcodeFirst;
+  if (bool(flags & wire::kLast) != (idx == n - 1)) return RespState::kErrMissingOpcodeLast;
+  pl.off = idx * seg;
+  if (pl.len != std::min(seg, pl.h.msg_len - pl.off)) return RespState::kErrLength;
+  if (flags & wire::kWrite) {
+    if (!(qp.attr.qp_access_flags & kAccessRemoteWrite)) return RespState::kErrUnsupportedOpcode;
+    if (!env.mrs.check(pl.h.rkey, qp.pd, pl.h.va + pl.off, pl.len, kAccessRemoteWrite)) {
+      return RespState::kErrRkeyViolation;
+    }
+  }
+  if (!(flags & (wire::kSend | wire::kRwr))) return RespState::kDone;
+  // The receive WQE the message takes, by its sequence number: posted yet?
+  const uint32_t ahead = pl.h.recv_seq - qp.ext->resp.recv_done;
+  if (ahead >= qp.rq.ring.size()) return RespState::kErrRnr;
+  pl.rq_index = qp.rq.ring.tail() + ahead;
+  pl.has_rq = true;
+  if (!(flags & wire::kSend)) return RespState::kDone;
+  const RecvWqe& w = qp.rq.ring.at(pl.rq_index);
+  if (uint64_t(pl.off) + pl.len > w.length) return RespState::kErrLength;
+  const Sge* g = qp.rq.sges_of(pl.rq_index);
+  for (uint32_t i = 0; i < w.num_sge; ++i) {  // IBA 10.6.3, as take_rwqe checks them
+    if (!env.mrs.check(g[i].lkey, qp.pd, g[i].addr, g[i].length, kAccessLocalWrite)) return RespState::kErrMalformedWqe;
+  }
+  return RespState::kDone;
+}
+
+// The receive WQE at the head of the RQ becomes the responder's message in
+// progress (ResponderState::rwqe), for its completion or its error.
+void take_front_rwqe(QpImpl& qp) {
+  ResponderState& s = qp.resp;
+  s.rwqe = qp.rq.ring.front();
+  std::copy_n(qp.rq.sges_of(qp.rq.ring.tail()), s.rwqe.num_sge, qp.rwqe_sges.get());
+  qp.rq.ring.pop();
+  s.has_rwqe = true;
+  ++qp.ext->resp.recv_done;
+}
+
+// The message whose Last is at psn completes (in order: epsn has reached it).
+// False if that failed and the QP is in error.
+bool complete_message(Env& env, QpImpl& qp, uint32_t psn, const SrLast& l) {
+  ResponderState& s = qp.resp;
+  const uint32_t flags = wire::kOpcodes[l.opcode].flags;
+  wire::PacketDesc d;  // what completion reads of the Last packet
+  d.opcode = l.opcode;
+  d.psn = psn;
+  d.se = l.se;
+  d.imm = l.imm_or_rkey;
+  d.ieth_rkey = l.imm_or_rkey;
+  if (flags & wire::kRwr) {
+    if (qp.rq.ring.empty()) {  // cannot be: check() saw it posted, and only this takes it
+      responder_error(env, qp, d, RespState::kErrMalformedWqe);
+      return false;
+    }
+    take_front_rwqe(qp);
+    s.rwqe_off = s.write_len = l.msg_len;
+    // IBA 10.6.6: SEND with Invalidate executes as its message completes.
+    if ((flags & wire::kInv) && !env.mrs.invalidate(l.imm_or_rkey, qp.pd, true)) {
+      responder_error(env, qp, d, RespState::kErrInvalidateRkey);
+      return false;
+    }
+  }
+  s.msn = psn_add(s.msn, 1);  // IBA 9.7.6.1.1
+  env.inc(Counter::rdma_recvs);
+  return responder_complete(env, qp, d);
+}
+
+// epsn moves over every contiguous held PSN, completing the messages whose
+// Last it passes. from: where epsn was before the packet at hand (a READ
+// moves it over its response PSNs; anything held there is stale).
+void advance(Env& env, QpImpl& qp, uint32_t from) {
+  ResponderState& s = qp.resp;
+  SrResponder& x = qp.ext->resp;
+  for (uint32_t p = from, k = 0; p != s.epsn && k < kSrWindowPsns; p = psn_add(p, 1), ++k) x.held.clear(p);
+  while (x.held.test(s.epsn) && qp.state != QpState::kErr) {
+    const uint32_t p = s.epsn;
+    x.held.clear(p);
+    s.epsn = psn_add(p, 1);
+    const SrLast l = x.last[slot(p)];
+    const uint32_t flags = wire::kOpcodes[l.opcode].flags;
+    s.msg_kind = (flags & wire::kLast) ? 0u : flags & (wire::kSend | wire::kWrite);
+    if ((flags & wire::kLast) && !complete_message(env, qp, p, l)) return;
+  }
+}
+
+// A SEND/WRITE packet at or past epsn, inside the window.
+void place(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const uint8_t* frame) {
+  ResponderState& s = qp.resp;
+  SrResponder& x = qp.ext->resp;
+  const uint32_t flags = pkt.op().flags;
+  const bool at_epsn = pkt.psn == s.epsn;
+  if (x.held.test(pkt.psn)) {  // a duplicate of a PSN held: the current SACK
+    env.inc(Counter::duplicate_request);
+    responder_set_ack(env, qp, ack_syndrome(), before(s.epsn));
+    return;
+  }
+  Place pl;
+  const RespState err = check(env, qp, pkt, frame, pl);
+  if (err != RespState::kDone) {
+    // Out of order: dropped, not SACKed; resent, it meets the same check at
+    // epsn and gets the standard NAK there (C9-111 for RNR).
+    if (!at_epsn) {
+      env.inc(Counter::sr_dropped_ooo);
+      return;
+    }
+    s.nak_sent = false;
+    if (pl.has_rq && pl.rq_index == qp.rq.ring.tail()) take_front_rwqe(qp);  // the error completes it
+    responder_error(env, qp, pkt, err);
+    return;
+  }
+  if (pl.len) {
+    if (flags & wire::kWrite) std::memcpy(reinterpret_cast<void*>(pl.h.va + pl.off), pl.data, pl.len);
+    else copy_to_sges(qp.rq.sges_of(pl.rq_index), qp.rq.ring.at(pl.rq_index).num_sge, pl.off, pl.data, pl.len);
+  }
+  x.held.set(pkt.psn);
+  x.last[slot(pkt.psn)] = SrLast{pl.h.msg_len, (flags & wire::kInv) ? pkt.ieth_rkey : pkt.imm, pkt.opcode, pkt.se};
+  const uint32_t from = s.epsn;
+  if (at_epsn) {
+    s.nak_sent = false;
+    advance(env, qp, from);
+    if (qp.state == QpState::kErr) return;
+  } else {
+    env.inc(Counter::sr_ooo_placed);
+  }
+  // SACK at once out of order (the requester learns of a gap in one round
+  // trip), on AckReq, and when a gap closes.
+  if (!at_epsn || pkt.ack_req || psn_diff(s.epsn, from) > 1) {
+    responder_set_ack(env, qp, ack_syndrome(), before(s.epsn));
+  }
+}
+
+// The SACK block's bitmap for what is held past epsn into bits (bit i: PSN
+// epsn + i); returns its length in bytes (a multiple of 4), 0 if nothing is held.
+uint32_t sack_bitmap(const SrResponder& x, uint32_t epsn, uint8_t* bits) {
+  uint32_t top = 0;
+  std::memset(bits, 0, kSrWindowPsns / 8);
+  for (uint32_t i = 1; i < kSrWindowPsns; ++i) {
+    if (!x.held.test(psn_add(epsn, i))) continue;
+    bits[i / 8] |= uint8_t(1u << (i % 8));
+    top = i;
+  }
+  return top ? (top / 32 + 1) * 4 : 0;
+}
+
+// ------------------------------------------------------------------ requester
+
+// One past the last PSN whose bits the window holds: the highest sent, or
+// a window past comp_psn where a READ's response PSNs reach further (only its
+// first PSN has bits, and it lies inside).
+uint32_t scan_end(const QpImpl& qp) {
+  const uint32_t cap = psn_add(qp.comp.comp_psn, kSrWindowPsns);
+  return psn_cmp(qp.req.psn_hwm, cap) < 0 ? qp.req.psn_hwm : cap;
+}
+
+bool in_flight(const QpImpl& qp, uint32_t psn) {
+  return psn_cmp(psn, qp.comp.comp_psn) >= 0 && psn_cmp(psn, scan_end(qp)) < 0;
+}
+
+// The first PSN after psn and before the highest sent that is marked lost,
+// else the highest sent: where the send point goes after psn.
+uint32_t next_to_send(const QpImpl& qp, uint32_t psn) {
+  const SrRequester& q = qp.ext->req;
+  const uint32_t end = scan_end(qp);
+  for (uint32_t p = psn_add(psn, 1); psn_cmp(p, end) < 0; p = psn_add(p, 1)) {
+    if (q.lost.test(p)) return p;
+  }
+  return qp.req.psn_hwm;
+}
+
+// The transmission of psn was delivered (SACKed or acknowledged).
+void delivered(Env& env, QpImpl& qp, uint32_t psn) {
+  QpExtState& x = *qp.ext;
+  SrRequester& q = x.req;
+  const uint32_t i = slot(psn);
+  x.paths.delivered(q.path[i], q.tx_seq[i]);
+  q.probed = false;
+  if (int32_t(q.tx_seq[i] - q.delivered_seq) > 0) q.delivered_seq = q.tx_seq[i];
+  if (!q.resent.test(psn)) q.rtt_max_ns = std::max(q.rtt_max_ns, env.now_ns - q.sent_ns[i]);
+}
+
+void apply_sack(Env& env, QpImpl& qp, uint32_t ack_psn, std::span<const uint8_t> bitmap) {
+  SrRequester& q = qp.ext->req;
+  for (uint32_t i = 1; i < bitmap.size() * 8; ++i) {
+    if (!(bitmap[i / 8] >> (i % 8) & 1)) continue;
+    const uint32_t p = psn_add(ack_psn, 1 + i);
+    if (!in_flight(qp, p) || !q.sent.test(p) || q.sacked.test(p)) continue;
+    q.sacked.set(p);
+    q.lost.clear(p);
+    delivered(env, qp, p);
+  }
+}
+
+// Sets the QP's timer to at_ns as the reordering timer: only under a running
+// local ACK timer (none runs with timeout 0, infinite), and only to move it
+// earlier. The local ACK timeout it displaces is kept (again, where progress
+// has set the timer since the last time).
+void arm_reo_timer(Env& env, QpImpl& qp, uint64_t at_ns) {
+  SrRequester& q = qp.ext->req;
+  if (!env.timers.armed(qp.index) || env.timers.deadline(qp.index) <= at_ns) return;
+  if (!q.reo_timer || env.timers.deadline(qp.index) != q.reo_deadline_ns) q.ack_deadline_ns = env.timers.deadline(qp.index);
+  q.reo_timer = true;
+  q.reo_deadline_ns = at_ns;
+  env.timers.arm(qp.index, at_ns);
+}
+
+// When the newest transmission in flight, sent at sent_ns, is probed: two
+// slowest round trips later (none before a round trip was measured).
+uint64_t probe_at(const SrRequester& q, uint64_t sent_ns) {
+  return q.rtt_max_ns ? sent_ns + 2 * q.rtt_max_ns + kReorderMinNs : UINT64_MAX;
+}
+
+// Marks lost every PSN in flight, not SACKed, whose transmission was
+// overtaken by a delivered later one on its path (by more than the reorder
+// threshold where one path's order is not the send order), or by one on any
+// path after the slowest round trip seen; each loss counts against its path.
+// probe (the QP's timer fired): if nothing else is found and the newest
+// transmission in flight has gone unanswered for two slowest round trips,
+// it is sent again (a tail-loss probe: a loss at the end of a burst has no
+// later delivery to reveal it, and the responder SACKs the probe). Then sets
+// the reordering timer to the next such deadline, where it comes before the
+// local ACK timeout.
+void detect_losses(Env& env, QpImpl& qp, bool probe) {
+  QpExtState& x = *qp.ext;
+  SrRequester& q = x.req;
+  const int32_t thresh = x.paths.n > 1 && x.paths.mode == PathMode::kPacket ? 0 : int32_t(kReorderThreshPkts);
+  const uint64_t reo_ns = q.rtt_max_ns + q.rtt_max_ns / 4 + kReorderMinNs;
+  bool found = false;
+  uint32_t first = 0;
+  uint64_t recheck_ns = UINT64_MAX;  // when the next PSN overtaken on another path runs out of time
+  bool in_flight_left = false;       // newest*: the newest transmission still in flight
+  uint32_t newest = 0;
+  uint32_t newest_seq = 0;
+  const uint32_t end = scan_end(qp);
+  for (uint32_t p = qp.comp.comp_psn; psn_cmp(p, end) < 0; p = psn_add(p, 1)) {
+    if (!q.sent.test(p) || q.sacked.test(p) || q.lost.test(p)) continue;
+    const uint32_t i = slot(p);
+    const bool by_path = int32_t(x.paths.p[q.path[i]].delivered_seq - q.tx_seq[i]) > thresh;
+    const bool overtaken = int32_t(q.delivered_seq - q.tx_seq[i]) > 0;
+    const bool by_time = overtaken && env.now_ns - q.sent_ns[i] > reo_ns;
+    if (!by_path && !by_time) {
+      if (overtaken) recheck_ns = std::min(recheck_ns, q.sent_ns[i] + reo_ns + 1);
+      if (q.rd_atomic.test(p)) continue;
+      if (!in_flight_left || int32_t(q.tx_seq[i] - newest_seq) > 0) {
+        newest = p;
+        newest_seq = q.tx_seq[i];
+      }
+      in_flight_left = true;
+      continue;
+    }
+    q.lost.set(p);
+    env.inc(Counter::sr_lost);
+    if (x.paths.lost(q.path[i], env.now_ns)) env.inc(Counter::paths_down);
+    if (!found) first = p;
+    found = true;
+  }
+  if (in_flight_left && !q.probed) {
+    const uint64_t probe_ns = probe_at(q, q.sent_ns[slot(newest)]);
+    if (probe && !found && env.now_ns >= probe_ns) {
+      q.lost.set(newest);
+      q.probed = true;
+      env.inc(Counter::sr_probes);
+      first = newest;
+      found = true;
+    } else {
+      recheck_ns = std::min(recheck_ns, probe_ns);
+    }
+  }
+  if (recheck_ns != UINT64_MAX) arm_reo_timer(env, qp, recheck_ns);
+  if (!found) return;
+  if (psn_cmp(first, qp.req.req_psn) < 0) requester_rewind(qp, first);
+  mark_ready(env, qp);
+}
+
+}  // namespace
+
+void ext_attach(QpImpl& qp) {
+  const QpExt& e = qp.attr.ext;
+  if (qp.qp_type != QpType::kRc || (!e.selective_repeat && e.paths <= 1)) {
+    qp.ext.reset();
+    return;
+  }
+  qp.ext = make_state_object<QpExtState>();
+  qp.ext->cfg = e;
+  qp.ext->paths.init(e, qp.udp_sport);
+}
+
+void ext_responder_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const uint8_t* frame) {
+  QpExtState& x = *qp.ext;
+  x.resp.ack_sport = pkt.udp_sport;  // the answer goes back over the request's path
+  if (!x.cfg.selective_repeat) return responder_run(env, qp, pkt, frame);
+  const uint32_t from = qp.resp.epsn;
+  const uint32_t ahead = psn_diff(pkt.psn, from);
+  if (psn_cmp(pkt.psn, from) < 0) return responder_run(env, qp, pkt, frame);  // duplicates, as go-back-N
+  if (ahead >= kSrWindowPsns) {
+    env.inc(Counter::sr_dropped_ooo);
+    return;
+  }
+  if (pkt.op().flags & (wire::kSend | wire::kWrite)) return place(env, qp, pkt, frame);
+  // READ and atomics run in order only; out of order they are dropped and resent.
+  if (ahead) {
+    env.inc(Counter::sr_dropped_ooo);
+    return;
+  }
+  responder_run(env, qp, pkt, frame);
+  if (qp.state == QpState::kErr) return;
+  const uint32_t after = qp.resp.epsn;
+  advance(env, qp, from);
+  // PSNs held past the READ or atomic completed: acknowledge them (after its
+  // response, which the transmit turn sends first).
+  if (qp.resp.epsn != after) responder_set_ack(env, qp, ack_syndrome(), before(qp.resp.epsn));
+}
+
+bool ext_send_ack(Env& env, QpImpl& qp) {
+  QpExtState& x = *qp.ext;
+  const ResponderState& s = qp.resp;
+  wire::PacketDesc d;
+  fill_qp_path(env.net, qp, d);
+  d.opcode = wire::kRcAcknowledge;
+  d.psn = s.ack_psn;
+  d.aeth_syndrome = s.ack_syndrome;
+  d.aeth_msn = s.ack_msn;
+  uint8_t bits[kSrWindowPsns / 8];
+  uint32_t bitmap_bytes = 0;
+  if (x.cfg.selective_repeat && wire::aeth_type(s.ack_syndrome) == wire::AethType::kAck) {
+    // The state at the time the ACK leaves: never older than what asked for it.
+    d.psn = before(s.epsn);
+    d.aeth_msn = s.msn;
+    bitmap_bytes = sack_bitmap(x.resp, s.epsn, bits);
+    if (bitmap_bytes) d.payload_len = uint32_t(sizeof(wire::SackHdr)) + bitmap_bytes;
+  }
+  rte_mbuf* m = nullptr;
+  uint8_t* payload = begin_frame(env, d, &m);
+  if (!payload) return false;
+  if (x.resp.ack_sport) set_frame_sport(d, payload - wire::header_len(d), x.resp.ack_sport);
+  if (bitmap_bytes) {
+    auto* h = reinterpret_cast<wire::SackHdr*>(payload);
+    h->kind = wire::kSackKind;
+    h->reserved = 0;
+    h->bitmap_bytes.set(uint16_t(bitmap_bytes));
+    std::memcpy(payload + sizeof(wire::SackHdr), bits, bitmap_bytes);
+    env.inc(Counter::sr_sacks_sent);
+  }
+  end_frame(env, d, m);
+  return true;
+}
+
+void ext_start_wqe(QpImpl& qp, SendWqe& w) {
+  const uint32_t flags = wr_op(w.opcode).flags;
+  if ((flags & wire::kSend) || (flags & (wire::kWrite | wire::kImm)) == (wire::kWrite | wire::kImm)) {
+    w.recv_seq = qp.ext->req.recv_seq++;
+  }
+}
+
+ExtSend ext_send_request(Env& env, QpImpl& qp, uint32_t idx, wire::PacketDesc& d, uint32_t off) {
+  QpExtState& x = *qp.ext;
+  SrRequester& q = x.req;
+  const uint32_t psn = d.psn;
+  const bool resend = psn_cmp(psn, qp.req.psn_hwm) < 0;
+  if (x.cfg.selective_repeat && resend && !q.lost.test(psn)) {
+    requester_rewind(qp, next_to_send(qp, psn));
+    return ExtSend::kSkip;
+  }
+  const SendWqe& w = qp.sq.at(idx);
+  const uint32_t flags = wr_op(w.opcode).flags;
+  const uint16_t path = resend ? x.paths.pick_other(q.path[slot(psn)], env.now_ns) : x.paths.pick(env.now_ns);
+  rte_mbuf* m = nullptr;
+  uint8_t* payload = begin_frame(env, d, &m);
+  if (!payload) return ExtSend::kNoRoom;
+  set_frame_sport(d, payload - wire::header_len(d), x.paths.sport(path));
+  uint32_t len = d.payload_len;
+  if (x.cfg.selective_repeat && (flags & (wire::kSend | wire::kWrite))) {
+    const bool write = flags & wire::kWrite;
+    const bool rwqe = (flags & wire::kSend) || (flags & wire::kImm);
+    wire::write_placement({w.first_psn, w.length, write ? w.remote_addr : 0, write ? w.rkey : 0, rwqe ? w.recv_seq : 0},
+                          payload);
+    payload += wire::kPlaceHdrBytes;
+    len -= wire::kPlaceHdrBytes;
+  }
+  if (len) {
+    if (w.num_sge == 0) std::memcpy(payload, qp.inline_of(idx) + off, len);
+    else copy_from_sges(qp.sges_of(idx), w.num_sge, off, payload, len);
+  }
+  end_frame(env, d, m);
+
+  const uint32_t i = slot(psn);
+  if (!resend) {
+    q.sacked.clear(psn);
+    q.resent.clear(psn);
+  } else {
+    q.resent.set(psn);
+  }
+  if (q.lost.test(psn)) {
+    q.lost.clear(psn);
+    env.inc(Counter::sr_resent);
+  }
+  q.sent.set(psn);
+  if (flags & (wire::kRead | wire::kAtomic)) q.rd_atomic.set(psn);
+  else q.rd_atomic.clear(psn);
+  q.tx_seq[i] = q.next_tx_seq++;
+  q.path[i] = uint8_t(path);
+  q.sent_ns[i] = env.now_ns;
+  if (x.cfg.selective_repeat && !(flags & (wire::kRead | wire::kAtomic))) {
+    // The tail-loss probe's time; the local ACK timer first, if this packet starts it.
+    if (qp.attr.timeout && !env.timers.armed(qp.index)) {
+      env.timers.arm(qp.index, env.now_ns + local_ack_timeout_ns(qp.attr.timeout));
+    }
+    if (const uint64_t at = probe_at(q, env.now_ns); at != UINT64_MAX && !q.probed) arm_reo_timer(env, qp, at);
+  }
+  return ExtSend::kSent;
+}
+
+void resend_from(QpImpl& qp, uint32_t psn) {
+  if (sr_on(qp)) {
+    SrRequester& q = qp.ext->req;
+    q.lost.set(psn);  // the resend point, even a READ's middle PSN (the rest of the READ)
+    const uint32_t end = scan_end(qp);
+    for (uint32_t p = psn_add(psn, 1); psn_cmp(p, end) < 0; p = psn_add(p, 1)) {
+      if (q.sent.test(p) && !q.sacked.test(p)) q.lost.set(p);
+    }
+  }
+  requester_rewind(qp, psn);
+}
+
+bool ext_on_timer(Env& env, QpImpl& qp) {
+  SrRequester& q = qp.ext->req;
+  if (!q.reo_timer) return false;
+  q.reo_timer = false;
+  // The local ACK timer was set again after the reordering timer displaced
+  // it (progress restarted it): this is its timeout.
+  if (env.now_ns >= q.ack_deadline_ns) return false;
+  env.timers.arm(qp.index, q.ack_deadline_ns);  // back to the local ACK timeout ...
+  detect_losses(env, qp, true);                 // ... unless another PSN needs a check before it
+  return true;
+}
+
+void ext_completer_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const uint8_t* frame) {
+  const bool sack = pkt.payload_len && pkt.opcode == wire::kRcAcknowledge;
+  if (!sr_on(qp)) {
+    if (sack) {
+      env.inc(Counter::rx_drop_sack);  // only a selective-repeat QP takes SACKs
+      return;
+    }
+    return completer_run(env, qp, pkt, frame);
+  }
+  SrRequester& q = qp.ext->req;
+  const uint32_t from = qp.comp.comp_psn;
+  if (sack) {
+    env.inc(Counter::sr_sacks_rcvd);
+    apply_sack(env, qp, pkt.psn, wire::sack_bitmap({frame + pkt.payload_off, pkt.payload_len}));
+  }
+  completer_run(env, qp, pkt, frame);
+  if (qp.state == QpState::kErr) return;
+  // Acknowledged cumulatively: delivered, and out of the window.
+  const uint32_t acked = psn_diff(qp.comp.comp_psn, from);
+  const uint32_t start = acked > kSrWindowPsns ? psn_add(qp.comp.comp_psn, 0x1000000 - kSrWindowPsns) : from;
+  for (uint32_t p = start; p != qp.comp.comp_psn; p = psn_add(p, 1)) {
+    if (q.sent.test(p) && !q.sacked.test(p)) delivered(env, qp, p);
+    q.sent.clear(p);
+    q.sacked.clear(p);
+    q.lost.clear(p);
+    q.resent.clear(p);
+    q.rd_atomic.clear(p);
+  }
+  detect_losses(env, qp, false);
+}
+
+}  // namespace uroce::transport

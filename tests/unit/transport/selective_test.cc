@@ -1,0 +1,379 @@
+// uroce's extension (stack/transport/selective.cc, paths.cc; QpAttr::ext;
+// docs/LOSS_RECOVERY.md): selective repeat places SEND/WRITE packets out of
+// order and completes in order, resends only what was lost, answers
+// duplicates with the current SACK; spraying puts packets on several UDP
+// source ports and avoids a blackholed one; a default ext changes nothing.
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "stack/transport/qp.h"
+#include "stack/wire/ext_headers.h"
+#include "tests/unit/transport/fixture.h"
+
+namespace uroce::test {
+namespace {
+
+using wire::PacketDesc;
+using Selective = Pair;
+
+constexpr uint32_t kSeg = 1024 - wire::kPlaceHdrBytes;  // data per packet at MTU 1024 with the placement header
+
+PairOptions sr_options(uint16_t paths = 1) {
+  PairOptions o;
+  o.set_ext = true;
+  o.ext.selective_repeat = true;
+  o.ext.paths = paths;
+  return o;
+}
+
+// Drops the first transmission of each PSN in psns sent by port (a request).
+std::function<TestPort::Action(const PacketDesc&)> drop_once(std::set<uint32_t> psns) {
+  return [psns = std::move(psns)](const PacketDesc& d) mutable {
+    if (!(d.op().flags & wire::kReq) || !psns.count(d.psn)) return TestPort::Action::kPass;
+    psns.erase(d.psn);
+    return TestPort::Action::kDrop;
+  };
+}
+
+size_t sent_with_psn(const std::vector<PacketDesc>& log, uint32_t psn) {
+  return size_t(std::count_if(log.begin(), log.end(), [&](const PacketDesc& d) {
+    return (d.op().flags & wire::kReq) && d.psn == psn;
+  }));
+}
+
+// Send: an 8 KB WRITE (9 packets of kSeg data), the second packet dropped once.
+// Expect: the packets after it are placed out of order and SACKed; only the
+// dropped PSN is sent again, before the ACK timer; the data arrives whole.
+TEST_F(Selective, WriteOutOfOrderOnlyLostPsnResent) {
+  open(sr_options());
+  constexpr uint32_t kLen = 8192;
+  fill(a->buf, 0, kLen, 3);
+  a->port.hook = drop_once({0x101});
+  ASSERT_TRUE(post(WrOpcode::kRdmaWrite, 1, 0, kLen, 4096).ok());
+  const Wc wc = wait_wc(a->scq);
+  EXPECT_EQ(wc.status, WcStatus::kSuccess);
+  EXPECT_EQ(std::memcmp(a->buf.data(), b->buf.data() + 4096, kLen), 0);
+  const uint32_t pkts = (kLen + kSeg - 1) / kSeg;
+  EXPECT_EQ(count_sent(a->port.sent, wire::kRcWriteFirst) + count_sent(a->port.sent, wire::kRcWriteMiddle) +
+                count_sent(a->port.sent, wire::kRcWriteLast),
+            pkts + 1);
+  EXPECT_EQ(sent_with_psn(a->port.sent, 0x101), 2u);
+  EXPECT_EQ(a->count(Counter::retransmits), 1u);
+  EXPECT_EQ(a->count(Counter::sr_resent), 1u);
+  EXPECT_EQ(a->count(Counter::local_ack_timeout_err), 0u);
+  EXPECT_GE(a->count(Counter::sr_sacks_rcvd), 1u);
+  EXPECT_EQ(b->count(Counter::sr_ooo_placed), pkts - 2);
+  EXPECT_EQ(b->count(Counter::seq_nak_sent), 0u);
+}
+
+// Send: a 64-byte WRITE (a round trip measured), then a 3-packet WRITE whose
+// Last is dropped once: nothing is sent after it to reveal the loss.
+// Expect: the tail-loss probe resends it after two round trips, long before
+// the local ACK timeout; nothing else is resent.
+TEST_F(Selective, TailLossIsProbedBeforeTheTimeout) {
+  open(sr_options());
+  fill(a->buf, 0, 2500, 5);
+  ASSERT_TRUE(post(WrOpcode::kRdmaWrite, 1, 0, 64, 0).ok());  // a round trip measured: the probe's clock
+  EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
+  a->port.hook = drop_once({0x103});
+  const uint64_t t0 = now;
+  ASSERT_TRUE(post(WrOpcode::kRdmaWrite, 1, 0, 2500, 0).ok());
+  EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
+  EXPECT_LT(now - t0, transport::local_ack_timeout_ns(opt.timeout) / 4);
+  EXPECT_EQ(std::memcmp(a->buf.data(), b->buf.data(), 2500), 0);
+  EXPECT_EQ(a->count(Counter::sr_probes), 1u);
+  EXPECT_EQ(a->count(Counter::retransmits), 1u);
+  EXPECT_EQ(a->count(Counter::local_ack_timeout_err), 0u);
+}
+
+// Send: four 3000-byte SENDs, the first packet of the second and the last of
+// the third dropped once. Expect: receive completions in posting order, each
+// with its own data and length; the send completions in order too.
+TEST_F(Selective, SendsPlacedOutOfOrderCompleteInOrder) {
+  open(sr_options());
+  constexpr uint32_t kLen = 3000;  // 3 packets each
+  for (uint32_t i = 0; i < 4; ++i) {
+    fill(a->buf, i * 4096, kLen, uint8_t(10 + i));
+    ASSERT_TRUE(b->post_recv(100 + i, 65536 + i * 4096, 4096).ok());
+  }
+  a->port.hook = drop_once({0x103, 0x107});  // SEND 2's First, SEND 3's Middle (3 packets each)
+  for (uint32_t i = 0; i < 4; ++i) ASSERT_TRUE(post(WrOpcode::kSend, 1 + i, i * 4096, kLen).ok());
+  for (uint32_t i = 0; i < 4; ++i) {
+    const Wc r = wait_wc(b->rcq);
+    EXPECT_EQ(r.status, WcStatus::kSuccess);
+    EXPECT_EQ(r.wr_id, 100 + i);
+    EXPECT_EQ(r.byte_len, kLen);
+    EXPECT_EQ(std::memcmp(a->buf.data() + i * 4096, b->buf.data() + 65536 + i * 4096, kLen), 0) << i;
+  }
+  for (uint32_t i = 0; i < 4; ++i) EXPECT_EQ(wait_wc(a->scq).wr_id, 1 + i);
+  EXPECT_EQ(a->count(Counter::sr_resent), 2u);
+  EXPECT_EQ(a->count(Counter::local_ack_timeout_err), 0u);
+  EXPECT_GT(b->count(Counter::sr_ooo_placed), 0u);
+}
+
+// Send: WRITE with immediate (3 packets), its Last delivered before the
+// Middle (dropped once), then a SEND. Expect: the receive completions in
+// order: first the WRITE's with its immediate and length, then the SEND's.
+TEST_F(Selective, WriteWithImmediateCompletesInOrder) {
+  open(sr_options());
+  constexpr uint32_t kLen = 2500;
+  fill(a->buf, 0, kLen, 7);
+  ASSERT_TRUE(b->post_recv(50, 65536, 64).ok());
+  ASSERT_TRUE(b->post_recv(51, 65536 + 4096, 64).ok());
+  a->port.hook = drop_once({0x101});
+  Sge g = a->sge(0, kLen);
+  SendWr wr;
+  wr.wr_id = 1;
+  wr.sg_list = &g;
+  wr.num_sge = 1;
+  wr.opcode = WrOpcode::kRdmaWriteWithImm;
+  wr.send_flags = kSendSignaled;
+  wr.imm_data = 0xabcd1234;
+  wr.rdma.remote_addr = b->addr(8192);
+  wr.rdma.rkey = b->mr->rkey;
+  ASSERT_TRUE(post_send(a->qp, &wr, nullptr).ok());
+  ASSERT_TRUE(post(WrOpcode::kSend, 2, 0, 32).ok());
+  const Wc w1 = wait_wc(b->rcq);
+  EXPECT_EQ(w1.wr_id, 50u);
+  EXPECT_EQ(w1.opcode, WcOpcode::kRecvRdmaWithImm);
+  EXPECT_TRUE(w1.wc_flags & kWcWithImm);
+  EXPECT_EQ(w1.imm_data, 0xabcd1234u);
+  EXPECT_EQ(w1.byte_len, kLen);
+  const Wc w2 = wait_wc(b->rcq);
+  EXPECT_EQ(w2.wr_id, 51u);
+  EXPECT_EQ(w2.byte_len, 32u);
+  EXPECT_EQ(std::memcmp(a->buf.data(), b->buf.data() + 8192, kLen), 0);
+  EXPECT_EQ(a->count(Counter::sr_resent), 1u);
+}
+
+// Send: every request packet twice. Expect: each message executes and
+// completes once (duplicates are re-ACKed), the data is right.
+TEST_F(Selective, DuplicatesAreAnsweredNotExecuted) {
+  open(sr_options());
+  a->port.hook = [](const PacketDesc& d) {
+    return (d.op().flags & wire::kReq) ? TestPort::Action::kDuplicate : TestPort::Action::kPass;
+  };
+  fill(a->buf, 0, 5000, 9);
+  ASSERT_TRUE(b->post_recv(7, 65536, 8192).ok());
+  ASSERT_TRUE(post(WrOpcode::kSend, 1, 0, 5000).ok());
+  ASSERT_TRUE(post(WrOpcode::kRdmaWrite, 2, 0, 5000, 16384).ok());
+  EXPECT_EQ(wait_wc(a->scq).wr_id, 1u);
+  EXPECT_EQ(wait_wc(a->scq).wr_id, 2u);
+  const std::vector<Wc> rx = drain(b->rcq);
+  ASSERT_EQ(rx.size(), 1u);
+  EXPECT_EQ(rx[0].byte_len, 5000u);
+  EXPECT_EQ(std::memcmp(a->buf.data(), b->buf.data() + 65536, 5000), 0);
+  EXPECT_EQ(std::memcmp(a->buf.data(), b->buf.data() + 16384, 5000), 0);
+  EXPECT_GT(b->count(Counter::duplicate_request), 0u);
+  EXPECT_TRUE(drain(a->scq).empty());
+}
+
+// Send: a READ of 8 KB on a selective-repeat QP, one response dropped, and
+// an atomic. Expect: both complete in order with the right data (READ and
+// atomics run in order at the responder; a response gap is re-requested).
+TEST_F(Selective, ReadAndAtomicStillWork) {
+  open(sr_options());
+  fill(b->buf, 16384, 8192, 5);
+  uint64_t v = 40;
+  std::memcpy(b->buf.data() + 32768, &v, 8);
+  int n = 0;
+  b->port.hook = [&n](const PacketDesc& d) {
+    return d.opcode == wire::kRcReadResponseMiddle && n++ == 2 ? TestPort::Action::kDrop : TestPort::Action::kPass;
+  };
+  ASSERT_TRUE(post(WrOpcode::kRdmaRead, 1, 0, 8192, 16384).ok());
+  ASSERT_TRUE(post(WrOpcode::kAtomicFetchAndAdd, 2, 40960, 8, 32768).ok());
+  EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
+  EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
+  EXPECT_EQ(std::memcmp(a->buf.data(), b->buf.data() + 16384, 8192), 0);
+  uint64_t got = 0;
+  std::memcpy(&got, a->buf.data() + 40960, 8);
+  EXPECT_EQ(got, 40u);
+}
+
+// Receive: a SEND out of order whose receive WQE is not posted yet.
+// Expect: dropped (not SACKed); at epsn the standard RNR NAK; once the WQE is
+// posted the SEND completes.
+TEST_F(Selective, SendWithoutReceiveWqeGetsRnrNak) {
+  PairOptions o = sr_options();
+  o.min_rnr_timer = 1;
+  open(o);
+  fill(a->buf, 0, 3000, 4);
+  ASSERT_TRUE(post(WrOpcode::kSend, 1, 0, 3000).ok());
+  ASSERT_TRUE(run_until([&] { return a->count(Counter::rcvd_rnr_err) >= 1; }));
+  ASSERT_TRUE(b->post_recv(9, 65536, 4096).ok());
+  EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
+  const Wc r = wait_wc(b->rcq);
+  EXPECT_EQ(r.wr_id, 9u);
+  EXPECT_EQ(r.byte_len, 3000u);
+  EXPECT_EQ(std::memcmp(a->buf.data(), b->buf.data() + 65536, 3000), 0);
+}
+
+// The SACK block: the parser takes an Acknowledge with exactly one well-formed
+// block and refuses other trailing bytes; a QP without selective repeat drops
+// an ACK with a SACK block (rx_drop_sack) and completes nothing by it.
+TEST_F(Selective, SackBlockParsedAndRefusedByPlainQp) {
+  open();
+  PacketDesc d;
+  d.opcode = wire::kRcAcknowledge;
+  d.dest_qp = a->qp->qp_num;
+  d.psn = 0x100;
+  d.aeth_syndrome = wire::aeth_syndrome(wire::AethType::kAck, wire::kAethCreditsInvalid);
+  d.src_mac = b->mac;
+  d.dst_mac = a->mac;
+  d.sgid = b->gid;
+  d.dgid = a->gid;
+  std::vector<uint8_t> block = {wire::kSackKind, 0, 0, 4, 0x06, 0, 0, 0};  // PSNs 0x102, 0x103
+  d.payload_len = uint32_t(block.size());
+  std::vector<uint8_t> f = frame_of(d, block);
+  PacketDesc got;
+  ASSERT_EQ(wire::parse(f, got), wire::ParseError::kOk);
+  EXPECT_TRUE(wire::is_sack_block({f.data() + got.payload_off, got.payload_len}));
+  std::vector<uint8_t> bad = block;
+  bad[0] = 2;  // unknown kind
+  EXPECT_EQ(wire::parse(frame_of(d, bad), got), wire::ParseError::kLengthMismatch);
+  bad = block;
+  bad[3] = 8;  // bitmap length disagrees with the payload
+  EXPECT_EQ(wire::parse(frame_of(d, bad), got), wire::ParseError::kLengthMismatch);
+
+  ASSERT_TRUE(post(WrOpcode::kRdmaWrite, 1, 0, 64).ok());
+  a->port.hook = [](const PacketDesc&) { return TestPort::Action::kDrop; };
+  run_for(2000);
+  a->port.inject(f);
+  run_for(2000);
+  EXPECT_EQ(a->count(Counter::rx_drop_sack), 1u);
+  EXPECT_TRUE(drain(a->scq, 1000).empty());
+}
+
+// A default ext (selective repeat off, one path) set with kQpExt: the QP
+// gets no extension state and sends the same frames, byte for byte, as a QP
+// without kQpExt (but for the RETH's remote VA and so the ICRC: each run has
+// its own buffers).
+TEST_F(Selective, DefaultExtSendsTheSameFrames) {
+  auto run_once = [&](bool set_ext) {
+    PairOptions o;
+    o.set_ext = set_ext;
+    open(o);
+    a->port.keep_bytes = b->port.keep_bytes = true;
+    fill(a->buf, 0, 6000, 1);
+    fill(b->buf, 0, 3000, 2);
+    EXPECT_TRUE(b->post_recv(5, 65536, 8192).ok());
+    EXPECT_TRUE(post(WrOpcode::kSend, 1, 0, 6000).ok());
+    EXPECT_TRUE(post(WrOpcode::kRdmaWrite, 2, 0, 6000, 8192).ok());
+    EXPECT_TRUE(post(WrOpcode::kRdmaRead, 3, 16384, 3000, 0).ok());
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
+    EXPECT_EQ(transport::impl(a->qp).ext, nullptr);
+    std::vector<std::vector<uint8_t>> all = a->port.sent_bytes;
+    all.insert(all.end(), b->port.sent_bytes.begin(), b->port.sent_bytes.end());
+    for (std::vector<uint8_t>& f : all) {
+      PacketDesc d;
+      EXPECT_EQ(wire::parse(f, d), wire::ParseError::kOk);
+      if (!d.op().has(wire::Hdr::kReth)) continue;
+      const size_t reth = d.payload_off - d.op().hdr_len + 12;  // after the BTH
+      std::fill_n(f.begin() + ptrdiff_t(reth), 8, 0);
+      std::fill_n(f.begin() + ptrdiff_t(d.payload_off + d.payload_len + d.pad), 4, 0);
+    }
+    return all;
+  };
+  const auto plain = run_once(false);
+  const auto with_default_ext = run_once(true);
+  EXPECT_GE(plain.size(), 15u);
+  EXPECT_TRUE(plain == with_default_ext);
+}
+
+// Spraying over 4 paths: each request packet on the next of 4 UDP source
+// ports (the QP's own first), inside 0xC000..0xFFFF; the responder answers
+// each ACK from the port of the request that asked for it.
+TEST_F(Selective, SprayUsesEveryPathPerPacket) {
+  open(sr_options(4));
+  fill(a->buf, 0, 16000, 2);
+  ASSERT_TRUE(post(WrOpcode::kRdmaWrite, 1, 0, 16000, 0).ok());
+  EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
+  std::vector<uint16_t> ports;
+  for (const PacketDesc& d : a->port.sent) ports.push_back(d.udp_sport);
+  ASSERT_GE(ports.size(), 8u);
+  const std::set<uint16_t> distinct(ports.begin(), ports.end());
+  EXPECT_EQ(distinct.size(), 4u);
+  for (uint16_t p : distinct) EXPECT_GE(p, 0xC000);
+  for (size_t i = 4; i < ports.size(); ++i) EXPECT_EQ(ports[i], ports[i - 4]);  // round robin
+  EXPECT_EQ(ports[0], transport::impl(a->qp).udp_sport);
+  EXPECT_EQ(std::memcmp(a->buf.data(), b->buf.data(), 16000), 0);
+  for (const PacketDesc& ack : b->port.sent) EXPECT_TRUE(distinct.count(ack.udp_sport));
+}
+
+// One of 4 paths is a blackhole (every frame from its source port lost).
+// Expect: every WRITE completes with its data, in order; the path is taken
+// down within the first batch (whose first round trip put a quarter of it
+// there), and the second batch sends it only probes.
+TEST_F(Selective, BlackholedPathIsAvoided) {
+  open(sr_options(4));
+  const uint16_t dead = transport::impl(a->qp).ext->paths.sport(1);
+  a->port.hook = [dead](const PacketDesc& d) {
+    return d.udp_sport == dead ? TestPort::Action::kDrop : TestPort::Action::kPass;
+  };
+  fill(a->buf, 0, 65536, 6);
+  constexpr int kWrites = 16;
+  auto batch = [&](int round) {
+    a->port.sent.clear();
+    for (int i = 0; i < kWrites; ++i) {
+      ASSERT_TRUE(post(WrOpcode::kRdmaWrite, uint64_t(i), size_t(i % 4) * 16384, 16384, size_t(i % 4) * 16384).ok());
+    }
+    for (int i = 0; i < kWrites; ++i) {
+      const Wc wc = wait_wc(a->scq);
+      ASSERT_EQ(wc.status, WcStatus::kSuccess);
+      EXPECT_EQ(wc.wr_id, uint64_t(i));
+    }
+    EXPECT_EQ(std::memcmp(a->buf.data(), b->buf.data(), 65536), 0) << round;
+  };
+  batch(1);
+  EXPECT_GE(a->count(Counter::paths_down), 1u);
+  EXPECT_EQ(a->count(Counter::local_ack_timeout_err), 0u);
+  batch(2);
+  const size_t on_dead = size_t(std::count_if(a->port.sent.begin(), a->port.sent.end(),
+                                              [&](const PacketDesc& d) { return d.udp_sport == dead; }));
+  EXPECT_LT(on_dead * 20, a->port.sent.size()) << on_dead << " of " << a->port.sent.size();
+  EXPECT_FALSE(is_err(a->qp));
+}
+
+// Flowlets over 4 paths: a burst (one WRITE's packets, sent in one turn)
+// stays on one port; after flowlet_gap_ns without a packet the next burst
+// moves to another.
+TEST_F(Selective, FlowletStaysOnOnePathUntilTheGap) {
+  PairOptions o = sr_options(4);
+  o.ext.path_mode = PathMode::kFlowlet;
+  o.ext.flowlet_gap_ns = 20'000;
+  open(o);
+  fill(a->buf, 0, 8000, 1);
+  std::vector<std::set<uint16_t>> per_write;
+  for (int i = 0; i < 3; ++i) {
+    a->port.sent.clear();
+    ASSERT_TRUE(post(WrOpcode::kRdmaWrite, uint64_t(i), 0, 8000, 0).ok());
+    EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
+    std::set<uint16_t> ports;
+    for (const PacketDesc& d : a->port.sent) ports.insert(d.udp_sport);
+    per_write.push_back(ports);
+    run_for(50'000);  // longer than the gap
+  }
+  for (const auto& p : per_write) EXPECT_EQ(p.size(), 1u);
+  EXPECT_NE(*per_write[0].begin(), *per_write[1].begin());
+  EXPECT_NE(*per_write[1].begin(), *per_write[2].begin());
+}
+
+// Spraying with selective repeat off: go-back-N over 4 ports still delivers.
+TEST_F(Selective, SprayWithoutSelectiveRepeat) {
+  PairOptions o = sr_options(4);
+  o.ext.selective_repeat = false;
+  open(o);
+  fill(a->buf, 0, 20000, 8);
+  a->port.hook = drop_once({0x103});
+  ASSERT_TRUE(post(WrOpcode::kRdmaWrite, 1, 0, 20000, 0).ok());
+  EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
+  EXPECT_EQ(std::memcmp(a->buf.data(), b->buf.data(), 20000), 0);
+  std::set<uint16_t> ports;
+  for (const PacketDesc& d : a->port.sent) ports.insert(d.udp_sport);
+  EXPECT_EQ(ports.size(), 4u);
+  EXPECT_EQ(a->count(Counter::sr_sacks_rcvd), 0u);
+}
+
+}  // namespace
+}  // namespace uroce::test
