@@ -214,8 +214,16 @@ def survive_section(run_dir, docs, live):
     grouped_bars(ax, labels, vals["off"], vals["sr-spray"], ("go-back-N", "extension (sr-spray)"))
     ax.set_ylabel("RC QPs failed, %")
     save(fig, ax, docs, "survive")
-    note = "" if live else ("\n\nThe stack this was built from ignores QpExt (branch `sr` not merged): the extension's rows "
-                            "are go-back-N's.")
+    if live:
+        fewer = [labels[i].replace("\n", ", ") for i in range(len(labels)) if vals["sr-spray"][i] < vals["off"][i]]
+        more = [f"{labels[i].replace(chr(10), ', ')} ({vals['sr-spray'][i]:.2f} % against {vals['off'][i]:.2f} %)"
+                for i in range(len(labels)) if vals["sr-spray"][i] > vals["off"][i]]
+        note = (f"\n\nThe extension fails fewer QPs in {len(fewer)} of {len(labels)} set-ups"
+                + (f" ({'; '.join(fewer)})" if fewer else "")
+                + (f"; more in {'; '.join(more)}" if more else "") + ".")
+    else:
+        note = ("\n\nThe stack this was built from ignores QpExt (branch `sr` not merged): the extension's rows "
+                "are go-back-N's.")
     return table(["faults", "retry_cnt", "ext", "seeds", "RC QPs", "failed", "goodput, Gb/s", "violations"], rows) + note
 
 
