@@ -123,6 +123,7 @@ struct EndpointConfig {
   /// else owns). false: the port keeps its MAC and runs promiscuous, the
   /// stack answering for addrs.mac in software.
   bool set_port_mac = false;
+  CcAlgorithm cc = CcAlgorithm::kNone;  ///< DeviceConfig::cc's algorithm for every RC/UC QP
 };
 
 /// Where an rdma_cm connection goes: the server binds addr (ip zero: any of

@@ -2,10 +2,12 @@
 #include "apps/conform/breaks.h"
 
 #include <array>
+#include <chrono>
 
 #include "stack/cm/agent.h"
 #include "stack/cm/mad.h"
 #include "stack/wire/aeth.h"
+#include "stack/wire/headers.h"
 #include "stack/wire/packet.h"
 #include "stack/wire/psn.h"
 
@@ -27,6 +29,23 @@ std::span<uint8_t> bytes(rte_mbuf* m) { return {rte_pktmbuf_mtod(m, uint8_t*), m
 /// Offset of the BTH in a frame parsed into d.
 size_t bth_off(const wire::PacketDesc& d) { return wire::eth_len(d) + wire::l3_hdr_len(d.l3); }
 
+uint64_t steady_ns() {
+  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch())
+                      .count());
+}
+
+/// The IPv4 header checksum (RFC 791, RFC 1071) of h with its checksum field zero.
+uint16_t ip_checksum(const wire::Ipv4Hdr& h) {
+  const auto* p = reinterpret_cast<const uint8_t*>(&h);
+  uint32_t sum = 0;
+  for (size_t i = 0; i < sizeof h; i += 2) sum += i == 10 ? 0 : uint32_t(p[i] << 8 | p[i + 1]);
+  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+  return uint16_t(~sum);
+}
+
+constexpr uint64_t kEarlyNs = 1'000'000;  // kTxResendEarly: 1 ms after the request
+
 }  // namespace
 
 std::string_view break_name(Break b) { return kBreaks[size_t(b)].name; }
@@ -40,16 +59,58 @@ std::optional<Break> break_from_name(std::string_view name) {
 }
 
 void BreakIo::set(Break b) {
+  drop_early();
   brk_ = b;
   answered_ = false;
   sent_any_ = false;
 }
 
-void BreakIo::rx_one(rte_mbuf* m) {
-  if (m->nb_segs != 1) return;
-  const auto f = bytes(m);
+bool BreakIo::repad(rte_mbuf* m) {
+  constexpr size_t kIp = sizeof(wire::EthHdr), kUdp = kIp + sizeof(wire::Ipv4Hdr), kBth = kUdp + sizeof(wire::UdpHdr);
+  auto f = bytes(m);
+  if (f.size() < kBth + sizeof(wire::Bth) || reinterpret_cast<const wire::EthHdr*>(f.data())->ether_type.get() != wire::kEtherTypeIpv4) {
+    return false;
+  }
+  auto* ip = reinterpret_cast<wire::Ipv4Hdr*>(f.data() + kIp);
+  auto* udp = reinterpret_cast<wire::UdpHdr*>(f.data() + kUdp);
+  const wire::OpcodeInfo& op = wire::kOpcodes[f[kBth]];
+  const size_t end = kIp + ip->total_length.get(), payload_off = kBth + op.hdr_len;
+  if (ip->version_ihl != 0x45 || udp->dst_port.get() != wire::kRoceV2Port || !(op.flags & wire::kReq) ||
+      !(op.flags & wire::kPayload) || end > f.size() || end < payload_off + wire::kIcrcBytes) {
+    return false;
+  }
+  // What a stack that does not check takes: the bytes less the pad count
+  // (all of them if the count is larger); padded as they should have been.
+  auto* bth = reinterpret_cast<wire::Bth*>(f.data() + kBth);
+  const size_t body = end - wire::kIcrcBytes - payload_off, pad = wire::bth_pad(*bth);
+  const size_t len = pad <= body ? body - pad : body;
+  const size_t new_end = payload_off + len + wire::pad_for(uint32_t(len)) + wire::kIcrcBytes;
+  if (new_end > f.size() && !rte_pktmbuf_append(m, uint16_t(new_end - f.size()))) return false;
+  f = bytes(m);
+  ip = reinterpret_cast<wire::Ipv4Hdr*>(f.data() + kIp);
+  udp = reinterpret_cast<wire::UdpHdr*>(f.data() + kUdp);
+  bth = reinterpret_cast<wire::Bth*>(f.data() + kBth);
+  bth->flags = uint8_t((bth->flags & ~wire::kBthPadMask) | wire::pad_for(uint32_t(len)) << wire::kBthPadShift);
+  ip->total_length.set(uint16_t(new_end - kIp));
+  udp->length.set(uint16_t(new_end - kUdp));
+  ip->checksum.set(0);
+  ip->checksum.set(ip_checksum(*ip));
   wire::PacketDesc d;
-  if (wire::parse(f, d, {.verify_icrc = false}) != wire::ParseError::kOk) return;
+  if (wire::parse(f, d, {.verify_icrc = false}) != wire::ParseError::kOk) return false;
+  (void)wire::finish_frame(d, f);
+  return true;
+}
+
+bool BreakIo::rx_one(rte_mbuf* m) {
+  if (m->nb_segs != 1) return true;
+  auto f = bytes(m);
+  wire::PacketDesc d;
+  const wire::ParseError pe = wire::parse(f, d, {.verify_icrc = false});
+  if (brk_ == Break::kRxPadUnchecked && pe == wire::ParseError::kBadPad) {
+    (void)repad(m);
+    return true;
+  }
+  if (pe != wire::ParseError::kOk) return true;
   uint8_t* const bth = f.data() + bth_off(d);
   auto* aeth = d.op().has(wire::Hdr::kAeth)
                    ? reinterpret_cast<wire::Aeth*>(bth + d.op().off[size_t(wire::Hdr::kAeth)])
@@ -63,38 +124,39 @@ void BreakIo::rx_one(rte_mbuf* m) {
     case Break::kRxAcceptBadIcrc: break;
     case Break::kRxAcceptAnyPkey: reinterpret_cast<wire::Bth*>(bth)->pkey.set(0xffff); break;
     case Break::kRxGhostAckTaken:
-      if (!aeth || type != wire::AethType::kAck || !sent_any_ || wire::psn_cmp(d.psn, last_sent_) <= 0) return;
+      if (!aeth || type != wire::AethType::kAck || !sent_any_ || wire::psn_cmp(d.psn, last_sent_) <= 0) return true;
       set_psn(last_sent_);
       break;
     case Break::kRxAckPsnEarly:
       if (!aeth || d.opcode != wire::kRcAcknowledge ||
           (type != wire::AethType::kAck &&
            (type != wire::AethType::kNak || wire::aeth_value(d.aeth_syndrome) != 0))) {
-        return;
+        return true;
       }
       set_psn(wire::psn_add(d.psn, wire::kPsnMask));
       break;
     case Break::kRxNoAckReq:
-      if (!d.ack_req) return;
+      if (!d.ack_req) return true;
       reinterpret_cast<wire::Bth*>(bth)->psn_word.set(d.psn);
       break;
     case Break::kRxAnyService:
-      if ((d.opcode & 0xe0) != wire::kOpServiceUc) return;
+      if ((d.opcode & 0xe0) != wire::kOpServiceUc) return true;
       *bth = uint8_t(d.opcode - wire::kOpServiceUc + wire::kOpServiceRc);
       break;
     case Break::kRxRnrTimerShort:
-      if (!aeth || type != wire::AethType::kRnrNak) return;
+      if (!aeth || type != wire::AethType::kRnrNak) return true;
       set_aeth(wire::aeth_syndrome(wire::AethType::kRnrNak, 1));
       break;
     case Break::kRxNakAsAck:
-      if (!aeth || (type != wire::AethType::kNak && type != wire::AethType::kReserved)) return;
+      if (!aeth || (type != wire::AethType::kNak && type != wire::AethType::kReserved)) return true;
       set_aeth(wire::aeth_syndrome(wire::AethType::kAck, wire::kAethCreditsInvalid));
       break;
     case Break::kRxAnyQkey: {
-      if (!d.op().has(wire::Hdr::kDeth)) return;
+      if (!d.op().has(wire::Hdr::kDeth)) return true;
       reinterpret_cast<wire::Deth*>(bth + d.op().off[size_t(wire::Hdr::kDeth)])->qkey.set(kConformQkey);
       break;
     }
+    case Break::kRxCnpIgnored: return !(d.op().flags & wire::kCnpOp);
     case Break::kNone:
     case Break::kTxNakAsAck:
     case Break::kTxNakTwice:
@@ -102,9 +164,13 @@ void BreakIo::rx_one(rte_mbuf* m) {
     case Break::kTxRnrTimerZero:
     case Break::kTxNoRetransmit:
     case Break::kTxRejConsumer:
-    case Break::kTxNoCmAnswer: return;
+    case Break::kTxNoCmAnswer:
+    case Break::kRxPadUnchecked:
+    case Break::kTxResendEarly:
+    case Break::kTxAckCreditsOverstated: return true;
   }
   (void)wire::finish_frame(d, f);
+  return true;
 }
 
 int BreakIo::tx_one(rte_mbuf* m) {
@@ -156,6 +222,20 @@ int BreakIo::tx_one(rte_mbuf* m) {
       aeth->word.set(uint32_t(wire::aeth_syndrome(wire::AethType::kRnrNak, 0)) << wire::kAethSyndromeShift |
                      d.aeth_msn);
       break;
+    case Break::kTxAckCreditsOverstated:
+      if (!aeth || type != wire::AethType::kAck) return 1;
+      aeth->word.set(uint32_t(wire::aeth_syndrome(wire::AethType::kAck, 30)) << wire::kAethSyndromeShift | d.aeth_msn);
+      break;
+    case Break::kTxResendEarly:
+      if (request && !resent) {
+        for (Early& e : early_) {
+          if (e.m) continue;
+          e.m = rte_pktmbuf_copy(m, io_.tx_pool(), 0, UINT32_MAX);
+          e.due_ns = steady_ns() + kEarlyNs;
+          break;
+        }
+      }
+      return 1;
     case Break::kNone:
     case Break::kRxAcceptBadIcrc:
     case Break::kRxAcceptAnyPkey:
@@ -165,22 +245,48 @@ int BreakIo::tx_one(rte_mbuf* m) {
     case Break::kRxNoAckReq:
     case Break::kRxRnrTimerShort:
     case Break::kRxNakAsAck:
-    case Break::kRxAnyQkey: return 1;
+    case Break::kRxAnyQkey:
+    case Break::kRxPadUnchecked:
+    case Break::kRxCnpIgnored: return 1;
   }
   (void)wire::finish_frame(d, f);
   return 1;
 }
 
+void BreakIo::send_early() {
+  const uint64_t now = steady_ns();
+  for (Early& e : early_) {
+    if (!e.m || now < e.due_ns) continue;
+    if (io_.tx_burst(&e.m, 1) != 1) rte_pktmbuf_free(e.m);
+    e.m = nullptr;
+  }
+}
+
+void BreakIo::drop_early() {
+  for (Early& e : early_) {
+    if (e.m) rte_pktmbuf_free(e.m);
+    e.m = nullptr;
+  }
+}
+
 uint16_t BreakIo::rx_burst(rte_mbuf** out, uint16_t n) {
   const uint16_t got = io_.rx_burst(out, n);
-  if (brk_ != Break::kNone) {
-    for (uint16_t i = 0; i < got; ++i) rx_one(out[i]);
+  if (brk_ == Break::kNone) return got;
+  if (brk_ == Break::kTxResendEarly) send_early();
+  uint16_t kept = 0;
+  for (uint16_t i = 0; i < got; ++i) {
+    if (rx_one(out[i])) {
+      out[kept++] = out[i];
+    } else {
+      rte_pktmbuf_free(out[i]);
+    }
   }
-  return got;
+  return kept;
 }
 
 uint16_t BreakIo::tx_burst(rte_mbuf** in, uint16_t n) {
   if (brk_ == Break::kNone) return io_.tx_burst(in, n);
+  if (brk_ == Break::kTxResendEarly) send_early();
   uint16_t done = 0;
   for (; done < n; ++done) {
     rte_mbuf* m = in[done];

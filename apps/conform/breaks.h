@@ -6,6 +6,7 @@
 // fresh ICRC (wire::finish_frame), so the peer's parser accepts them.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -36,7 +37,11 @@ inline constexpr uint32_t kConformQkey = 0x11111111;
   X(kRxNoAckReq, "rx_no_ack_req", "reads every AckReq bit as 0 (answers no request that asks for an ACK)")      \
   X(kRxAnyQkey, "rx_any_qkey", "takes UD datagrams of any Q_Key (set to the QP's)")                          \
   X(kTxRejConsumer, "tx_rej_consumer", "gives every REJ reason 28 (consumer defined), whatever the cause")      \
-  X(kTxNoCmAnswer, "tx_no_cm_answer", "sends no CM MAD at all (drops what QP1 sends)")
+  X(kTxNoCmAnswer, "tx_no_cm_answer", "sends no CM MAD at all (drops what QP1 sends)")                       \
+  X(kRxPadUnchecked, "rx_pad_unchecked", "takes a request's payload as its bytes less the pad count, whatever they are (the frame re-padded to match)") \
+  X(kRxCnpIgnored, "rx_cnp_ignored", "drops every CNP it receives (a reaction point that ignores them)")         \
+  X(kTxResendEarly, "tx_resend_early", "sends every new request again 1 ms later (a local ACK timer far too short)") \
+  X(kTxAckCreditsOverstated, "tx_ack_credits_overstated", "puts credit code 30 (32768 receives) in every ACK it sends")
 
 enum class Break : uint8_t {
 #define UROCE_ENUM(e, s, h) e,
@@ -54,6 +59,7 @@ std::optional<Break> break_from_name(std::string_view name);
 class BreakIo final : public PacketIo {
  public:
   explicit BreakIo(PacketIo& io) : io_(io) {}
+  ~BreakIo() override { drop_early(); }
   /// The break from now on (the helper sets it at each case's setup).
   void set(Break b);
 
@@ -64,8 +70,14 @@ class BreakIo final : public PacketIo {
   MacAddr mac() const override { return io_.mac(); }
 
  private:
-  /// Changes a received frame in place.
-  void rx_one(rte_mbuf* m);
+  /// Changes a received frame in place. Returns false to drop it.
+  bool rx_one(rte_mbuf* m);
+  /// kRxPadUnchecked: re-pads a RoCEv2 request whose pad count does not fit
+  /// its bytes (IPv4, no VLAN) so that it parses. False if it is not one.
+  bool repad(rte_mbuf* m);
+  /// kTxResendEarly: sends the copies that are due; drop_early frees them all.
+  void send_early();
+  void drop_early();
   /// Changes a frame to send in place. Returns how many times to send it:
   /// 0 (drop), 1, or 2 (kTxNakTwice).
   int tx_one(rte_mbuf* m);
@@ -75,6 +87,11 @@ class BreakIo final : public PacketIo {
   bool answered_ = false;  // kTxFirstAnswerOnly: a RoCE frame went out since set()
   bool sent_any_ = false;  // a request went out since set()
   uint32_t last_sent_ = 0;  // the highest request PSN sent since set()
+  struct Early {
+    rte_mbuf* m = nullptr;
+    uint64_t due_ns = 0;
+  };
+  std::array<Early, 16> early_{};  // kTxResendEarly: copies of new requests to send again
 };
 
 }  // namespace uroce::apps::conform

@@ -2,6 +2,7 @@
 // tester sends CM MADs built with the stack's CM encoder (stack/cm/mad.h),
 // one field wrong, to the target's rdma_cm listener (docs/CONFORMANCE.md).
 #include <array>
+#include <optional>
 
 #include "apps/common/launch.h"
 #include "apps/conform/checks.h"
@@ -129,6 +130,59 @@ Outcome dreq_unknown_connection(Tester& t) {
   return conforms(text + " with the DREQ's comm IDs swapped");
 }
 
+/// The connection requests the target's listener handed its consumer, or an error.
+std::optional<int> conn_requests(Tester& t, Outcome& out) {
+  TargetState st;
+  std::string err;
+  if (!t.state(st, err)) {
+    out = error(err);
+    return std::nullopt;
+  }
+  if (st.conn_requests < 0) {
+    out = error("the helper does not report connection requests (creq=)");
+    return std::nullopt;
+  }
+  return st.conn_requests;
+}
+
+// Send: an RC REQ to the listener with rdma_cm's private data (the CMA
+// header: IPv4, our address and a port, the target's address), so that it
+// reaches REQ Rcvd and the consumer gets a connection request (which the
+// helper leaves unanswered); then the same REQ again (same comm ID, CA GUID
+// and TID), as a sender whose CM response timeout ran out sends it.
+// Expect: to the duplicate one MRA of the REQ (or a REP, had the consumer
+// accepted), never a REJ; still one connection request at the consumer.
+Outcome duplicate_req(Tester& t) {
+  if (!t.target().cm_port) return {Verdict::kNotApplicable, "the helper runs no rdma_cm listener"};
+  Outcome out;
+  cm::ReqDesc r = make_req(t, cm::rdma_cm_service_id(cm::PortSpace::kTcp, t.target().cm_port));
+  const cm::CmaHdrDesc hdr = cm::cma_hdr_ipv4(t.req(0).sgid.raw + 12, uint16_t(0xc000 | (t.our_qpn() & 0x3fff)),
+                                              t.target().gid.raw + 12);
+  if (cm::encode_cma_hdr(hdr, r.private_data) != cm::CmError::kOk) return error("the CMA header does not encode");
+  if (!send_cm(t, r, out)) return out;
+  std::string text;
+  const auto first = cm_mads(t.collect(0), text);
+  for (const cm::CmMad& m : first) {
+    if (std::holds_alternative<cm::RejDesc>(m.body)) return deviates("the REQ with rdma_cm's private data got: " + text);
+  }
+  const auto before = conn_requests(t, out);
+  if (!before) return out;
+  if (*before != 1) return deviates(strf("after the REQ (answered: %s) the consumer has %d connection requests, want 1", text.c_str(), *before));
+  if (!send_cm(t, r, out)) return out;
+  std::string dup_text;
+  const auto dup = cm_mads(t.collect(1), dup_text);
+  const uint32_t ours = kOurCommId + t.our_qpn();
+  const auto* mra = dup.size() == 1 ? std::get_if<cm::MraDesc>(&dup[0].body) : nullptr;
+  const auto* rep = dup.size() == 1 ? std::get_if<cm::RepDesc>(&dup[0].body) : nullptr;
+  const bool ok = (mra && mra->remote_comm_id == ours && mra->message_mraed == cm::kCmMsgReq) ||
+                  (rep && rep->remote_comm_id == ours);
+  if (!ok) return deviates("to the duplicate REQ: " + dup_text + " (want one MRA of the REQ or a REP, for our comm ID)");
+  const auto after = conn_requests(t, out);
+  if (!after) return out;
+  if (*after != 1) return deviates(dup_text + strf(" to the duplicate, but the consumer has %d connection requests, want 1", *after));
+  return conforms("to the REQ: " + text + "; to its duplicate: " + dup_text + " for our comm ID; one connection request at the consumer");
+}
+
 constexpr Case kCases[] = {
     {.name = "cm.req_unknown_service", .group = "cm",
      .rule = "IBA 12.6.7.2 Table 109: a REQ for a service no one listens on is rejected, reason 8 (Invalid Service ID)",
@@ -142,6 +196,10 @@ constexpr Case kCases[] = {
      .rule = "IBA 12.9.8.5: a DREQ for a connection the CM does not know is still answered with a DREP",
      .expect = "DREP with the DREQ's comm IDs swapped", .brk = Break::kTxNoCmAnswer,
      .run = dreq_unknown_connection},
+    {.name = "cm.duplicate_req", .group = "cm",
+     .rule = "IBA 12.9.8.1 (a duplicate REQ, same comm ID and CA GUID: the REP or MRA sent again), 12.6.5 (MRA)",
+     .expect = "a REQ with rdma_cm private data, then again: one MRA (or REP) to the duplicate, no REJ; one connection request",
+     .brk = Break::kTxNoCmAnswer, .run = duplicate_req},
 };
 
 }  // namespace

@@ -9,6 +9,8 @@
 #include "apps/conform/checks.h"
 #include "apps/conform/conform.h"
 #include "stack/wire/aeth.h"
+#include "stack/wire/headers.h"
+#include "stack/wire/icrc.h"
 #include "stack/wire/psn.h"
 
 namespace uroce::apps::conform {
@@ -20,6 +22,7 @@ using wire::NakCode;
 using wire::psn_add;
 
 constexpr uint32_t kSmall = 64;  // bytes of the small WRITEs, READs and SENDs
+constexpr uint32_t kCreditRecvs = 2;  // receives posted for resp.ack_credits_honest
 
 bool is_ack(const Reply& r, uint32_t psn) {
   return r.d.opcode == wire::kRcAcknowledge && wire::aeth_type(r.d.aeth_syndrome) == AethType::kAck && r.d.psn == psn;
@@ -422,6 +425,80 @@ Outcome bad_pkey_dropped(Tester& t) {
   });
 }
 
+/// The frame of d with payload and no pad bytes (wire::build), its BTH PadCnt
+/// then set to pad and its ICRC made anew: lengths and ICRC consistent, the
+/// pad count wrong unless payload + pad is whole 4-byte words and pad = 0.
+std::vector<uint8_t> with_pad(wire::PacketDesc d, std::span<const uint8_t> payload, uint8_t pad) {
+  d.payload_len = uint32_t(payload.size());
+  d.pad = 0;
+  std::vector<uint8_t> out(wire::frame_len(d));
+  out.resize(wire::build(d, payload, out));
+  const size_t l3 = wire::eth_len(d), bth = l3 + wire::l3_hdr_len(d.l3);
+  const size_t end = wire::header_len(d) + payload.size() + wire::kIcrcBytes;
+  if (out.size() < end) return out;
+  out[bth + 1] = uint8_t((out[bth + 1] & ~wire::kBthPadMask) | pad << wire::kBthPadShift);
+  const uint32_t icrc = wire::icrc_compute(d.l3, std::span<const uint8_t>(out).subspan(l3, end - wire::kIcrcBytes - l3));
+  for (int i = 0; i < 4; ++i) out[end - wire::kIcrcBytes + i] = uint8_t(icrc >> (8 * i));
+  return out;
+}
+
+// Receive: two RDMA WRITE Only frames at p whose BTH pad count does not match
+// their bytes (each, lengths and ICRC otherwise consistent): (1) no bytes
+// after the headers and PadCnt 3 (a pad larger than what is there; RETH
+// length 0); (2) 1021 payload bytes and PadCnt 0 (payload + pad not a whole
+// number of 4-byte words; RETH length 1021). Then the honest WRITE at p.
+// Expect: no answer to either, nothing written, no PSN taken; the honest
+// WRITE ACKed at p and its data read back.
+Outcome wrong_pad_count(Tester& t) {
+  const uint32_t p = t.psn();
+  wire::PacketDesc d = t.req(wire::kRcWriteOnly);
+  d.reth_va = t.target().va;
+  d.reth_rkey = t.target().rkey;
+  d.reth_len = 0;
+  t.send_raw(with_pad(d, {}, 3));
+  const auto first = t.collect(0);
+  if (!first.empty()) return deviates("to a WRITE with PadCnt 3 and no bytes after the headers: " + describe(first));
+  const uint32_t odd = t.target().mtu - 3;
+  d.reth_len = odd;
+  t.send_raw(with_pad(d, pattern(odd, 23), 0));
+  const auto second = t.collect(0);
+  if (!second.empty()) {
+    return deviates(strf("nothing to PadCnt 3 without bytes, but to %u bytes with PadCnt 0: ", odd) + describe(second));
+  }
+  const auto a = pattern(kSmall, 24);
+  write_only(t, p, 0, a);
+  const auto good = t.collect(1);
+  if (good.size() != 1 || !is_ack(good[0], p)) return deviates("no answer to the bad frames, but to the honest WRITE: " + describe(good));
+  if (auto wrong = read_back(t, psn_add(p, 1), a)) return deviates(*wrong);
+  return conforms("no answer to either bad pad count; the honest WRITE at the same PSN ACKed and its data read back");
+}
+
+/// Credits of an AETH credit code (IBA 9.7.5.1, Table 44: 0..4, then 1.5 and 2 times a power of 2 up to 32768).
+constexpr uint32_t credits_of(uint8_t code) {
+  if (code <= 4) return code;
+  return code & 1 ? 3u << ((code - 3) / 2) : 1u << (code / 2);
+}
+static_assert(credits_of(5) == 6 && credits_of(6) == 8 && credits_of(7) == 12 && credits_of(10) == 32 &&
+              credits_of(30) == 32768);
+
+// Receive: a SEND Only at p with two receives posted.
+// Expect: an ACK at p whose credit field is either 'invalid' (0x1F: the
+// responder gives no end-to-end credits) or a count no larger than the one
+// receive left.
+Outcome ack_credits_honest(Tester& t) {
+  const uint32_t p = t.psn();
+  t.send(t.req(wire::kRcSendOnly), pattern(kSmall, 25));
+  const auto rs = t.collect(1);
+  if (rs.size() != 1 || !is_ack(rs[0], p)) return deviates("to the SEND: " + describe(rs) + " (want one ACK psn=p)");
+  const uint8_t code = wire::aeth_value(rs[0].d.aeth_syndrome);
+  if (code == wire::kAethCreditsInvalid) return conforms("ACK psn=p, credit field 0x1F (invalid: no end-to-end credits)");
+  const uint32_t left = kCreditRecvs - 1;
+  if (credits_of(code) > left) {
+    return deviates(strf("ACK psn=p with credit code %u (%u receives), but %u receive is left", code, credits_of(code), left));
+  }
+  return conforms(strf("ACK psn=p with credit code %u (%u receives) for %u left", code, credits_of(code), left));
+}
+
 // Receive: a UC RDMA WRITE Only (opcode 0x2a) on the RC QP.
 Outcome uc_opcode_dropped(Tester& t) {
   return dropped_silently(t, [&t](wire::PacketDesc& d, std::span<const uint8_t> payload) {
@@ -523,6 +600,14 @@ constexpr Case kCases[] = {
      .rule = "IBA 9.6 (header checks: the opcode's service must be the QP's): a UC opcode on an RC QP is dropped silently",
      .expect = "no answer to a UC WRITE Only on the RC QP; it takes no PSN and writes nothing",
      .brk = Break::kRxAnyService, .run = uc_opcode_dropped},
+    {.name = "resp.wrong_pad_count", .group = "responder",
+     .rule = "IBA 9.2.3 (PadCnt pads the payload to whole 4-byte words), 9.6 (header checks): a malformed packet is dropped silently",
+     .expect = "no answer to a WRITE with PadCnt 3 and no bytes, nor to one of 1021 bytes with PadCnt 0; neither takes a PSN or writes",
+     .brk = Break::kRxPadUnchecked, .run = wrong_pad_count},
+    {.name = "resp.ack_credits_honest", .group = "responder",
+     .rule = "IBA 9.7.5.1 (AETH credit count, Table 44), 9.7.7.2 (end-to-end credits): credits 'invalid' (0x1F) or no more than the receives left",
+     .expect = "the ACK of a SEND with two receives posted: credit field 0x1F, or a count of at most 1",
+     .setup = {.recvs = kCreditRecvs}, .brk = Break::kTxAckCreditsOverstated, .run = ack_credits_honest},
 };
 
 }  // namespace

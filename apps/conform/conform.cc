@@ -50,6 +50,7 @@ constexpr OptSpec kConformOptions[] = {
     {.name = "broken", .kind = OptKind::kFlag, .help = "self-test: ask the helper for each case's broken variant of uroce; every case must deviate"},
     {.name = "serve", .kind = OptKind::kUint, .def = "0", .help = "be the target helper on uroce itself, control channel on this TCP port", .max = 65535},
     {.name = "serve-host", .kind = OptKind::kString, .def = "127.0.0.1", .help = "with --serve: the address the control channel listens on", .meta = "A.B.C.D"},
+    {.name = "cc", .kind = OptKind::kChoice, .def = "dcqcn", .help = "with --serve and --target self: the uroce target's congestion control", .choices = "none|dcqcn|timely"},
     {.name = "self-test-breaks", .kind = OptKind::kFlag, .help = "with --serve: run the broken variant a case asks for (test only)"},
     {.name = "lcores", .kind = OptKind::kString, .def = "0,1", .help = "--target self: the helper's and the tester's lcore", .meta = "A,B"},
 };
@@ -139,6 +140,7 @@ int launch_self(const Args& args, const dpdk::SplitArgs& split) {
     av.push_back(strf("--timeout=%u", unsigned(args.get_uint("timeout"))));
     if (helper) {
       av.push_back(strf("--serve=%u", unsigned(port)));
+      av.push_back("--cc=" + std::string(args.get_str("cc")));
       if (args.flag("broken")) av.push_back("--self-test-breaks");
     } else {
       av.push_back(strf("--target=127.0.0.1:%u", unsigned(port)));
@@ -244,6 +246,9 @@ int cmd_conform(int argc, char** argv) {
   sc.port = uint16_t(args.get_uint("serve"));
   sc.timeout_s = uint32_t(args.get_uint("timeout"));
   sc.breaks = args.flag("self-test-breaks");
+  for (size_t i = 0; i < std::size(kCcAlgorithmNames); ++i) {
+    if (kCcAlgorithmNames[i] == args.get_str("cc")) sc.endpoint.cc = CcAlgorithm(i);
+  }
   if (!start_endpoint_process("conform", split)) return kExitFailure;
   return conform::serve(sc);
 }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -46,6 +47,7 @@ struct TargetSide {
   uint16_t cm_port = 0;    ///< an rdma_cm listener's TCP port (0: none)
   uint32_t ro_rkey = 0;    ///< the region again, remote read only (0: none)
   uint32_t pd2_rkey = 0;   ///< the region again, every right, in another PD than the QP's (0: none)
+  std::string cc = "unknown";  ///< the target's congestion control: dcqcn, timely, none or unknown
 };
 
 /// What the helper saw of the case at the target: its QP's state and the
@@ -53,6 +55,7 @@ struct TargetSide {
 struct TargetState {
   std::string qp_state;               ///< "RTS", "ERR", ...
   std::vector<WcStatus> completions;
+  int conn_requests = -1;  ///< connection requests the listener's consumer got since setup (-1: not reported)
 };
 
 /// One frame the target sent the tester (to our QP of the case, or to QP1), decoded by wire::parse.
@@ -144,6 +147,11 @@ class Tester {
   /// answer_ms has passed), then until wait_ms passes without another (so
   /// that extra answers are seen too). want 0: until wait_ms of quiet.
   std::vector<Reply> collect(size_t want);
+  /// The target's RoCE frames to us that have come by now (no wait).
+  std::vector<Reply> take();
+  /// Has every poll of the port (collections, waits for the helper) call f
+  /// first; an empty f ends that. For a case that must keep sending while it waits.
+  void on_poll(std::function<void()> f) { on_poll_ = std::move(f); }
   /// The helper's view of the target: QP state and completions so far.
   bool state(TargetState& out, std::string& err);
   /// Polls state() until it holds n completions or answer_ms has passed
@@ -162,6 +170,8 @@ class Tester {
   uint64_t answer(uint32_t psn, uint8_t syndrome, uint32_t msn);
   /// Our QPN in this case.
   uint32_t our_qpn() const { return our_qpn_; }
+  /// --answer-ms.
+  uint32_t answer_ms() const { return cfg_.answer_ms; }
 
  private:
   bool setup(const Case& c, uint32_t index, Break brk, std::string& refused, std::string& err);
@@ -178,6 +188,10 @@ class Tester {
   uint32_t psn_ = 0;
   wire::PcapWriter pcap_;
   std::vector<Reply> pending_;  // the target's frames received and not collected yet
+  std::function<void()> on_poll_;
 };
+
+/// The steady clock in ns (Reply::time_ns's).
+uint64_t steady_now_ns();
 
 }  // namespace uroce::apps::conform

@@ -7,9 +7,11 @@
 //   helper: ready mac=M ip=A.B.C.D qpn=N psn=N rkey=N va=N len=N recv_len=N mtu=N rnr_timer=N qkey=N
 //                 [cm_port=N]   (an rdma_cm listener on that TCP port; 0 or absent: none)
 //                 [ro_rkey=N pd2_rkey=N]   (the region again: remote read only; every right but in another PD)
+//                 [cc=dcqcn|timely|none|unknown]   (the target's congestion control; absent: unknown)
 //           | refused reason=TEXT_WITHOUT_SPACES   (the target cannot do what the case needs)
 //           | error reason=TEXT_WITHOUT_SPACES     (a bad message, a verbs call that failed)
-//   tester: state            helper: state qp=RTS wc=0,5,...   (IBV_WC_* codes, in order)
+//   tester: state            helper: state qp=RTS wc=0,5,... [creq=N]   (IBV_WC_* codes, in order;
+//                                  creq: connection requests the listener's consumer got since setup)
 //   tester: post op=send|write|read len=N count=N [rkey=N va=N]   (signaled WRs on the target's QP)
 //   helper: posted count=N
 //   tester: quit             (the helper exits)

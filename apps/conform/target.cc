@@ -36,8 +36,10 @@ constexpr uint32_t kQkey = kConformQkey;  // the UD QPs' Q_Key (the broken varia
 
 class Helper {
  public:
-  Helper(Endpoint& ep, BreakIo* breaks) : ep_(ep), breaks_(breaks), buf_(page_buffer(kRegionBytes)) {}
+  Helper(Endpoint& ep, BreakIo* breaks, CcAlgorithm cc)
+      : ep_(ep), breaks_(breaks), cc_(cc), buf_(page_buffer(kRegionBytes)) {}
   ~Helper() {
+    for (CmId* id : requests_) (void)cm_destroy_id(id);
     if (listener_) (void)cm_destroy_id(listener_);
     drop_qp();
     if (mr_) (void)dereg_mr(mr_);
@@ -163,6 +165,8 @@ class Helper {
     c.rnr_retry = uint8_t(*rnr_retry);
     if (ia.qp_type == QpType::kUd ? !ud_ready(err) : !connect_qp(qp_, c, err)) return fail("connect_qp_failed");
     completions_.clear();
+    poll_cm();
+    conn_requests_ = 0;
     const Gid& ours = *ep_.gid(0);
     return format_msg("ready", {{"mac", mac_str(ep_.mac())},
                                 {"ip", ipv4_text(ours)},
@@ -177,7 +181,19 @@ class Helper {
                                 {"qkey", std::to_string(kQkey)},
                                 {"cm_port", std::to_string(kCmPort)},
                                 {"ro_rkey", std::to_string(ro_mr_->rkey)},
-                                {"pd2_rkey", std::to_string(pd2_mr_->rkey)}});
+                                {"pd2_rkey", std::to_string(pd2_mr_->rkey)},
+                                {"cc", std::string(cc_algorithm_name(cc_))}});
+  }
+
+  /// Takes the CM's events: each connection request counts, and its id is
+  /// kept unanswered (in REQ Rcvd) until the helper exits.
+  void poll_cm() {
+    CmEvent ev;
+    while (cm_get_event(ep_.ctx(), &ev) == 1) {
+      if (ev.event != CmEventType::kConnectRequest) continue;
+      ++conn_requests_;
+      requests_.push_back(ev.id);
+    }
   }
 
   static std::optional<uint64_t> num_or(const Msg& m, std::string_view key, uint64_t def) {
@@ -206,6 +222,11 @@ class Helper {
   /// rkey (the tester's).
   std::string post(const Msg& m) {
     if (!qp_) return fail("no_qp");
+    // Completions are taken before each post, so that a case that posts
+    // again and again (cc.cnp_slows_target) never overruns the CQ (and, on a
+    // provider that frees a send queue slot when its completion is polled,
+    // finds the slots of the WRs completed so far free).
+    poll_completions();
     const std::string_view op = m.get("op");
     const auto len = m.num("len"), count = m.num("count"), rkey = num_or(m, "rkey", 0), va = num_or(m, "va", 0);
     if ((op != "send" && op != "write" && op != "read") || !len || !count || !rkey || !va || *len > kRegionBytes / 2 || *count > 16) {
@@ -225,12 +246,13 @@ class Helper {
   std::string state() {
     if (!qp_) return fail("no_qp");
     poll_completions();
+    poll_cm();
     QpAttr a;
     QpInitAttr ia;
     if (!query_qp(qp_, &a, &ia).ok()) return fail("query_qp_failed");
     std::string wcs;
     for (WcStatus s : completions_) wcs += (wcs.empty() ? "" : ",") + std::to_string(unsigned(s));
-    return format_msg("state", {{"qp", qp_state_str(a.qp_state)}, {"wc", wcs}});
+    return format_msg("state", {{"qp", qp_state_str(a.qp_state)}, {"wc", wcs}, {"creq", std::to_string(conn_requests_)}});
   }
 
   void poll_completions() {
@@ -254,6 +276,7 @@ class Helper {
 
   Endpoint& ep_;
   BreakIo* breaks_;
+  CcAlgorithm cc_;  // the device's, reported to the tester
   PageBuffer buf_;
   Cq* cq_ = nullptr;
   Mr* mr_ = nullptr;
@@ -262,6 +285,8 @@ class Helper {
   Mr* pd2_mr_ = nullptr;  // the region again, every right, in pd2_
   Qp* qp_ = nullptr;
   CmId* listener_ = nullptr;
+  std::vector<CmId*> requests_;  // connection requests, left unanswered
+  uint32_t conn_requests_ = 0;   // since the last setup
   std::vector<WcStatus> completions_;
 };
 
@@ -279,7 +304,7 @@ int serve(const ServeConfig& sc) {
     std::fprintf(stderr, "uroce conform: %s\n", err.c_str());
     return kExitFailure;
   }
-  Helper h(ep, breaks ? &*breaks : nullptr);
+  Helper h(ep, breaks ? &*breaks : nullptr, ec.cc);
   if (!h.open(err)) {
     std::fprintf(stderr, "uroce conform: %s\n", err.c_str());
     return kExitFailure;

@@ -27,11 +27,17 @@ constexpr uint32_t kOurQpnBase = 0xc0000;
 constexpr uint32_t kFirstPsn = 0xfffffd;
 constexpr uint16_t kUdpSport = 0xc0f0;
 
-uint64_t now_ns() {
+}  // namespace
+
+uint64_t steady_now_ns() {
   return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
                       std::chrono::steady_clock::now().time_since_epoch())
                       .count());
 }
+
+namespace {
+
+uint64_t now_ns() { return steady_now_ns(); }
 
 /// A number the helper may leave out (0 then); nullopt if present and not a number.
 std::optional<uint64_t> optional_num(const Msg& m, std::string_view key) {
@@ -133,7 +139,8 @@ bool Tester::setup(const Case& c, uint32_t index, Break brk, std::string& refuse
                        .rkey = uint32_t(*rkey), .va = *va, .len = uint32_t(*len), .recv_len = uint32_t(*recv_len),
                        .mtu = uint32_t(*mtu), .rnr_timer = uint8_t(*rnr),
                        .qkey = uint32_t(*qkey), .cm_port = uint16_t(*cm_port),
-                       .ro_rkey = uint32_t(*ro_rkey), .pd2_rkey = uint32_t(*pd2_rkey)};
+                       .ro_rkey = uint32_t(*ro_rkey), .pd2_rkey = uint32_t(*pd2_rkey),
+                       .cc = r.get("cc").empty() ? "unknown" : std::string(r.get("cc"))};
   return true;
 }
 
@@ -154,6 +161,15 @@ bool Tester::state(TargetState& out, std::string& err) {
       return false;
     }
     out.completions.push_back(WcStatus(*v));
+  }
+  out.conn_requests = -1;
+  if (!r.get("creq").empty()) {
+    const auto n = r.num("creq");
+    if (!n || *n > 1000) {
+      err = "bad creq in '" + text + "'";
+      return false;
+    }
+    out.conn_requests = int(*n);
   }
   return true;
 }
@@ -222,6 +238,7 @@ void Tester::answer_arp(std::span<const uint8_t> f) {
 }
 
 size_t Tester::pump_rx() {
+  if (on_poll_) on_poll_();
   rte_mbuf* m[32];
   const uint16_t n = cfg_.port->io().rx_burst(m, 32);
   size_t kept = 0;
@@ -252,6 +269,11 @@ std::vector<Reply> Tester::collect(size_t want) {
     if (ms_since(last) >= cfg_.wait_ms && (pending_.size() >= want || ms_since(start) >= cfg_.answer_ms)) break;
     if (pump_rx()) last = std::chrono::steady_clock::now();
   }
+  return std::exchange(pending_, {});
+}
+
+std::vector<Reply> Tester::take() {
+  pump_rx();
   return std::exchange(pending_, {});
 }
 
@@ -316,6 +338,7 @@ CaseResult Tester::run_case(const Case& c, uint32_t index, Break brk, const std:
   } else {
     res.out = {Verdict::kError, "the case could not run: " + err};
   }
+  on_poll_ = nullptr;
   if (Status s = pcap_.close(); !s.ok()) {
     res.out = {Verdict::kError, "capture " + pcap + ": " + s.message()};
   }

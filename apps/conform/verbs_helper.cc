@@ -13,6 +13,7 @@
 #include <arpa/inet.h>
 #include <infiniband/verbs.h>
 #include <netinet/in.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <rdma/rdma_cma.h>
 #include <sys/socket.h>
@@ -45,6 +46,7 @@ constexpr OptSpec kOptions[] = {
     {.name = "gid-index", .kind = OptKind::kUint, .def = "0", .help = "the RoCE v2 IPv4 GID the QPs send from", .max = 255},
     {.name = "mac", .kind = OptKind::kString, .def = "", .help = "the port's MAC (read from sysfs if empty)", .meta = "MAC"},
     {.name = "cm-port", .kind = OptKind::kUint, .def = "7471", .help = "TCP port of the rdma_cm listener (0: none)", .max = 65535},
+    {.name = "cc", .kind = OptKind::kChoice, .def = "unknown", .help = "the provider's congestion control as its operator knows it, told to the tester (none: a CNP case whose rate does not fall is not applicable)", .choices = "unknown|none|dcqcn|timely"},
 };
 constexpr CommandSpec kCommand = {
     .name = "conform-helper",
@@ -97,9 +99,13 @@ struct Helper {
   ibv_gid gid{};
   std::string mac;
   uint16_t cm_port = 0;
+  std::string cc;
   std::vector<int> completions;
+  std::vector<rdma_cm_id*> requests;  // connection requests, left unanswered (REQ Rcvd)
+  int conn_requests = 0;              // since the last setup
 
   ~Helper() {
+    for (rdma_cm_id* id : requests) rdma_destroy_id(id);
     if (listener) rdma_destroy_id(listener);
     if (ch) rdma_destroy_event_channel(ch);
     if (qp) ibv_destroy_qp(qp);
@@ -154,7 +160,10 @@ struct Helper {
           rdma_bind_addr(listener, reinterpret_cast<sockaddr*>(&sa)) != 0 || rdma_listen(listener, 4) != 0) {
         return "the rdma_cm listener failed: " + std::string(std::strerror(errno));
       }
+      // Polled by state(): its events must not block.
+      if (fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK) != 0) return "fcntl on the rdma_cm channel failed";
     }
+    cc = args.get_str("cc");
     return "";
   }
 
@@ -257,6 +266,8 @@ struct Helper {
     }
     if (ibv_modify_qp(qp, &a, mask) != 0) return fail("rts_failed");
     completions.clear();
+    poll_cm();
+    conn_requests = 0;
     return format_msg("ready", {{"mac", mac},
                                 {"ip", ip()},
                                 {"qpn", std::to_string(qp->qp_num)},
@@ -270,7 +281,21 @@ struct Helper {
                                 {"qkey", std::to_string(kQkey)},
                                 {"cm_port", std::to_string(cm_port)},
                                 {"ro_rkey", std::to_string(ro_mr->rkey)},
-                                {"pd2_rkey", std::to_string(pd2_mr->rkey)}});
+                                {"pd2_rkey", std::to_string(pd2_mr->rkey)},
+                                {"cc", cc}});
+  }
+
+  /// Takes rdma_cm's events: each connection request counts, and its id is
+  /// kept unanswered until the helper exits.
+  void poll_cm() {
+    rdma_cm_event* ev = nullptr;
+    while (ch && rdma_get_cm_event(ch, &ev) == 0) {
+      if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
+        ++conn_requests;
+        requests.push_back(ev->id);
+      }
+      rdma_ack_cm_event(ev);
+    }
   }
 
   void poll_completions() {
@@ -289,11 +314,17 @@ struct Helper {
     if (ibv_query_qp(qp, &a, IBV_QP_STATE, &ia) != 0) return fail("query_qp_failed");
     std::string wcs;
     for (int s : completions) wcs += (wcs.empty() ? "" : ",") + std::to_string(s);
-    return format_msg("state", {{"qp", state_name(a.qp_state)}, {"wc", wcs}});
+    poll_cm();
+    return format_msg("state", {{"qp", state_name(a.qp_state)}, {"wc", wcs}, {"creq", std::to_string(conn_requests)}});
   }
 
   std::string post(const Msg& m) {
     if (!qp) return fail("no_qp");
+    // Completions are taken before each post, so that a case that posts
+    // again and again (cc.cnp_slows_target) never overruns the CQ (and, on a
+    // provider that frees a send queue slot when its completion is polled,
+    // finds the slots of the WRs completed so far free).
+    poll_completions();
     const std::string_view op = m.get("op");
     const auto len = m.num("len"), count = m.num("count"), rkey = num_or(m, "rkey", 0), va = num_or(m, "va", 0);
     if ((op != "send" && op != "write" && op != "read") || !len || !count || !rkey || !va || *len > kRegionBytes / 2 ||

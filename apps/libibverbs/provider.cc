@@ -131,6 +131,13 @@ std::string read_provider_config(ProviderConfig& cfg) {
       return std::string("UROCE_DROP_RATE='") + v + "': not a fraction in [0, 1]";
     }
   }
+  if (const char* v = env("UROCE_CC")) {
+    const std::string c = v;
+    size_t i = 0;
+    while (i < std::size(kCcAlgorithmNames) && kCcAlgorithmNames[i] != c) ++i;
+    if (i == std::size(kCcAlgorithmNames)) return "UROCE_CC='" + c + "': none, dcqcn or timely";
+    cfg.cc = CcAlgorithm(i);
+  }
   if (const char* v = env("UROCE_PROGRESS")) {
     const std::string p = v;
     if (p != "auto" && p != "inline" && p != "thread") return "UROCE_PROGRESS='" + p + "': auto, inline or thread";
@@ -199,6 +206,7 @@ std::string Provider::open() {
   dc.mac = mac();
   dc.gid = net::link_local_gid(dc.mac);
   dc.max_qp = cfg_.max_qp;
+  dc.cc.algorithm = cfg_.cc;
   PacketIo* io = &port_->io();
   if (cfg_.drop_rate > 0) io = &fault_.emplace(*io, cfg_.drop_rate, cfg_.drop_seed);
   io = &self_loop_.emplace(*io, dc.mac);  // QPs of this device may connect to each other

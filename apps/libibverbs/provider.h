@@ -57,6 +57,7 @@ struct ProviderConfig {
   enum class Progress : uint8_t { kAuto, kInline, kThread };
   Progress progress = Progress::kAuto;  ///< UROCE_PROGRESS: auto, inline or thread
   uint32_t max_qp = 256;       ///< UROCE_MAX_QP
+  CcAlgorithm cc = CcAlgorithm::kNone;  ///< UROCE_CC: none, dcqcn or timely (DeviceConfig::cc)
 };
 
 /// Reads the UROCE_* variables; "" or the error naming the bad one.

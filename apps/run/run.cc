@@ -37,6 +37,7 @@ constexpr OptSpec kRunOptions[] = {
     {.name = "drop-seed", .kind = OptKind::kUint, .def = "1", .help = "seed of the --drop-rate draws"},
     {.name = "counters", .kind = OptKind::kString, .def = "", .help = "at exit, write the device counters to FILE ('stderr': there)", .meta = "FILE"},
     {.name = "progress", .kind = OptKind::kChoice, .def = "auto", .help = "auto: inline while one thread posts and polls, an engine thread once a second one does; inline: the program's verbs calls step the engine (a background thread while it is away); thread: an engine thread of its own", .choices = "auto|inline|thread"},
+    {.name = "cc", .kind = OptKind::kChoice, .def = "none", .help = "the congestion control of every RC/UC QP", .choices = "none|dcqcn|timely"},
     // Last: the one option that is not a port setting (no variable).
     {.name = "device-files", .kind = OptKind::kFlag, .help = "(root) run COMMAND in a private mount namespace whose /dev and /sys/class have a kernel verbs device's infiniband/uverbs0 and GID types, which UCX reads; nothing changes outside it"},
 };
@@ -59,6 +60,7 @@ constexpr struct {
     {"drop-seed", "UROCE_DROP_SEED"},
     {"counters", "UROCE_COUNTERS"},
     {"progress", "UROCE_PROGRESS"},
+    {"cc", "UROCE_CC"},
 };
 static_assert(std::size(kVariables) == std::size(kRunOptions) - 1, "a variable for each port option (all but --device-files)");
 

@@ -225,7 +225,12 @@ ParseError parse(std::span<const uint8_t> f, PacketDesc& d, ParseOptions opt) {
 
   d.payload_off = uint16_t(bth_off + info.hdr_len);
   const size_t body = end - kIcrcBytes - d.payload_off;  // payload + pad
-  if (d.pad > body || (d.pad && !(info.flags & kPayload))) return ParseError::kBadPad;
+  // IBA 9.2.3: PadCnt pads the payload to a whole number of 4-byte words, so
+  // payload + pad is one (on IB the LRH counts the packet in words; RoCEv2's
+  // UDP length counts bytes and can say otherwise). Every header is words too.
+  if (d.pad > body || (d.pad && !(info.flags & kPayload)) || ((info.flags & kPayload) && body % 4 != 0)) {
+    return ParseError::kBadPad;
+  }
   d.payload_len = uint32_t(body - d.pad);
   // Only an RC Acknowledge may carry bytes past its headers, and then exactly
   // one SACK block (ext_headers.h); whether its QP takes SACKs is the

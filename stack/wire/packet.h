@@ -33,7 +33,7 @@ using uroce::Gid;
   X(kLengthMismatch, "length_mismatch")  /* IP/UDP/GRH lengths disagree with frame */  \
   X(kBadTver, "bad_bth_tver")         /* BTH transport header version != 0 */          \
   X(kUnknownOpcode, "unknown_opcode")                                                  \
-  X(kBadPad, "bad_pad_count")         /* pad on an opcode without payload, or > len */ \
+  X(kBadPad, "bad_pad_count")         /* pad w/o payload, > len, payload+pad not words */ \
   X(kBadIcrc, "bad_icrc")
 
 enum class ParseError : uint8_t {

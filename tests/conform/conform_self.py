@@ -81,10 +81,15 @@ TARGET = {
     "cm.req_unknown_service": [(UD_SEND_ONLY, R, 0)],
     "cm.req_bad_transport": [(UD_SEND_ONLY, R, 0)],
     "cm.dreq_unknown_connection": [(UD_SEND_ONLY, R, 0)],
+    "resp.wrong_pad_count": [(ACK, A_ACK, 0), (READ_RESP_ONLY, A_ACK, 1)],
+    "resp.ack_credits_honest": [(ACK, A_ACK, 0)],
+    "req.local_ack_timeout_wait": [(SEND_ONLY, R, 0), (SEND_ONLY, R, 0)],
+    "cc.cnp_slows_target": [(6, R, 0)],                 # WRITE First; the stream follows
+    "cm.duplicate_req": [(UD_SEND_ONLY, R, 0)],         # one MAD: the MRA of the duplicate
 }
 # Cases whose TARGET frames are a prefix: after an implied NAK the requester
 # goes back N from the READ and may send the acknowledged SEND again too.
-PREFIX = {"req.implied_nak_read"}
+PREFIX = {"req.implied_nak_read", "cc.cnp_slows_target"}
 # The CM MADs as tshark's CM dissector names them: (from the target?, Info, REJ reason).
 CM = {
     "cm.req_unknown_service": [(False, "CM: ConnectRequest", None), (True, "CM: ConnectReject", 8)],
@@ -115,8 +120,20 @@ TESTER = {
 errors = []
 
 
-def run(args, timeout=120):
-    return subprocess.run([UROCE, "conform"] + args, capture_output=True, text=True, timeout=timeout)
+def run(args, timeout=120, cpu=None):
+    return subprocess.run([UROCE, "conform"] + args, capture_output=True, text=True, timeout=timeout,
+                          preexec_fn=pin(cpu))
+
+
+def pin(cpu):
+    """A preexec_fn that keeps the child on one CPU (as `--target self` puts
+    its two ends on lcores 0 and 1): the rdma-core helper's engine thread and
+    the tester each poll without a pause, and on one CPU they take turns of
+    milliseconds, which cc.cnp_slows_target must take as lapses."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if cpu is None or len(cpus) < 2:
+        return None
+    return lambda: os.sched_setaffinity(0, {cpus[cpu]})
 
 
 def tshark(pcap):
@@ -162,15 +179,15 @@ def verbs_helper(names):
     helper = subprocess.Popen(
         [UROCE, "run", "--", "--dev", f"net_memif0,role=server,socket={sock},socket-abstract=no,mac=02:00:00:00:c1:01",
          "--ip", "10.193.0.1", "--mac", "02:00:00:00:c1:01",
-         HELPER, "--port", str(port), "--host", "127.0.0.1", "--gid-index", "3", "--mac", "02:00:00:00:c1:01"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+         "--cc", "dcqcn", HELPER, "--port", str(port), "--host", "127.0.0.1", "--gid-index", "3", "--mac", "02:00:00:00:c1:01"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=pin(0))
     try:
         deadline = time.time() + 30
         while not os.path.exists(sock) and time.time() < deadline and helper.poll() is None:
             time.sleep(0.05)
         report = os.path.join(tmp, "report")
         r = run(["--", "--dev", f"net_memif0,role=client,socket={sock},socket-abstract=no,mac=02:00:00:00:c1:02",
-                 "--ip", "10.193.0.2", "--target", f"127.0.0.1:{port}", "--strict", "--report-dir", report])
+                 "--ip", "10.193.0.2", "--target", f"127.0.0.1:{port}", "--strict", "--report-dir", report], cpu=1)
         if r.returncode != 0:
             errors.append(f"the rdma-core helper under uroce run: exit {r.returncode}:\n{r.stdout}\n{r.stderr}")
         else:

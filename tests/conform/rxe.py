@@ -26,16 +26,23 @@ CASES = sys.argv[5] if len(sys.argv) > 5 and sys.argv[4] == "--cases" else "*"
 CONTROL_PORT = 18600
 RXE_DEVIATES = {
     "resp.send_longer_than_receive",  # NAK Remote Operational Error, not Invalid Request
+    "resp.wrong_pad_count",           # 1021 bytes with PadCnt 0: NAK Invalid Request, not dropped
     "req.ghost_ack_ignored",          # an ACK for a PSN never sent completes the SEND
     "req.rnr_retry_exhausted",        # rnr_retry 1: resends for as long as RNR NAKs come
     "req.reserved_syndrome",          # a reserved AETH type completes the WR successfully
     "cm.req_bad_transport",           # REJ reason 28 (consumer), not 9, for an RD REQ
 }
+# rxe has no congestion control (the helper runs with --cc none).
+RXE_NOT_APPLICABLE = {"cc.cnp_slows_target"}
+# Either verdict, by timing: rxe's retransmit timer is whole jiffies and
+# fired 0.9 ms early in one of two runs (66.23 ms for 67.11 ms; 68.88 ms in
+# the other), a deviation whenever it happens.
+RXE_EITHER = {"req.local_ack_timeout_wait": ("conforms", "deviates")}
 
 GUEST_SCRIPT = f"""
 H=/tmp/uroce-conform-helper
 cat /sys/firmware/qemu_fw_cfg/by_name/opt/uroce/helper/raw > $H && chmod +x $H
-uroce-step helper $H --port {CONTROL_PORT} --host {harness.GUEST_IP4} --gid-index $GID4
+uroce-step helper $H --port {CONTROL_PORT} --host {harness.GUEST_IP4} --gid-index $GID4 --cc none
 """
 
 
@@ -66,7 +73,13 @@ def main():
         return 1
     errors = []
     for c in cases:
-        want = "deviates" if c["name"] in RXE_DEVIATES else "conforms"
+        want = ("deviates" if c["name"] in RXE_DEVIATES else
+                "not applicable" if c["name"] in RXE_NOT_APPLICABLE else "conforms")
+        if c["name"] in RXE_EITHER:
+            print(f"# {c['name']}: {c['verdict']} ({c['seen']})")
+            if c["verdict"] not in RXE_EITHER[c["name"]]:
+                errors.append(f"{c['name']}: {c['verdict']} ({c['seen']}), classified as {RXE_EITHER[c['name']]}")
+            continue
         if c["verdict"] != want:
             errors.append(f"{c['name']}: {c['verdict']} ({c['seen']}), classified as {want}")
     if not cases:

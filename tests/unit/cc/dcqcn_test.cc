@@ -421,5 +421,32 @@ TEST(Dcqcn, LateTimerCallReplaysMissedPeriodsInOrder) {
   EXPECT_EQ(a.time_stage(), 5u);
 }
 
+TEST(Dcqcn, CnpEvery4UsReachesMinRateFromAnyState) {
+  // What cc.cnp_slows_target (apps/conform) relies on, ConnectX defaults.
+  // Events: CNPs every 4 us for 0.6 ms on a fresh QP. Expect: rpg_min_rate.
+  // Events: CNPs every 4 us for 2 ms, none for 0.4 / 1 / 5 ms (the tester
+  // descheduled), then every 4 us again. Expect: the rate-increase timer
+  // brought RC back to half the line rate or more (RT was never clamped: no
+  // increase between the cuts), and 0.6 ms of CNPs bring it to rpg_min_rate
+  // again, however far alpha decayed meanwhile.
+  const DcqcnParams p = DcqcnParams::connectx();
+  const uint64_t min_bps = uint64_t(p.rpg_min_rate) * 1'000'000;
+  Dcqcn fresh(100 * kG, p);
+  for (uint64_t t = 0; t <= 600 * kUs; t += 4 * kUs) fresh.on_cnp(t);
+  EXPECT_EQ(fresh.rate_bps(), min_bps);
+  for (const uint64_t gap_us : {400, 1000, 5000}) {
+    SCOPED_TRACE(gap_us);
+    Dcqcn d(100 * kG, p);
+    uint64_t t = 0;
+    for (; t < 2000 * kUs; t += 4 * kUs) d.on_cnp(t);
+    EXPECT_EQ(d.rate_bps(), min_bps);
+    t += gap_us * kUs;
+    d.on_timer(t);
+    EXPECT_GE(d.rate_bps(), 50 * kG);
+    for (const uint64_t end = t + 600 * kUs; t <= end; t += 4 * kUs) d.on_cnp(t);
+    EXPECT_EQ(d.rate_bps(), min_bps);
+  }
+}
+
 }  // namespace
 }  // namespace uroce::cc

@@ -375,6 +375,16 @@ std::vector<Crafted> crafted_frames() {
          test::reseal(f);
        },
        ParseError::kBadPad);
+  // Receive: a SEND Only cut to 61 payload bytes with PadCnt 0 (payload +
+  //   pad not a whole number of words), lengths and ICRC consistent.
+  //   Expect: bad_pad_count.
+  edit("payload and pad not words", send,
+       [](auto& f) {
+         grow_datagram(f, -3);
+         f[kBthOff + 1] = uint8_t(f[kBthOff + 1] & ~0x30);
+         test::reseal(f);
+       },
+       ParseError::kBadPad);
   // Receive: a SEND with its ICRC off by one bit. Expect: bad_icrc.
   edit("ICRC", send, [](auto& f) { f[f.size() - 1] ^= 0x80; }, ParseError::kBadIcrc);
   return v;
@@ -398,7 +408,8 @@ TEST(PacketParse, EachParseErrorReasonComesFromItsCraftedFrame) {
 TEST(PacketParse, CraftingHelpersWithoutADefectKeepFramesValid) {
   // Receive: the captured SEND Only run through the same editing helpers the
   //   crafted frames use, but without a defect: checksum and ICRC recomputed
-  //   unchanged; 4 payload bytes added; payload cut to 2 bytes.
+  //   unchanged; 4 payload bytes added; payload cut to 4 bytes (whole words:
+  //   the pad count stays 0, IBA 9.2.3).
   // Expect: kOk each time (and the reseal reproduces the captured bytes), so
   //   each crafted frame above fails because of its defect alone.
   const std::vector<uint8_t> send = first_frame_with_opcode(kRcSendOnly).bytes;
@@ -413,10 +424,10 @@ TEST(PacketParse, CraftingHelpersWithoutADefectKeepFramesValid) {
   ASSERT_EQ(parse(f, d), ParseError::kOk);
   EXPECT_EQ(d.payload_len, 68u);
   f = send;
-  grow_datagram(f, -62);
+  grow_datagram(f, -60);
   test::reseal(f);
   ASSERT_EQ(parse(f, d), ParseError::kOk);
-  EXPECT_EQ(d.payload_len, 2u);
+  EXPECT_EQ(d.payload_len, 4u);
 }
 
 TEST(PacketParse, TrailingEthernetPaddingIsIgnored) {
