@@ -85,6 +85,11 @@ void TestPort::release_held() {
   held_.clear();
 }
 
+void TestPort::release_held_in_order() {
+  for (rte_mbuf* m : held_) deliver(m);
+  held_.clear();
+}
+
 std::vector<uint8_t> frame_of(const wire::PacketDesc& d, std::span<const uint8_t> payload) {
   std::vector<uint8_t> f(wire::frame_len(d));
   wire::build(d, payload, f);

@@ -61,6 +61,8 @@ class TestPort : public PacketIo {
   void inject(std::span<const uint8_t> frame);
   /// Delivers the held frames to the peer, in reverse order.
   void release_held();
+  /// Delivers the held frames to the peer in the order they were held (a slow, FIFO path).
+  void release_held_in_order();
 
  private:
   void deliver(rte_mbuf* m);
