@@ -25,7 +25,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from tshark_compare import icrc, ipv4_checksum  # noqa: E402  (the same frame builder's ICRC)
+from tshark_compare import roce_frame  # noqa: E402  (the same frame builder)
 
 FIELDS = ['frame.number', 'uroce_sr.sack.cum', 'uroce_sr.sack.bitmap_bytes', 'uroce_sr.sack.held',
           'uroce_sr.place.first_psn', 'uroce_sr.place.msg_len', 'uroce_sr.place.va', 'uroce_sr.place.rkey',
@@ -37,20 +37,7 @@ def frame(kind, vlan, opcode, psn, ext, payload, sport=0xc123):
     bth = struct.pack('!BBHII', opcode, pad << 4, 0xffff, 0x000011, psn & 0xffffff)
     body = bth + ext + payload + bytes(pad)
     l4 = struct.pack('!HHHH', sport, 4791, 8 + len(body) + 4, 0) + body
-    if kind == 'ipv4':
-        ip = bytearray(struct.pack('!BBHHHBBH4s4s', 0x45, 0, 20 + len(l4) + 4, 1, 0x4000, 64, 17, 0,
-                                   bytes([10, 0, 0, 2]), bytes([10, 0, 0, 1])))
-        ip[10:12] = struct.pack('!H', ipv4_checksum(bytes(ip)))
-        ethertype = 0x0800
-    else:
-        ip = struct.pack('!IHBB16s16s', 6 << 28, len(l4) + 4, 17, 64, bytes(range(16)), bytes(range(16, 32)))
-        ethertype = 0x86dd
-    l3 = bytes(ip) + l4
-    eth = bytes([2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2])
-    if vlan:
-        eth += struct.pack('!HH', 0x8100, 0x6005)
-    f = eth + struct.pack('!H', ethertype) + l3 + icrc(l3, kind)
-    return f + bytes(max(0, 60 - len(f)))
+    return roce_frame(l4, kind, vlan)
 
 
 def placement(first, length, va, rkey, seq):

@@ -203,10 +203,14 @@ def synthetic_frame(i, opcode, kind, vlan):
                       0x3456 + i, (0x80000000 if i % 2 == 0 else 0) | (0xfffff8 + i) & 0xffffff)
     body = bth + ext + bytes((0xa0 + k) & 0xff for k in range(plen)) + bytes(pad)
     tclass = (26 << 2) | (i % 4)  # DSCP 26 with every ECN codepoint in turn
-    if kind == 'grh':
-        l4 = body
-    else:
-        l4 = struct.pack('!HHHH', 0xc000 + i, 4791, 8 + len(body) + 4, 0) + body
+    l4 = body if kind == 'grh' else struct.pack('!HHHH', 0xc000 + i, 4791, 8 + len(body) + 4, 0) + body
+    return roce_frame(l4, kind, vlan, tclass, i)
+
+
+def roce_frame(l4, kind, vlan, tclass=0, i=0):
+    """A whole frame around l4 (UDP header and BTH on, or the BTH on for 'grh'): the IP header of
+    kind (ipv4, ipv6, or grh for RoCEv1) with traffic class tclass and identification / flow
+    label from i, Ethernet (802.1Q-tagged if vlan), the ICRC, padding to 60 bytes."""
     if kind == 'ipv4':
         ip = bytearray(struct.pack('!BBHHHBBH4s4s', 0x45, tclass, 20 + len(l4) + 4, i, 0x4000, 64, 17, 0,
                                    bytes([10, 50, 0, 2]), bytes([10, 50, 0, 1])))
