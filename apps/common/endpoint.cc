@@ -162,6 +162,8 @@ bool Endpoint::open(const EndpointConfig& cfg, std::string& err) {
   dc.tx_zero_copy = cfg_.tx_zero_copy;
   dc.key_seed = cfg_.key_seed;
   dc.cc.algorithm = cfg_.cc;
+  dc.clock = dpdk::TscClock::read;
+  dc.clock_ctx = &*clock_;
   PacketIo* io = &port_->io();
   if (cfg_.drop_rate > 0) io = &fault_.emplace(*io, cfg_.drop_rate, cfg_.drop_seed);
   if (cfg_.drop_every > 0) io = &drop_nth_.emplace(*io, cfg_.drop_every);

@@ -207,6 +207,8 @@ std::string Provider::open() {
   dc.gid = net::link_local_gid(dc.mac);
   dc.max_qp = cfg_.max_qp;
   dc.cc.algorithm = cfg_.cc;
+  dc.clock = dpdk::TscClock::read;
+  dc.clock_ctx = &*clock_;
   PacketIo* io = &port_->io();
   if (cfg_.drop_rate > 0) io = &fault_.emplace(*io, cfg_.drop_rate, cfg_.drop_seed);
   io = &self_loop_.emplace(*io, dc.mac);  // QPs of this device may connect to each other

@@ -27,6 +27,8 @@ class TscClock {
     return uint64_t((Uint128(cycles) * mult_) >> 32);
   }
   uint64_t hz() const { return hz_; }
+  /// now_ns() of the TscClock at clock, in the form DeviceConfig::clock takes.
+  static uint64_t read(const void* clock) { return static_cast<const TscClock*>(clock)->now_ns(); }
 
  private:
   __extension__ typedef unsigned __int128 Uint128;  // GCC/Clang builtin; no -Wpedantic noise

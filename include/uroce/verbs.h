@@ -426,6 +426,17 @@ struct DeviceConfig {
   /// as always) are kept, up to app_rx_ring of them, for rx_non_roce() instead
   /// of being dropped. 0 (the default): drop them, counting rx_drop_not_roce.
   uint32_t app_rx_ring = 0;
+
+  /// The clock whose time the program passes to poll(), for poll to read
+  /// again after a receive burst that brought frames: the frames are then
+  /// dated when they were taken, not when the program read its clock before
+  /// the poll. A thread preempted between the two would otherwise date a
+  /// frame that arrived meanwhile too early, and arm its timers early: an RNR
+  /// NAK's wait (IBA 9.7.5.2.8: at least the NAK's time) fell 5 ms short in a
+  /// loaded run (docs/CONFORMANCE.md). Null (the default): poll's now_ns only,
+  /// as tests with a virtual clock want. Called on the polling thread.
+  uint64_t (*clock)(const void* clock_ctx) = nullptr;
+  const void* clock_ctx = nullptr;
 };
 
 /// Destroys a context and everything created from it (QPs, CQs, MRs, ...;
@@ -449,7 +460,8 @@ Result<ContextPtr> open_device(PacketIo& io, const DeviceConfig& cfg);
 /// One step of the engine: receive and process a burst, run timers due at
 /// now_ns, let requesters transmit, flush the transmit burst. Returns the
 /// number of frames received and sent. Time is injected: production passes
-/// the TSC in nanoseconds, tests a virtual clock.
+/// the TSC in nanoseconds, tests a virtual clock (and DeviceConfig::clock, if
+/// set, moves it on after a receive burst).
 /// Data path; only the context's polling thread. now_ns must not go backwards.
 uint32_t poll(Context* ctx, uint64_t now_ns);
 

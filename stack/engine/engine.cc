@@ -8,6 +8,7 @@
 // the pacing timers put QPs the pacer held back on the transmit schedule.
 #include <rte_mbuf.h>
 
+#include <algorithm>
 #include <span>
 
 #include "stack/device/context.h"
@@ -206,6 +207,10 @@ uint32_t poll(Context* ctx, uint64_t now_ns) {
 
   rte_mbuf* rx[kRxBurst];
   const uint16_t n_rx = c.io.rx_burst(rx, kRxBurst);
+  if (n_rx && c.cfg.clock) {  // the frames are dated when taken (DeviceConfig::clock)
+    now_ns = std::max(now_ns, c.cfg.clock(c.cfg.clock_ctx));
+    c.now_ns = now_ns;
+  }
   const wire::ParseOptions opt{.verify_icrc = !c.io.caps().rx_icrc_checked};
   RxFrame f[2];
   if (n_rx) rx_parse(c, rx[0], opt, f[0]);

@@ -33,6 +33,30 @@ TEST_F(Completer, RnrNakWaitRetrySuccess) {
   EXPECT_EQ(b->count(Counter::send_rnr_err), 1u);
 }
 
+// The devices date the frames of a receive burst by DeviceConfig::clock,
+// here 0.5 ms ahead of the time poll is given: the time a thread preempted
+// between reading its clock and the burst would have lost.
+// Expect: the RNR wait counts from when the NAK was taken (IBA 9.7.5.2.8: at
+// least the NAK's time), so the resend comes no sooner than 0.5 ms + the RNR
+// timer after the poll that took it; dated by poll's time it came 0.5 ms early.
+TEST_F(Completer, RnrWaitCountsFromWhenTheNakWasTaken) {
+  static constexpr uint64_t kAhead = 500'000;
+  PairOptions o;
+  o.min_rnr_timer = 14;  // 0.96 ms
+  o.device = [this](DeviceConfig& c) {
+    c.clock = [](const void* t) { return *static_cast<const uint64_t*>(t) + kAhead; };
+    c.clock_ctx = &now;
+  };
+  open(o);
+  ASSERT_TRUE(post(WrOpcode::kSend, 1, 0, 64).ok());
+  ASSERT_TRUE(run_until([&] { return a->count(Counter::rcvd_rnr_err) == 1; }));
+  const uint64_t nak_at = now;
+  ASSERT_TRUE(b->post_recv(9, 0, 64).ok());
+  EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
+  EXPECT_GE(count_sent(a->port.sent, wire::kRcSendOnly), 2u);
+  EXPECT_GE(now - nak_at, kAhead + wire::rnr_timer_ns(14));
+}
+
 // Receive: RNR NAKs forever with rnr_retry 2. Expect: after 3 NAKs the WQE
 // completes kRnrRetryExcErr, the next one is flushed, the QP is in ERR.
 TEST_F(Completer, RnrRetryExhaustedGoesToErr) {
