@@ -76,6 +76,16 @@ bool send_frame(Env& env, const wire::PacketDesc& d, const uint8_t* src, uint32_
 /// spans SGEs.
 const Sge* sge_holding(const Sge* sges, uint32_t n, uint32_t off, uint32_t len, uint64_t* at);
 
+/// IBA 10.6.3: every L_Key of sges[0..n) names a valid region of pd that
+/// covers its SGE and allows access (the requester's gather list, a receive
+/// WQE's scatter list). Inline: the requester checks every WQE it starts.
+inline bool sges_valid(const Env& env, const Pd* pd, const Sge* sges, uint32_t n, uint32_t access) {
+  for (uint32_t i = 0; i < n; ++i) {
+    if (!env.mrs.check(sges[i].lkey, pd, sges[i].addr, sges[i].length, access)) return false;
+  }
+  return true;
+}
+
 /// Copies len bytes from src into the scatter list sges[0..n) at byte offset
 /// off of the list, or from the gather list into dst. The SGEs were checked.
 void copy_to_sges(const Sge* sges, uint32_t n, uint32_t off, const uint8_t* src, uint32_t len);

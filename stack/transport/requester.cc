@@ -62,12 +62,9 @@ ReqState chk_rd_atomic(ReqRun& r) {
 ReqState chk_local(ReqRun& r) {
   const SendWqe& w = *r.wqe;
   const uint32_t access = is_rd_atomic(w) ? uint32_t(kAccessLocalWrite) : 0u;
-  const Sge* sges = r.qp.sges_of(r.qp.req.req_idx);
-  for (uint32_t i = 0; i < w.num_sge; ++i) {
-    if (!r.env.mrs.check(sges[i].lkey, r.qp.pd, sges[i].addr, sges[i].length, access)) {
-      r.err = WcStatus::kLocProtErr;
-      return ReqState::kErrLocal;
-    }
+  if (!sges_valid(r.env, r.qp.pd, r.qp.sges_of(r.qp.req.req_idx), w.num_sge, access)) {
+    r.err = WcStatus::kLocProtErr;
+    return ReqState::kErrLocal;
   }
   return wr_op(w.opcode).flags ? ReqState::kStartWqe : ReqState::kExecLocal;
 }

@@ -147,9 +147,8 @@ RespState take_rwqe(Req& r) {
   }
   s.has_rwqe = true;
   s.rwqe_off = 0;
-  for (uint32_t i = 0; i < s.rwqe.num_sge; ++i) {
-    const Sge& g = r.qp.rwqe_sges[i];
-    if (!r.env.mrs.check(g.lkey, r.qp.pd, g.addr, g.length, kAccessLocalWrite)) return RespState::kErrMalformedWqe;
+  if (!sges_valid(r.env, r.qp.pd, r.qp.rwqe_sges.get(), s.rwqe.num_sge, kAccessLocalWrite)) {
+    return RespState::kErrMalformedWqe;
   }
   return RespState::kChkLength;
 }

@@ -72,9 +72,8 @@ RespState check(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const uint8_t
   if (!(flags & wire::kSend)) return RespState::kDone;
   const RecvWqe& w = qp.rq.ring.at(pl.rq_index);
   if (uint64_t(pl.off) + pl.len > w.length) return RespState::kErrLength;
-  const Sge* g = qp.rq.sges_of(pl.rq_index);
-  for (uint32_t i = 0; i < w.num_sge; ++i) {  // IBA 10.6.3, as take_rwqe checks them
-    if (!env.mrs.check(g[i].lkey, qp.pd, g[i].addr, g[i].length, kAccessLocalWrite)) return RespState::kErrMalformedWqe;
+  if (!sges_valid(env, qp.pd, qp.rq.sges_of(pl.rq_index), w.num_sge, kAccessLocalWrite)) {  // as take_rwqe
+    return RespState::kErrMalformedWqe;
   }
   return RespState::kDone;
 }
