@@ -94,6 +94,13 @@ class CongestionControl {
   void on_ack(uint64_t bytes_acked, uint64_t rtt_ns, uint64_t now_ns) {
     std::visit([&](auto& a) { a.on_ack(bytes_acked, rtt_ns, now_ns); }, v_);
   }
+  /// on_ack for a QP sprayed over several paths: TIMELY takes its gradient
+  /// against prev_rtt_ns, the previous sample of the same path, and updates
+  /// it; the other algorithms read no gradient and take it as on_ack.
+  void on_path_ack(uint64_t bytes_acked, uint64_t rtt_ns, uint64_t now_ns, uint64_t& prev_rtt_ns) {
+    if (auto* t = std::get_if<Timely>(&v_)) t->on_path_ack(bytes_acked, rtt_ns, now_ns, prev_rtt_ns);
+    else on_ack(bytes_acked, rtt_ns, now_ns);
+  }
   void on_cnp(uint64_t now_ns) {
     std::visit([&](auto& a) { a.on_cnp(now_ns); }, v_);
   }

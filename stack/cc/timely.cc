@@ -46,12 +46,12 @@ void Timely::scale_down(int64_t dec_ppm) {
   rate_bps_ = std::max(rate_bps_ - dec, p_.min_rate_bps);
 }
 
-void Timely::on_ack(uint64_t /*bytes_acked*/, uint64_t rtt_ns, uint64_t now_ns) {
+void Timely::on_path_ack(uint64_t /*bytes_acked*/, uint64_t rtt_ns, uint64_t now_ns, uint64_t& prev_rtt_ns) {
   if (rtt_ns == 0) return;
-  if (!have_prev_) {
-    prev_rtt_ns_ = rtt_ns;
-    last_update_ns_ = now_ns;
-    have_prev_ = true;
+  if (prev_rtt_ns == 0) {  // the first sample (of the path) only seeds it
+    prev_rtt_ns = rtt_ns;
+    if (!sampled_) last_update_ns_ = now_ns;
+    sampled_ = true;
     return;
   }
   // scale_by_elapsed: this update weighs min(1, elapsed / min_rtt).
@@ -61,8 +61,8 @@ void Timely::on_ack(uint64_t /*bytes_acked*/, uint64_t rtt_ns, uint64_t now_ns) 
     weight_ppm_ = int64_t(std::min<uint64_t>(elapsed, p_.min_rtt_ns) * uint64_t(kPpm) / p_.min_rtt_ns);
   }
   last_update_ns_ = now_ns;
-  const int64_t new_rtt_diff = int64_t(rtt_ns) - int64_t(prev_rtt_ns_);
-  prev_rtt_ns_ = rtt_ns;
+  const int64_t new_rtt_diff = int64_t(rtt_ns) - int64_t(prev_rtt_ns);
+  prev_rtt_ns = rtt_ns;
   rtt_diff_ns_ = ((kPpm - alpha_ppm_) * rtt_diff_ns_ + alpha_ppm_ * new_rtt_diff) / kPpm;
 
   if (rtt_ns < p_.t_low_ns) {

@@ -69,7 +69,14 @@ class Timely {
 
   /// One RTT sample (rtt_ns, from the engine's own send/ACK timestamps) at
   /// now_ns; rtt_ns == 0 means no sample and changes nothing.
-  void on_ack(uint64_t bytes_acked, uint64_t rtt_ns, uint64_t now_ns);
+  void on_ack(uint64_t bytes_acked, uint64_t rtt_ns, uint64_t now_ns) {
+    on_path_ack(bytes_acked, rtt_ns, now_ns, prev_rtt_ns_);
+  }
+  /// on_ack with the gradient taken against prev_rtt_ns (0: none yet) in
+  /// place of the QP's previous sample, and prev_rtt_ns set to this one: the
+  /// previous sample of the same path, for a QP sprayed over paths of
+  /// different delays (their samples in turn would read as a gradient).
+  void on_path_ack(uint64_t bytes_acked, uint64_t rtt_ns, uint64_t now_ns, uint64_t& prev_rtt_ns);
   void on_cnp(uint64_t /*now_ns*/) {}
   void on_bytes_sent(uint64_t /*bytes*/, uint64_t /*now_ns*/) {}
   void on_timer(uint64_t /*now_ns*/) {}
@@ -91,10 +98,10 @@ class Timely {
   int64_t alpha_ppm_;
   int64_t beta_ppm_;
   uint64_t rate_bps_;
-  uint64_t prev_rtt_ns_ = 0;
+  uint64_t prev_rtt_ns_ = 0;  // 0: no sample yet
   int64_t rtt_diff_ns_ = 0;
   uint32_t neg_count_ = 0;
-  bool have_prev_ = false;
+  bool sampled_ = false;      // a sample came (last_update_ns_ is set)
   uint64_t last_update_ns_ = 0;
   int64_t weight_ppm_ = kPpm;  // this update's weight (scale_by_elapsed)
 };

@@ -25,7 +25,7 @@ struct Resp {
   Env& env;
   QpImpl& qp;
   const wire::PacketDesc& pkt;
-  const uint8_t* payload;
+  const uint8_t* payload;  // null: data selective repeat placed already (completer_run)
   uint32_t flags;  // kOpcodes[pkt.opcode].flags
   SendWqe* wqe = nullptr;
   uint32_t wqe_idx = 0;
@@ -44,7 +44,9 @@ void advance_comp(Resp& c, uint32_t psn) {
   if (psn_cmp(psn, s.comp_psn) <= 0) return;
   // Congestion control: the ACK's RTT sample (stack/transport/qp_cc.h).
   const uint64_t acked = uint64_t(wire::psn_diff(psn, s.comp_psn)) * c.qp.mtu();
-  if (c.qp.cc.on_acked(c.env.now_ns, psn, acked)) c.env.inc(Counter::cc_rtt_samples);
+  // Sprayed over paths (uroce's extension): TIMELY's gradient per path.
+  uint64_t* path_prev_rtt = c.qp.ext && c.qp.ext->paths.n > 1 ? c.qp.ext->prev_rtt_ns.data() : nullptr;
+  if (c.qp.cc.on_acked(c.env.now_ns, psn, acked, path_prev_rtt)) c.env.inc(Counter::cc_rtt_samples);
   s.comp_psn = psn;
   s.retry_left = c.qp.attr.retry_cnt;
   s.rnr_left = c.qp.attr.rnr_retry;
@@ -80,6 +82,13 @@ CompState chk_psn(Resp& c) {
     // IBA 9.7.5.1.5: a response to a later request acknowledges an
     // earlier SEND/WRITE, but an unanswered READ/atomic before it was lost.
     if (is_rd_atomic(w)) {
+      // Selective repeat sprays READ responses: an ACK of later requests may
+      // overtake them. ext_completer_rx took what the ACK says; the READ's
+      // missing responses are its loss rules' to find.
+      if (sr_on(c.qp) && c.pkt.opcode == wire::kRcAcknowledge &&
+          wire::aeth_type(c.pkt.aeth_syndrome) == AethType::kAck) {
+        return c.progress ? CompState::kUpdateComp : CompState::kDone;
+      }
       c.env.inc(Counter::implied_nak_seq_err);
       return CompState::kRetry;
     }
@@ -91,19 +100,10 @@ CompState chk_psn(Resp& c) {
 
 CompState chk_ack(Resp& c) {
   const SendWqe& w = *c.wqe;
-  if (c.flags & wire::kRead) {
-    // The opcode must sit where this PSN sits in the READ (IBA 9.7.5.1).
-    uint32_t want = (c.pkt.psn == w.first_psn ? uint32_t(wire::kFirst) : 0u) | (c.pkt.psn == w.last_psn ? uint32_t(wire::kLast) : 0u);
-    if (!want) want = wire::kMiddle;
-    if (w.opcode != WrOpcode::kRdmaRead || (c.flags & (wire::kFirst | wire::kMiddle | wire::kLast)) != want) {
-      return CompState::kBadResp;
-    }
-    if (c.pkt.op().has(wire::Hdr::kAeth) && wire::aeth_type(c.pkt.aeth_syndrome) != AethType::kAck) {
-      return CompState::kBadResp;
-    }
-    return CompState::kRead;
+  if (c.flags & (wire::kRead | wire::kAtomic)) {
+    if (!response_fits(c.qp, w, c.pkt)) return CompState::kBadResp;
+    return (c.flags & wire::kRead) ? CompState::kRead : CompState::kAtomic;
   }
-  if (c.flags & wire::kAtomic) return wr_op(w.opcode).flags & wire::kAtomic ? CompState::kAtomic : CompState::kBadResp;
   const uint8_t value = wire::aeth_value(c.pkt.aeth_syndrome);
   switch (wire::aeth_type(c.pkt.aeth_syndrome)) {
     case AethType::kAck:
@@ -140,15 +140,13 @@ CompState chk_ack(Resp& c) {
 CompState read(Resp& c) {
   const SendWqe& w = *c.wqe;
   const uint32_t off = wire::psn_diff(c.pkt.psn, w.first_psn) * c.qp.mtu();
-  if (c.pkt.payload_len != std::min(c.qp.mtu(), w.length - off)) return CompState::kBadResp;
-  copy_to_sges(c.qp.sges_of(c.wqe_idx), w.num_sge, off, c.payload, c.pkt.payload_len);
+  if (c.payload) copy_to_sges(c.qp.sges_of(c.wqe_idx), w.num_sge, off, c.payload, c.pkt.payload_len);
   advance_comp(c, wire::psn_add(c.pkt.psn, 1));
   return c.pkt.psn == w.last_psn ? CompState::kCompWqe : CompState::kUpdateComp;
 }
 
 CompState atomic(Resp& c) {
-  const uint64_t orig = c.pkt.atomic_ack_orig;
-  std::memcpy(reinterpret_cast<void*>(c.qp.sges_of(c.wqe_idx)[0].addr), &orig, sizeof(orig));
+  if (c.payload) place_atomic_result(c.qp, c.wqe_idx, c.pkt);
   return CompState::kCompWqe;
 }
 
@@ -308,7 +306,7 @@ template <bool kTraced>
 
 [[gnu::noinline, gnu::cold, gnu::flatten]] void run_traced(Env& env, QpImpl& qp, const wire::PacketDesc& pkt,
                                                            const uint8_t* frame) {
-  Resp c{env, qp, pkt, frame + pkt.payload_off, pkt.op().flags};
+  Resp c{env, qp, pkt, frame ? frame + pkt.payload_off : nullptr, pkt.op().flags};
   run<true>(c);
 }
 
@@ -325,8 +323,25 @@ void completer_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const uint8
 
 void completer_run(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const uint8_t* frame) {
   if (qp.trace) [[unlikely]] return run_traced(env, qp, pkt, frame);
-  Resp c{env, qp, pkt, frame + pkt.payload_off, pkt.op().flags};
+  Resp c{env, qp, pkt, frame ? frame + pkt.payload_off : nullptr, pkt.op().flags};
   run<false>(c);
+}
+
+bool response_fits(const QpImpl& qp, const SendWqe& w, const wire::PacketDesc& pkt) {
+  const uint32_t flags = pkt.op().flags;
+  if (flags & wire::kAtomic) return wr_op(w.opcode).flags & wire::kAtomic;
+  // The opcode must sit where this PSN sits in the READ (IBA 9.7.5.1).
+  uint32_t want = (pkt.psn == w.first_psn ? uint32_t(wire::kFirst) : 0u) | (pkt.psn == w.last_psn ? uint32_t(wire::kLast) : 0u);
+  if (!want) want = wire::kMiddle;
+  if (w.opcode != WrOpcode::kRdmaRead || (flags & (wire::kFirst | wire::kMiddle | wire::kLast)) != want) return false;
+  if (pkt.op().has(wire::Hdr::kAeth) && wire::aeth_type(pkt.aeth_syndrome) != AethType::kAck) return false;
+  const uint32_t off = wire::psn_diff(pkt.psn, w.first_psn) * qp.mtu();
+  return pkt.payload_len == std::min(qp.mtu(), w.length - off);
+}
+
+void place_atomic_result(QpImpl& qp, uint32_t wqe_idx, const wire::PacketDesc& pkt) {
+  const uint64_t orig = pkt.atomic_ack_orig;
+  std::memcpy(reinterpret_cast<void*>(qp.sges_of(wqe_idx)[0].addr), &orig, sizeof(orig));
 }
 
 void completer_timer(Env& env, QpImpl& qp) {

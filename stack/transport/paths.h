@@ -38,12 +38,27 @@ struct Paths {
   uint16_t next = 0;           // kPacket: where the round robin goes next; kFlowlet: the flowlet's path
   uint32_t flowlet_gap_ns = kDefaultFlowletGapNs;
   uint64_t last_tx_ns = 0;     // kFlowlet: when the flowlet's last packet left
+  uint8_t last = 0;            // the path of the last request sent (its RTT sample's path)
   std::array<PathState, kMaxPaths> p{};
 
   /// Sets up n paths from the QP's usual source port (control path, INIT -> RTR).
   void init(const QpExt& ext, uint16_t sport);
   /// UDP source port of path i: inside RoCE's 0xC000..0xFFFF, distinct per path.
   uint16_t sport(uint16_t i) const { return uint16_t(0xC000 | ((base_sport - 0xC000 + i) & 0x3fff)); }
+  /// The path whose port is sport (0 for a port that is none of them).
+  uint16_t index(uint16_t sport) const {
+    const uint16_t i = uint16_t((sport - base_sport) & 0x3fff);
+    return i < n ? i : 0;
+  }
+  /// The path of a response packet psn to a request that came on path req:
+  /// per packet, the paths in turn from req (run_first, the request's first
+  /// response PSN, on req); per flowlet, req. The requester knows each
+  /// response's path from its request's and the PSN, as the FIFO rule of
+  /// selective repeat needs.
+  uint16_t response_path(uint16_t req, uint32_t run_first, uint32_t psn) const {
+    if (n == 1 || mode == PathMode::kFlowlet) return req;
+    return uint16_t((req + ((psn - run_first) & 0x00ffffff)) % n);
+  }
   /// The path of the next new packet at now_ns (a live one where there is one).
   uint16_t pick(uint64_t now_ns);
   /// The path of a resend whose last transmission went on prev: another live one.

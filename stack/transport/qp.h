@@ -103,6 +103,7 @@ struct SendWqe {
   uint32_t first_psn;
   uint32_t last_psn;
   uint32_t recv_seq;     // ext with selective repeat: the receive WQE a SEND / WRITE with immediate takes
+  uint32_t tx_seq;       // ext with selective repeat, READ: the transmit sequence number of its request
   uint32_t send_flags;
   uint16_t num_sge;      // 0 for inline data (bytes in the inline area)
   WrOpcode opcode;
@@ -238,14 +239,32 @@ void responder_error(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, RespStat
 bool responder_complete(Env& env, QpImpl& qp, const wire::PacketDesc& pkt);
 /// Responder: sets the coalesced ACK/NAK (syndrome, psn) to send at the QP's next transmit turn.
 void responder_set_ack(Env& env, QpImpl& qp, uint8_t syndrome, uint32_t psn);
+enum class RespSend : uint8_t { kSent, kNoRoom, kGone };
+/// Responder: the READ response (or the atomic ACK) of res at psn, on UDP
+/// source port sport (0: the QP's own). kGone: the region was deregistered
+/// meanwhile (nothing sent; the requester times out); kNoRoom: no transmit room.
+RespSend responder_send_response(Env& env, QpImpl& qp, const RespRes& res, uint32_t psn, uint16_t sport);
+/// Responder: the PSN of a responder resource's last response.
+uint32_t resp_last_psn(const QpImpl& qp, const RespRes& res);
 /// Responder: sends pending READ responses, atomic ACKs and the coalesced ACK/NAK.
 /// Returns true if it stopped for lack of transmit room.
 bool responder_tx(Env& env, QpImpl& qp);
 /// Completer: one response packet (kResp) for qp.
 void completer_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const uint8_t* frame);
 /// Completer: the go-back-N state machine for one response packet (what
-/// completer_rx runs for a QP without ext).
+/// completer_rx runs for a QP without ext). frame null: a READ response or
+/// atomic ACK whose data selective repeat placed already (ext_completer_rx
+/// holds them until they are in order); pkt then describes it, and nothing
+/// is copied again.
 void completer_run(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const uint8_t* frame);
+/// Completer: true if pkt, a READ response or atomic ACK, answers w where its
+/// PSN lies (IBA 9.7.5.1: the opcode sits where the PSN sits in the READ, an
+/// ACK-type AETH, one PMTU of data but the last; an atomic ACK answers an
+/// atomic). A response that does not is a bad response.
+bool response_fits(const QpImpl& qp, const SendWqe& w, const wire::PacketDesc& pkt);
+/// Completer: writes the original value an atomic ACK returns into the first
+/// SGE of the atomic WQE at SQ index wqe_idx.
+void place_atomic_result(QpImpl& qp, uint32_t wqe_idx, const wire::PacketDesc& pkt);
 /// Completer: the QP's timer fired (local ACK timeout or end of an RNR wait).
 void completer_timer(Env& env, QpImpl& qp);
 /// Completer: retires finished WQEs from the head of the SQ in order, writing

@@ -19,7 +19,10 @@
 // AckReq are remembered (a small ring; later ones are not timed while it is
 // full), an ACK covering them gives now - the newest covered send time, and a
 // retransmission forgets them all, since an ACK can then not say which copy
-// it answers. An RTT is measured from the requester's transmit turn to the
+// it answers. A QP sprayed over several paths (uroce's extension) gives each
+// timed packet its path, and TIMELY takes the gradient of a sample against
+// the previous sample of the same path (on_acked's path_prev_rtt_ns), so
+// that paths of different delays do not read as a gradient. An RTT is measured from the requester's transmit turn to the
 // completer's receive poll, so it includes the local transmit queue: that is
 // the delay TIMELY means to control.
 #pragma once
@@ -67,8 +70,10 @@ class QpCc {
     return std::min(pacer_.next_send_ns(bytes), cc_.next_timer_ns());
   }
 
-  /// A frame of wire_bytes (kWireOverheadBytes included) with PSN psn left at now_ns.
-  void on_sent(uint64_t now_ns, uint32_t wire_bytes, uint32_t psn, bool ack_req, bool retransmit) {
+  /// A frame of wire_bytes (kWireOverheadBytes included) with PSN psn left
+  /// at now_ns, on path path (uroce's extension; 0 without it).
+  void on_sent(uint64_t now_ns, uint32_t wire_bytes, uint32_t psn, bool ack_req, bool retransmit,
+               uint8_t path = 0) {
     if (paced_) {
       pacer_.on_sent(wire_bytes, now_ns);
       cc_.on_bytes_sent(wire_bytes, now_ns);
@@ -77,24 +82,30 @@ class QpCc {
     if (retransmit) {
       rtt_head_ = rtt_tail_;  // Karn: no sample across a retransmission
     } else if (ack_req && rtt_tail_ - rtt_head_ < kRttSlots) {
-      rtt_[rtt_tail_++ % kRttSlots] = {psn, now_ns};
+      rtt_[rtt_tail_++ % kRttSlots] = {psn, path, now_ns};
     }
   }
 
   /// Every PSN before comp_psn is acknowledged at now_ns (bytes newly
   /// acknowledged). Feeds the algorithm one RTT sample if a timed packet is
   /// among them, else an ACK without a sample. Returns whether it sampled.
-  bool on_acked(uint64_t now_ns, uint32_t comp_psn, uint64_t bytes) {
+  /// path_prev_rtt_ns (a QP sprayed over several paths; null otherwise): the
+  /// previous sample of each path, which the sample's gradient is taken
+  /// against (TIMELY) and which it replaces.
+  bool on_acked(uint64_t now_ns, uint32_t comp_psn, uint64_t bytes, uint64_t* path_prev_rtt_ns = nullptr) {
     uint64_t rtt = 0;
+    uint8_t path = 0;
     while (rtt_head_ != rtt_tail_ && wire::psn_cmp(rtt_[rtt_head_ % kRttSlots].psn, comp_psn) < 0) {
       rtt = now_ns - rtt_[rtt_head_ % kRttSlots].sent_ns;
+      path = rtt_[rtt_head_ % kRttSlots].path;
       ++rtt_head_;
     }
     if (rtt != 0) {
       ++rtt_samples_;
       last_rtt_ns_ = rtt;
     }
-    cc_.on_ack(bytes, rtt, now_ns);
+    if (path_prev_rtt_ns) cc_.on_path_ack(bytes, rtt, now_ns, path_prev_rtt_ns[path]);
+    else cc_.on_ack(bytes, rtt, now_ns);
     pacer_.set_rate_bps(cc_.rate_bps(), now_ns);
     return rtt != 0;
   }
@@ -120,8 +131,10 @@ class QpCc {
   static constexpr uint32_t kRttSlots = 16;
   struct Timed {
     uint32_t psn;
+    uint8_t path;  // in what was padding: the ring stays 16 bytes a slot
     uint64_t sent_ns;
   };
+  static_assert(sizeof(Timed) == 16);
 
   void settle(uint64_t now_ns) {
     if (cc_.next_timer_ns() <= now_ns) {

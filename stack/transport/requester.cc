@@ -33,6 +33,7 @@ struct ReqRun {
   WcStatus err = WcStatus::kSuccess;
   bool more = false;  // stopped with packets ready to go (budget, transmit room, pacer)
   uint8_t opcode = 0; // of the last packet built (for the state trace)
+  uint32_t psns = 1;  // PSNs the last packet built stands for (a READ request: its responses')
 };
 
 ReqState get_wqe(ReqRun& r) {
@@ -186,7 +187,7 @@ ReqState send_packet(ReqRun& r) {
     d.se = last && (w.send_flags & kSendSolicited);
   }
   r.opcode = d.opcode;
-  if (qp.ext) [[unlikely]] {
+  if (qp.ext) [[unlikely]] {  // may cut a READ to the run of its responses to ask again (selective repeat)
     switch (ext_send_request(r.env, qp, qp.req.req_idx, d, off)) {
       case ExtSend::kSent: break;
       case ExtSend::kSkip: return ReqState::kGetWqe;
@@ -198,8 +199,11 @@ ReqState send_packet(ReqRun& r) {
     r.more = true;
     return ReqState::kDone;
   }
+  // One READ request stands for all its response PSNs.
+  r.psns = (op.flags & wire::kRead) ? pkts_for(d.reth_len, qp.mtu()) : 1;
   const bool retransmit = psn_cmp(psn, qp.req.psn_hwm) < 0;
-  qp.cc.on_sent(r.env.now_ns, uint32_t(wire::frame_len(d)) + kWireOverheadBytes, psn, d.ack_req, retransmit);
+  qp.cc.on_sent(r.env.now_ns, uint32_t(wire::frame_len(d)) + kWireOverheadBytes, psn, d.ack_req, retransmit,
+                qp.ext ? qp.ext->paths.last : 0);
   if (retransmit) r.env.inc(Counter::retransmits);
   // IBA 9.7.6.1.3: the local ACK timer runs while anything is unacknowledged.
   if (qp.qp_type == QpType::kRc && qp.attr.timeout && !r.env.timers.armed(qp.index)) {
@@ -211,8 +215,7 @@ ReqState send_packet(ReqRun& r) {
 ReqState next_packet(ReqRun& r) {
   QpImpl& qp = r.qp;
   SendWqe& w = *r.wqe;
-  // One READ request stands for all its response PSNs.
-  qp.req.req_psn = is_rd_atomic(w) ? wire::psn_add(w.last_psn, 1) : wire::psn_add(qp.req.req_psn, 1);
+  qp.req.req_psn = wire::psn_add(qp.req.req_psn, r.psns);
   if (psn_cmp(qp.req.req_psn, qp.req.psn_hwm) > 0) qp.req.psn_hwm = qp.req.req_psn;
   if (psn_cmp(qp.req.req_psn, w.last_psn) > 0) {
     ++qp.req.req_idx;

@@ -51,12 +51,6 @@ void uc_drop_message(Req& r) {
   r.s.epsn = wire::psn_add(r.pkt.psn, 1);
 }
 
-// The PSN of a resource's last response: a READ takes one PSN per response
-// packet at the path MTU (the MTU send_response segments by), an atomic one.
-uint32_t resp_last_psn(const QpImpl& qp, const RespRes& res) {
-  return res.kind == wire::kRead ? wire::psn_add(res.first_psn, pkts_for(res.length, qp.mtu()) - 1) : res.first_psn;
-}
-
 RespRes* find_res(Req& r, uint32_t kind) {
   for (uint32_t i = 0; i < r.qp.attr.max_dest_rd_atomic; ++i) {
     RespRes& res = r.s.res[i];
@@ -337,9 +331,15 @@ RespState duplicate(Req& r) {
     r.env.inc(Counter::dup_rd_atomic_dropped);
     return RespState::kDone;
   }
+  r.env.inc((r.flags & wire::kRead) ? Counter::read_replayed : Counter::atomic_replayed);
+  // Selective repeat re-requests the runs of a READ's responses that were
+  // lost: each is sent on its own, beside whatever the resource still sends.
+  if ((r.flags & wire::kRead) && sr_on(r.qp)) [[unlikely]] {
+    ext_read_rerequest(r.env, r.qp, *res, r.pkt);
+    return RespState::kDone;
+  }
   res->cur_psn = r.pkt.psn;
   res->replay = true;
-  r.env.inc((r.flags & wire::kRead) ? Counter::read_replayed : Counter::atomic_replayed);
   queue_response(r, *res);
   return RespState::kDone;
 }
@@ -426,40 +426,6 @@ RespState do_error(Req& r, RespState err) {
   return RespState::kDone;
 }
 
-// One READ response or atomic ACK packet from res (IBA 9.7.5.2: READ
-// responses are regenerated from memory, checked again, on each send).
-bool send_response(Env& env, QpImpl& qp, RespRes& res) {
-  wire::PacketDesc d;
-  fill_qp_path(env.net, qp, d);
-  d.psn = res.cur_psn;
-  d.aeth_syndrome = ack_syndrome();
-  d.aeth_msn = res.msn;
-  const uint32_t last_psn = resp_last_psn(qp, res);
-  const uint8_t* src = nullptr;
-  if (res.kind == wire::kAtomic) {
-    d.opcode = wire::kRcAtomicAcknowledge;
-    d.atomic_ack_orig = res.word;
-  } else {
-    const uint32_t off = wire::psn_diff(res.cur_psn, res.first_psn) * qp.mtu();
-    const bool first = res.cur_psn == res.first_psn;
-    const bool last = res.cur_psn == last_psn;
-    d.opcode = first ? (last ? wire::kRcReadResponseOnly : wire::kRcReadResponseFirst)
-                     : (last ? wire::kRcReadResponseLast : wire::kRcReadResponseMiddle);
-    d.payload_len = std::min(qp.mtu(), res.length - off);
-    d.pad = wire::pad_for(d.payload_len);
-    if (!env.mrs.check(res.rkey, qp.pd, res.word + off, d.payload_len, kAccessRemoteRead)) {
-      res.pending = false;  // deregistered meanwhile: the requester times out
-      return true;
-    }
-    src = reinterpret_cast<const uint8_t*>(res.word + off);
-  }
-  if (!send_frame(env, d, src, res.rkey)) return false;
-  qp.cc.on_sent(env.now_ns, uint32_t(wire::frame_len(d)) + kWireOverheadBytes, res.cur_psn, false, false);
-  res.pending = psn_cmp(res.cur_psn, last_psn) < 0;
-  res.cur_psn = wire::psn_add(res.cur_psn, 1);
-  return true;
-}
-
 bool send_ack(Env& env, QpImpl& qp) {
   if (qp.ext) [[unlikely]] return ext_send_ack(env, qp);
   wire::PacketDesc d;
@@ -530,6 +496,48 @@ template <bool kTraced>
 
 }  // namespace
 
+uint32_t resp_last_psn(const QpImpl& qp, const RespRes& res) {
+  // A READ takes one PSN per response packet at the path MTU (the MTU
+  // responder_send_response segments by), an atomic one.
+  return res.kind == wire::kRead ? wire::psn_add(res.first_psn, pkts_for(res.length, qp.mtu()) - 1) : res.first_psn;
+}
+
+// IBA 9.7.5.2: READ responses are regenerated from memory, checked again, on each send.
+RespSend responder_send_response(Env& env, QpImpl& qp, const RespRes& res, uint32_t psn, uint16_t sport) {
+  wire::PacketDesc d;
+  fill_qp_path(env.net, qp, d);
+  d.psn = psn;
+  d.aeth_syndrome = ack_syndrome();
+  d.aeth_msn = res.msn;
+  const uint8_t* src = nullptr;
+  if (res.kind == wire::kAtomic) {
+    d.opcode = wire::kRcAtomicAcknowledge;
+    d.atomic_ack_orig = res.word;
+  } else {
+    const uint32_t off = wire::psn_diff(psn, res.first_psn) * qp.mtu();
+    const bool first = psn == res.first_psn;
+    const bool last = psn == resp_last_psn(qp, res);
+    d.opcode = first ? (last ? wire::kRcReadResponseOnly : wire::kRcReadResponseFirst)
+                     : (last ? wire::kRcReadResponseLast : wire::kRcReadResponseMiddle);
+    d.payload_len = std::min(qp.mtu(), res.length - off);
+    d.pad = wire::pad_for(d.payload_len);
+    if (!env.mrs.check(res.rkey, qp.pd, res.word + off, d.payload_len, kAccessRemoteRead)) return RespSend::kGone;
+    src = reinterpret_cast<const uint8_t*>(res.word + off);
+  }
+  if (sport) {  // sprayed (uroce's extension): copied, the port written before the ICRC
+    rte_mbuf* m = nullptr;
+    uint8_t* payload = begin_frame(env, d, &m);
+    if (!payload) return RespSend::kNoRoom;
+    set_frame_sport(d, payload - wire::header_len(d), sport);
+    if (d.payload_len) std::memcpy(payload, src, d.payload_len);
+    end_frame(env, d, m);
+  } else if (!send_frame(env, d, src, res.rkey)) {
+    return RespSend::kNoRoom;
+  }
+  qp.cc.on_sent(env.now_ns, uint32_t(wire::frame_len(d)) + kWireOverheadBytes, psn, false, false);
+  return RespSend::kSent;
+}
+
 void responder_set_ack(Env& env, QpImpl& qp, uint8_t syndrome, uint32_t psn) {
   ResponderState& s = qp.resp;
   if (s.ack_pending && wire::aeth_type(s.ack_syndrome) != AethType::kAck && psn_cmp(psn, s.ack_psn) <= 0) return;
@@ -583,7 +591,21 @@ bool responder_tx(Env& env, QpImpl& qp) {
       // response holds the ACKs behind it too (PSN order); the pacing timer
       // brings the QP back.
       if (!pacer_allows(env, qp)) return false;
-      if (!send_response(env, qp, res)) return true;
+      const uint16_t sport = qp.ext ? ext_response_sport(qp, res, res.cur_psn) : 0;
+      switch (responder_send_response(env, qp, res, res.cur_psn, sport)) {
+        case RespSend::kNoRoom: return true;
+        case RespSend::kGone: res.pending = false; continue;
+        case RespSend::kSent: break;
+      }
+      res.pending = psn_cmp(res.cur_psn, resp_last_psn(qp, res)) < 0;
+      res.cur_psn = wire::psn_add(res.cur_psn, 1);
+    }
+  }
+  if (qp.ext) [[unlikely]] {  // runs of READ responses re-requested (selective repeat)
+    switch (ext_send_runs(env, qp)) {
+      case RunsTx::kNoRoom: return true;
+      case RunsTx::kPaced: return false;
+      case RunsTx::kDone: break;
     }
   }
   if (s.ack_pending) {

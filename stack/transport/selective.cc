@@ -21,6 +21,8 @@ using wire::psn_diff;
 static_assert(kSrWindowPsns == kMaxUnackedPsns, "the responder places all the requester may have in flight");
 static_assert((wire::kPsnMask + 1) % kSrWindowPsns == 0, "PSN % window is continuous across the 24-bit wrap");
 static_assert(kSrWindowPsns / 8 <= wire::kSackMaxBitmapBytes);
+static_assert(kSrResources == kMaxRdAtomic);
+static_assert(kSrRuns <= 256, "run_head and run_count are bytes");
 
 uint8_t ack_syndrome() { return wire::aeth_syndrome(wire::AethType::kAck, wire::kAethCreditsInvalid); }
 uint32_t slot(uint32_t psn) { return psn % kSrWindowPsns; }
@@ -231,6 +233,192 @@ void delivered(Env& env, QpImpl& qp, uint32_t psn) {
   if (!q.resent.test(psn)) q.rtt_max_ns = std::max(q.rtt_max_ns, env.now_ns - q.sent_ns[i]);
 }
 
+// The started WQE whose PSNs hold psn, with its SQ index; null if none.
+SendWqe* wqe_of(QpImpl& qp, uint32_t psn, uint32_t* idx) {
+  for (uint32_t i = qp.sq.tail(); i != qp.sq.head(); ++i) {
+    SendWqe& w = qp.sq.at(i);
+    if (w.state == WqeState::kPosted) break;
+    if (w.state == WqeState::kStarted && psn_cmp(psn, w.first_psn) >= 0 && psn_cmp(psn, w.last_psn) <= 0) {
+      *idx = i;
+      return &w;
+    }
+  }
+  return nullptr;
+}
+
+// The transmit sequence number of the request that asked for response psn of w last.
+uint32_t rsp_seq_of(const SrRequester& q, const SendWqe& w, uint32_t psn) {
+  return q.rsp_rr.test(psn) ? q.rsp_seq[slot(psn)] : w.tx_seq;
+}
+
+// Both responses answer the same request (so leave in PSN order, each on its path).
+bool same_request(const SrRequester& q, uint32_t a, uint32_t b) {
+  return q.rsp_rr.test(a) == q.rsp_rr.test(b) && (!q.rsp_rr.test(a) || q.rsp_seq[slot(a)] == q.rsp_seq[slot(b)]);
+}
+
+// The responder has w's request (a response of it came, or an ACK past it).
+bool heard(const QpImpl& qp, const SendWqe& w) {
+  return psn_cmp(w.first_psn, qp.comp.comp_psn) < 0 || qp.ext->req.sacked.test(w.first_psn);
+}
+
+// Response psn of w was delivered: it may be the one sent last (RACK), and
+// the request it answers reached the responder.
+void note_response(Env& env, QpImpl& qp, const SendWqe& w, uint32_t psn) {
+  SrRequester& q = qp.ext->req;
+  const uint32_t seq = rsp_seq_of(q, w, psn);
+  if (!q.rack || int32_t(seq - q.rack_seq) > 0 || (seq == q.rack_seq && psn_cmp(psn, q.rack_psn) > 0)) {
+    q.rack = true;
+    q.rack_seq = seq;
+    q.rack_psn = psn;
+  }
+  // The request: the READ's (its first PSN), or the re-request of a run
+  // (the nearest PSN sent at or before psn).
+  uint32_t m = psn;
+  if (!q.rsp_rr.test(psn)) m = w.first_psn;
+  else
+    while (!q.sent.test(m) && psn_cmp(m, w.first_psn) > 0 && psn_cmp(m, qp.comp.comp_psn) > 0) m = before(m);
+  if (in_flight(qp, m) && q.sent.test(m) && !q.sacked.test(m)) {
+    q.sacked.set(m);
+    delivered(env, qp, m);
+  }
+}
+
+// An ACK of every request PSN up to psn: those are delivered, and
+// completion goes on to it once the READ responses before it are in.
+void note_ack(Env& env, QpImpl& qp, uint32_t psn) {
+  SrRequester& q = qp.ext->req;
+  if (psn_cmp(psn, qp.comp.comp_psn) < 0 || psn_cmp(psn, qp.req.psn_hwm) >= 0) return;
+  for (uint32_t p = qp.comp.comp_psn; psn_cmp(p, psn) <= 0 && in_flight(qp, p); p = psn_add(p, 1)) {
+    if (!q.sent.test(p) || q.sacked.test(p)) continue;
+    q.sacked.set(p);
+    if (!q.rd_atomic.test(p)) q.lost.clear(p);  // a READ's: its response may be missing still
+    delivered(env, qp, p);
+  }
+  const uint32_t to = psn_add(psn, 1);
+  if (!q.acked_ahead || psn_cmp(to, q.acked_to) > 0) q.acked_to = to;
+  q.acked_ahead = true;
+}
+
+// A READ response or atomic ACK ahead of comp_psn: checked on its own, placed, held.
+void hold_response(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const uint8_t* frame) {
+  SrRequester& q = qp.ext->req;
+  uint32_t idx = 0;
+  SendWqe* w = wqe_of(qp, pkt.psn, &idx);
+  if (!w || psn_diff(pkt.psn, qp.comp.comp_psn) >= kSrWindowPsns || !response_fits(qp, *w, pkt)) {
+    env.inc(Counter::sr_dropped_ooo);  // it meets the completer's checks when it comes in order
+    return;
+  }
+  if (q.rsp_got.test(pkt.psn)) {
+    env.inc(Counter::duplicate_response);
+    return;
+  }
+  if (pkt.op().flags & wire::kRead) {
+    const uint32_t off = psn_diff(pkt.psn, w->first_psn) * qp.mtu();
+    copy_to_sges(qp.sges_of(idx), w->num_sge, off, frame + pkt.payload_off, pkt.payload_len);
+  } else {
+    place_atomic_result(qp, idx, pkt);
+  }
+  q.rsp_got.set(pkt.psn);
+  q.lost.clear(pkt.psn);  // late, not lost: not asked for again
+  env.inc(Counter::sr_ooo_placed);
+  note_response(env, qp, *w, pkt.psn);
+}
+
+// Completion moves over the held responses and an ACK that went past them,
+// in order: each is run through the completer as the packet it stood for.
+void complete_held(Env& env, QpImpl& qp) {
+  SrRequester& q = qp.ext->req;
+  for (;;) {
+    uint32_t idx = 0;
+    const uint32_t p = qp.comp.comp_psn;
+    const SendWqe* w = wqe_of(qp, p, &idx);
+    if (!w) break;
+    wire::PacketDesc d;
+    d.aeth_syndrome = ack_syndrome();
+    if (is_rd_atomic(*w)) {
+      if (!q.rsp_got.test(p)) break;
+      q.rsp_got.clear(p);
+      d.psn = p;
+      if (w->opcode != WrOpcode::kRdmaRead) {
+        d.opcode = wire::kRcAtomicAcknowledge;
+      } else {
+        const bool first = p == w->first_psn;
+        const bool last = p == w->last_psn;
+        d.opcode = first ? (last ? wire::kRcReadResponseOnly : wire::kRcReadResponseFirst)
+                         : (last ? wire::kRcReadResponseLast : wire::kRcReadResponseMiddle);
+        d.payload_len = std::min(qp.mtu(), w->length - psn_diff(p, w->first_psn) * qp.mtu());
+      }
+    } else {
+      if (!q.acked_ahead || psn_cmp(q.acked_to, p) <= 0) break;
+      d.opcode = wire::kRcAcknowledge;
+      d.psn = before(q.acked_to);
+    }
+    completer_run(env, qp, d, nullptr);
+    if (qp.state == QpState::kErr || qp.comp.comp_psn == p) break;
+  }
+  if (q.acked_ahead && psn_cmp(q.acked_to, qp.comp.comp_psn) <= 0) q.acked_ahead = false;
+}
+
+// Marks lost every READ response (and atomic ACK) of a request the responder
+// has, in the window, at or after psn, and not in yet.
+void mark_responses_lost(QpImpl& qp, uint32_t psn) {
+  SrRequester& q = qp.ext->req;
+  const uint32_t cap = psn_add(qp.comp.comp_psn, kSrWindowPsns);
+  for (uint32_t i = qp.sq.tail(); i != qp.sq.head(); ++i) {
+    const SendWqe& w = qp.sq.at(i);
+    if (w.state == WqeState::kPosted || psn_cmp(w.first_psn, qp.req.psn_hwm) >= 0) break;
+    if (w.state != WqeState::kStarted || !is_rd_atomic(w) || !heard(qp, w)) continue;
+    for (uint32_t p = psn_cmp(w.first_psn, psn) > 0 ? w.first_psn : psn;
+         psn_cmp(p, w.last_psn) <= 0 && psn_cmp(p, cap) < 0; p = psn_add(p, 1)) {
+      if (!q.rsp_got.test(p)) q.lost.set(p);
+    }
+  }
+}
+
+// Missing READ responses (and atomic ACKs) of requests the responder has: one
+// is lost once a later response of the same request on its path came (the
+// responder sends a request's responses in PSN order, path after path,
+// Paths::response_path; more than kReorderThreshPkts later on one path or
+// per flowlet), or once any response sent after it came a slowest round trip
+// (+ kReorderMinNs) ago. Sets found/first as detect_losses does, and lowers
+// recheck_ns to the next time one runs out.
+void detect_response_losses(Env& env, QpImpl& qp, bool& found, uint32_t& first, uint64_t& recheck_ns) {
+  QpExtState& x = *qp.ext;
+  SrRequester& q = x.req;
+  if (!q.rack) return;
+  const uint32_t stride = x.paths.n > 1 && x.paths.mode == PathMode::kPacket ? x.paths.n : kReorderThreshPkts + 1;
+  const uint64_t wnd = q.rtt_max_ns + kReorderMinNs;
+  const uint32_t cap = psn_add(qp.comp.comp_psn, kSrWindowPsns);
+  for (uint32_t i = qp.sq.tail(); i != qp.sq.head(); ++i) {
+    const SendWqe& w = qp.sq.at(i);
+    if (w.state == WqeState::kPosted || psn_cmp(w.first_psn, qp.req.psn_hwm) >= 0) break;
+    // A request nothing was heard of is the request rules' (detect_losses).
+    if (w.state != WqeState::kStarted || !is_rd_atomic(w) || !heard(qp, w)) continue;
+    const uint32_t lo = psn_cmp(w.first_psn, qp.comp.comp_psn) > 0 ? w.first_psn : qp.comp.comp_psn;
+    for (uint32_t p = lo; psn_cmp(p, w.last_psn) <= 0 && psn_cmp(p, cap) < 0; p = psn_add(p, 1)) {
+      if (q.rsp_got.test(p) || q.lost.test(p)) continue;
+      const uint32_t seq = rsp_seq_of(q, w, p);
+      if (!(int32_t(q.rack_seq - seq) > 0 || (q.rack_seq == seq && psn_cmp(q.rack_psn, p) > 0))) continue;
+      if (!q.rsp_late.test(p)) {
+        q.rsp_late.set(p);
+        q.rsp_late_ns[slot(p)] = env.now_ns;
+      }
+      const uint32_t p2 = psn_add(p, stride);
+      const bool by_path = psn_cmp(p2, w.last_psn) <= 0 && psn_cmp(p2, cap) < 0 && q.rsp_got.test(p2) &&
+                           same_request(q, p, p2);
+      const uint64_t at = q.rsp_late_ns[slot(p)] + wnd;
+      if (!by_path && env.now_ns < at) {
+        recheck_ns = std::min(recheck_ns, at);
+        continue;
+      }
+      q.lost.set(p);
+      env.inc(Counter::sr_lost);
+      if (!found || psn_cmp(p, first) < 0) first = p;
+      found = true;
+    }
+  }
+}
+
 void apply_sack(Env& env, QpImpl& qp, uint32_t ack_psn, std::span<const uint8_t> bitmap) {
   SrRequester& q = qp.ext->req;
   for (uint32_t i = 1; i < bitmap.size() * 8; ++i) {
@@ -285,7 +473,8 @@ void detect_losses(Env& env, QpImpl& qp, bool probe) {
   uint32_t newest_seq = 0;
   const uint32_t end = scan_end(qp);
   for (uint32_t p = qp.comp.comp_psn; psn_cmp(p, end) < 0; p = psn_add(p, 1)) {
-    if (!q.sent.test(p) || q.sacked.test(p) || q.lost.test(p)) continue;
+    // A READ asked for again from a middle PSN: its responses' rules find a loss.
+    if (!q.sent.test(p) || q.sacked.test(p) || q.lost.test(p) || q.rsp_rr.test(p)) continue;
     const uint32_t i = slot(p);
     const bool by_path = int32_t(x.paths.p[q.path[i]].delivered_seq - q.tx_seq[i]) > thresh;
     const bool overtaken = int32_t(q.delivered_seq - q.tx_seq[i]) > 0;
@@ -306,6 +495,7 @@ void detect_losses(Env& env, QpImpl& qp, bool probe) {
     if (!found) first = p;
     found = true;
   }
+  detect_response_losses(env, qp, found, first, recheck_ns);
   if (in_flight_left && !q.probed) {
     const uint64_t probe_ns = probe_at(q, q.sent_ns[slot(newest)]);
     if (probe && !found && env.now_ns >= probe_ns) {
@@ -337,10 +527,10 @@ void ext_attach(QpImpl& qp) {
   qp.ext->paths.init(e, qp.udp_sport);
 }
 
-void ext_responder_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const uint8_t* frame) {
-  QpExtState& x = *qp.ext;
-  x.resp.ack_sport = pkt.udp_sport;  // the answer goes back over the request's path
-  if (!x.cfg.selective_repeat) return responder_run(env, qp, pkt, frame);
+namespace {
+
+// A request packet of a selective-repeat QP.
+void sr_responder_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const uint8_t* frame) {
   const uint32_t from = qp.resp.epsn;
   const uint32_t ahead = psn_diff(pkt.psn, from);
   if (psn_cmp(pkt.psn, from) < 0) return responder_run(env, qp, pkt, frame);  // duplicates, as go-back-N
@@ -361,6 +551,23 @@ void ext_responder_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const u
   // PSNs held past the READ or atomic completed: acknowledge them (after its
   // response, which the transmit turn sends first).
   if (qp.resp.epsn != after) responder_set_ack(env, qp, ack_syndrome(), before(qp.resp.epsn));
+}
+
+}  // namespace
+
+void ext_responder_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const uint8_t* frame) {
+  QpExtState& x = *qp.ext;
+  x.resp.ack_sport = pkt.udp_sport;  // the answer goes back over the request's path
+  const uint8_t res_slot = qp.resp.res_head;
+  const bool new_req = psn_cmp(pkt.psn, qp.resp.epsn) >= 0;  // not a duplicate
+  if (x.cfg.selective_repeat) sr_responder_rx(env, qp, pkt, frame);
+  else responder_run(env, qp, pkt, frame);
+  // A READ or atomic that took a responder resource: its responses go back
+  // over the request's path (and the paths after it, Paths::response_path).
+  const RespRes& res = qp.resp.res[res_slot];
+  if (new_req && (pkt.op().flags & (wire::kRead | wire::kAtomic)) && res.kind && res.first_psn == pkt.psn) {
+    x.resp.res_path[res_slot] = x.paths.index(pkt.udp_sport);
+  }
 }
 
 bool ext_send_ack(Env& env, QpImpl& qp) {
@@ -397,6 +604,54 @@ bool ext_send_ack(Env& env, QpImpl& qp) {
   return true;
 }
 
+void ext_read_rerequest(Env& env, QpImpl& qp, const RespRes& res, const wire::PacketDesc& pkt) {
+  SrResponder& x = qp.ext->resp;
+  const uint32_t mtu = qp.mtu();
+  const uint64_t off = uint64_t(psn_diff(pkt.psn, res.first_psn)) * mtu;
+  // It must name the rest of the READ from its PSN on, or a part of that
+  // (rxe checks the same), under the READ's R_Key; else it is dropped (class D).
+  if (pkt.reth_rkey != res.rkey || pkt.reth_va != res.word + off || off + pkt.reth_len > res.length ||
+      x.run_count == kSrRuns) {
+    env.inc(Counter::dup_rd_atomic_dropped);
+    return;
+  }
+  const uint32_t n = pkt.reth_len ? pkts_for(pkt.reth_len, mtu) : 1;
+  SrRun& run = x.runs[(x.run_head + x.run_count++) % kSrRuns];
+  run = SrRun{res.first_psn, pkt.psn, pkt.psn, psn_add(pkt.psn, n - 1), qp.ext->paths.index(pkt.udp_sport),
+              uint8_t(&res - qp.resp.res.data())};
+  mark_ready(env, qp);
+}
+
+uint16_t ext_response_sport(const QpImpl& qp, const RespRes& res, uint32_t psn) {
+  const QpExtState& x = *qp.ext;
+  if (x.paths.n == 1) return 0;
+  const uint16_t req = x.resp.res_path[size_t(&res - qp.resp.res.data())];
+  return x.paths.sport(x.paths.response_path(req, res.first_psn, psn));
+}
+
+RunsTx ext_send_runs(Env& env, QpImpl& qp) {
+  QpExtState& x = *qp.ext;
+  SrResponder& r = x.resp;
+  while (r.run_count) {
+    SrRun& run = r.runs[r.run_head];
+    const RespRes& res = qp.resp.res[run.res];
+    // Still the READ it was asked of (a resource is recycled by a later READ).
+    if (res.kind == wire::kRead && res.first_psn == run.read_first && psn_cmp(run.cur, run.end) <= 0) {
+      if (!pacer_allows(env, qp)) return RunsTx::kPaced;
+      const uint16_t sport = x.paths.n > 1 ? x.paths.sport(x.paths.response_path(run.path, run.first, run.cur)) : 0;
+      switch (responder_send_response(env, qp, res, run.cur, sport)) {
+        case RespSend::kNoRoom: return RunsTx::kNoRoom;
+        case RespSend::kGone: run.cur = psn_add(run.end, 1); break;
+        case RespSend::kSent: run.cur = psn_add(run.cur, 1); break;
+      }
+      if (psn_cmp(run.cur, run.end) <= 0) continue;
+    }
+    r.run_head = uint8_t((r.run_head + 1) % kSrRuns);
+    --r.run_count;
+  }
+  return RunsTx::kDone;
+}
+
 void ext_start_wqe(QpImpl& qp, SendWqe& w) {
   const uint32_t flags = wr_op(w.opcode).flags;
   if ((flags & wire::kSend) || (flags & (wire::kWrite | wire::kImm)) == (wire::kWrite | wire::kImm)) {
@@ -413,8 +668,20 @@ ExtSend ext_send_request(Env& env, QpImpl& qp, uint32_t idx, wire::PacketDesc& d
     requester_rewind(qp, next_to_send(qp, psn));
     return ExtSend::kSkip;
   }
-  const SendWqe& w = qp.sq.at(idx);
+  SendWqe& w = qp.sq.at(idx);
   const uint32_t flags = wr_op(w.opcode).flags;
+  // A READ the responder has, asked for again: the run of lost responses
+  // from psn (IBA 9.7.5.1.4: the RETH names the part asked for).
+  uint32_t run_end = psn;
+  const bool run = x.cfg.selective_repeat && resend && (flags & wire::kRead) && heard(qp, w);
+  if (run) {
+    for (uint32_t p = psn_add(psn, 1); psn_cmp(p, w.last_psn) <= 0 && psn_diff(p, qp.comp.comp_psn) < kSrWindowPsns &&
+                                        q.lost.test(p) && !q.rsp_got.test(p);
+         p = psn_add(p, 1)) {
+      run_end = p;
+    }
+    d.reth_len = std::min((psn_diff(run_end, psn) + 1) * qp.mtu(), d.reth_len);
+  }
   const uint16_t path = resend ? x.paths.pick_other(q.path[slot(psn)], env.now_ns) : x.paths.pick(env.now_ns);
   rte_mbuf* m = nullptr;
   uint8_t* payload = begin_frame(env, d, &m);
@@ -436,21 +703,33 @@ ExtSend ext_send_request(Env& env, QpImpl& qp, uint32_t idx, wire::PacketDesc& d
   end_frame(env, d, m);
 
   const uint32_t i = slot(psn);
+  const uint32_t seq = q.next_tx_seq++;
   if (!resend) {
     q.sacked.clear(psn);
     q.resent.clear(psn);
   } else {
     q.resent.set(psn);
   }
-  if (q.lost.test(psn)) {
-    q.lost.clear(psn);
-    env.inc(Counter::sr_resent);
+  // A READ or atomic sent whole: its responses answer this request.
+  if ((flags & (wire::kRead | wire::kAtomic)) && !run) w.tx_seq = seq;
+  for (uint32_t p = psn;; p = psn_add(p, 1)) {
+    if (q.lost.test(p)) {
+      q.lost.clear(p);
+      env.inc(Counter::sr_resent);
+    }
+    if (run) {  // its responses answer this request now
+      q.rsp_rr.set(p);
+      q.rsp_late.clear(p);
+      q.rsp_seq[slot(p)] = seq;
+    }
+    if (p == run_end) break;
   }
   q.sent.set(psn);
   if (flags & (wire::kRead | wire::kAtomic)) q.rd_atomic.set(psn);
   else q.rd_atomic.clear(psn);
-  q.tx_seq[i] = q.next_tx_seq++;
+  q.tx_seq[i] = seq;
   q.path[i] = uint8_t(path);
+  x.paths.last = uint8_t(path);
   q.sent_ns[i] = env.now_ns;
   if (x.cfg.selective_repeat && !(flags & (wire::kRead | wire::kAtomic))) {
     // The tail-loss probe's time; the local ACK timer first, if this packet starts it.
@@ -470,6 +749,7 @@ void resend_from(QpImpl& qp, uint32_t psn) {
     for (uint32_t p = psn_add(psn, 1); psn_cmp(p, end) < 0; p = psn_add(p, 1)) {
       if (q.sent.test(p) && !q.sacked.test(p)) q.lost.set(p);
     }
+    mark_responses_lost(qp, psn);
   }
   requester_rewind(qp, psn);
 }
@@ -501,7 +781,20 @@ void ext_completer_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const u
     env.inc(Counter::sr_sacks_rcvd);
     apply_sack(env, qp, pkt.psn, wire::sack_bitmap({frame + pkt.payload_off, pkt.payload_len}));
   }
-  completer_run(env, qp, pkt, frame);
+  const bool response = pkt.op().flags & (wire::kRead | wire::kAtomic);
+  if (response && psn_cmp(pkt.psn, from) > 0 && psn_cmp(pkt.psn, qp.req.psn_hwm) < 0) {
+    hold_response(env, qp, pkt, frame);
+  } else {
+    uint32_t idx = 0;
+    if (response && pkt.psn == from) {
+      if (const SendWqe* w = wqe_of(qp, pkt.psn, &idx)) note_response(env, qp, *w, pkt.psn);
+    } else if (pkt.opcode == wire::kRcAcknowledge && wire::aeth_type(pkt.aeth_syndrome) == wire::AethType::kAck) {
+      note_ack(env, qp, pkt.psn);
+    }
+    completer_run(env, qp, pkt, frame);
+  }
+  if (qp.state == QpState::kErr) return;
+  complete_held(env, qp);
   if (qp.state == QpState::kErr) return;
   // Acknowledged cumulatively: delivered, and out of the window.
   const uint32_t acked = psn_diff(qp.comp.comp_psn, from);
@@ -513,6 +806,9 @@ void ext_completer_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const u
     q.lost.clear(p);
     q.resent.clear(p);
     q.rd_atomic.clear(p);
+    q.rsp_got.clear(p);
+    q.rsp_rr.clear(p);
+    q.rsp_late.clear(p);
   }
   detect_losses(env, qp, false);
 }

@@ -10,13 +10,20 @@
 // completing messages in order as it passes their Last. READ and atomics run
 // only at epsn (the go-back-N machine), duplicates are answered with the
 // current ACK, and every ACK carries a SACK block of the held PSNs.
+// The responder sprays READ responses over the paths from the request's
+// (Paths::response_path) and answers a READ asked for again from a middle
+// PSN with just the run of responses it names.
 // Requester: per PSN of the window it knows whether it was sent, SACKed or
 // found lost, on which path and with which transmit sequence number; a PSN is
 // lost once a later transmission on its path was delivered (paths are FIFO),
 // or a later one on any path and it has been out longer than the slowest
 // round trip seen; only lost PSNs are sent again, ahead of new ones. The
 // newest transmission, unanswered for two slowest round trips, is probed
-// (sent again) before the local ACK timeout.
+// (sent again) before the local ACK timeout. READ responses (and atomic
+// ACKs) are placed as they come and held until they are in order; a missing
+// one is lost by the same two rules (a later response of the same request on
+// its path, or any later response a round trip ago), and each run of lost
+// responses is asked for again by a READ of just that run.
 #pragma once
 
 #include <array>
@@ -34,6 +41,7 @@ namespace uroce::transport {
 
 struct QpImpl;
 struct SendWqe;
+struct RespRes;
 
 /// PSNs a selective-repeat responder holds past epsn, and the requester's
 /// window (kMaxUnackedPsns): the same, so nothing the requester sends is
@@ -45,6 +53,10 @@ inline constexpr uint32_t kReorderThreshPkts = 3;
 /// Added to the slowest round trip seen before a PSN is taken for lost on
 /// the evidence of a later delivery on another path.
 inline constexpr uint64_t kReorderMinNs = 20'000;
+/// Responder resources (kMaxRdAtomic, qp.h) and runs of READ responses asked
+/// for again that a responder queues.
+inline constexpr uint32_t kSrResources = 16;
+inline constexpr uint32_t kSrRuns = 32;
 
 /// A bitmap over the PSN window, indexed by PSN modulo its size.
 class PsnBits {
@@ -67,11 +79,27 @@ struct SrLast {
   bool se = false;
 };
 
+/// A run of a READ's responses asked for again: PSNs cur..end of the READ
+/// whose first PSN is read_first, in responder resource res, sprayed from
+/// path on the run's first PSN first.
+struct SrRun {
+  uint32_t read_first = 0;
+  uint32_t first = 0;
+  uint32_t cur = 0;
+  uint32_t end = 0;
+  uint16_t path = 0;
+  uint8_t res = 0;
+};
+
 struct SrResponder {
   PsnBits held;                               // placed PSNs past epsn
   std::array<SrLast, kSrWindowPsns> last{};
   uint32_t recv_done = 0;                     // receive WQEs consumed: the sequence number of the next
   uint16_t ack_sport = 0;                     // where the request that asked for the pending ACK came from
+  std::array<uint16_t, kSrResources> res_path{};  // the path each resource's request came on
+  std::array<SrRun, kSrRuns> runs{};          // a ring, oldest first
+  uint8_t run_head = 0;
+  uint8_t run_count = 0;
 };
 
 struct SrRequester {
@@ -95,6 +123,21 @@ struct SrRequester {
                                  // ACK it draws restarts the ACK timer, so more would hold the timeout off)
   uint64_t ack_deadline_ns = 0;  // the local ACK timeout it displaced
   uint32_t recv_seq = 0;       // sequence number of the next message that consumes a receive WQE
+  // READ responses and atomic ACKs (a response PSN of a READ is no request's).
+  PsnBits rsp_got;   // placed ahead of comp_psn, held until completion reaches it
+  PsnBits rsp_rr;    // asked for again: rsp_seq holds the re-request's transmit sequence number
+  PsnBits rsp_late;  // missing, and a response sent after it was delivered at rsp_late_ns
+  std::array<uint32_t, kSrWindowPsns> rsp_seq{};
+  std::array<uint64_t, kSrWindowPsns> rsp_late_ns{};
+  // The response delivered that was sent last: the transmit sequence number
+  // of the request it answers, then its PSN (RACK's most recent delivery).
+  bool rack = false;
+  uint32_t rack_seq = 0;
+  uint32_t rack_psn = 0;
+  // An ACK acknowledged requests past a READ or atomic whose responses are
+  // not all in: completion reaches acked_to (one past its PSN) once they are.
+  bool acked_ahead = false;
+  uint32_t acked_to = 0;
 };
 
 struct QpExtState {
@@ -102,6 +145,7 @@ struct QpExtState {
   SrResponder resp;
   SrRequester req;
   Paths paths;
+  std::array<uint64_t, kMaxPaths> prev_rtt_ns{};  // TIMELY: each path's previous RTT sample (QpCc::on_acked)
 };
 
 /// INIT -> RTR: gives qp its extension state if qp.attr.ext asks for one, else none.
@@ -114,12 +158,23 @@ void ext_responder_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const u
 /// (selective repeat). False if there is no transmit room.
 bool ext_send_ack(Env& env, QpImpl& qp);
 
+/// Responder: a duplicate READ request on a selective-repeat QP, which asks
+/// for the run of res's responses from its PSN, its RETH cut to the run
+/// (IBA 9.7.5.1.4): queued, sent beside what res still sends.
+void ext_read_rerequest(Env& env, QpImpl& qp, const RespRes& res, const wire::PacketDesc& pkt);
+/// Responder: the UDP source port of res's response psn (0: the QP's own).
+uint16_t ext_response_sport(const QpImpl& qp, const RespRes& res, uint32_t psn);
+enum class RunsTx : uint8_t { kDone, kNoRoom, kPaced };
+/// Responder: sends the queued runs of READ responses.
+RunsTx ext_send_runs(Env& env, QpImpl& qp);
+
 /// Requester: at the first packet of w (its PSNs assigned).
 void ext_start_wqe(QpImpl& qp, SendWqe& w);
 enum class ExtSend : uint8_t { kSent, kSkip, kNoRoom };
 /// Requester: builds the request packet d (payload_len counting the placement
 /// header) of the WQE at SQ index idx, data from byte off of the message, on
-/// its path. kSkip: a PSN sent before that is neither lost nor to be resent
+/// its path; a READ asked for again is cut to the run of its lost responses
+/// (d.reth_len). kSkip: a PSN sent before that is neither lost nor to be resent
 /// (the send point has moved on to the next one that is); kNoRoom: no transmit room.
 ExtSend ext_send_request(Env& env, QpImpl& qp, uint32_t idx, wire::PacketDesc& d, uint32_t off);
 /// Requester: moves the send point to where a go-back-N retry from psn would
@@ -130,7 +185,10 @@ void resend_from(QpImpl& qp, uint32_t psn);
 /// are checked for loss and the local ACK timer set again), false if it is
 /// the local ACK timeout.
 bool ext_on_timer(Env& env, QpImpl& qp);
-/// Completer: a response packet of a QP with ext, or an ACK with a SACK block.
+/// Completer: a response packet of a QP with ext, or an ACK with a SACK
+/// block. On a selective-repeat QP a READ response or atomic ACK ahead of
+/// comp_psn is placed and held; held ones complete in order as comp_psn
+/// reaches them.
 void ext_completer_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const uint8_t* frame);
 
 }  // namespace uroce::transport
