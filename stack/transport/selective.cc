@@ -261,9 +261,13 @@ bool heard(const QpImpl& qp, const SendWqe& w) {
   return psn_cmp(w.first_psn, qp.comp.comp_psn) < 0 || qp.ext->req.sacked.test(w.first_psn);
 }
 
-// Response psn of w was delivered: it may be the one sent last (RACK), and
-// the request it answers reached the responder.
+void note_ack(Env& env, QpImpl& qp, uint32_t psn);
+
+// Response psn of w was delivered: it may be the one sent last (RACK), the
+// request it answers reached the responder, and so did every request before
+// w's (the responder executes READs and atomics in order: IBA 9.7.5.1.5).
 void note_response(Env& env, QpImpl& qp, const SendWqe& w, uint32_t psn) {
+  note_ack(env, qp, before(w.first_psn));
   SrRequester& q = qp.ext->req;
   const uint32_t seq = rsp_seq_of(q, w, psn);
   if (!q.rack || int32_t(seq - q.rack_seq) > 0 || (seq == q.rack_seq && psn_cmp(psn, q.rack_psn) > 0)) {

@@ -5,6 +5,7 @@
 // source ports and avoids a blackholed one; a default ext changes nothing.
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <set>
 
 #include "stack/transport/qp.h"
@@ -191,6 +192,184 @@ TEST_F(Selective, ReadAndAtomicStillWork) {
   EXPECT_EQ(got, 40u);
 }
 
+// Drops the first transmission of each READ response PSN in psns sent by port.
+std::function<TestPort::Action(const PacketDesc&)> drop_responses_once(std::set<uint32_t> psns) {
+  return [psns = std::move(psns)](const PacketDesc& d) mutable {
+    if (!(d.op().flags & wire::kRead) || (d.op().flags & wire::kReq) || !psns.count(d.psn)) {
+      return TestPort::Action::kPass;
+    }
+    psns.erase(d.psn);
+    return TestPort::Action::kDrop;
+  };
+}
+
+std::vector<PacketDesc> read_requests(const std::vector<PacketDesc>& log) {
+  std::vector<PacketDesc> r;
+  for (const PacketDesc& d : log) {
+    if (d.opcode == wire::kRcReadRequest) r.push_back(d);
+  }
+  return r;
+}
+
+// The READ response opcode IBA 9.7.5.1 puts at PSN psn of a READ over [first, last].
+uint8_t response_opcode(uint32_t psn, uint32_t first, uint32_t last) {
+  if (psn == first) return psn == last ? wire::kRcReadResponseOnly : wire::kRcReadResponseFirst;
+  return psn == last ? wire::kRcReadResponseLast : wire::kRcReadResponseMiddle;
+}
+
+// Send: a 16 KB READ (16 responses at MTU 1024, PSNs 0x100..0x10f); the
+// responder's responses 0x103, 0x104 and 0x109 are dropped once.
+// Expect: the other responses are placed as they come; the requester asks
+// again for just the runs lost, each by a READ from the run's first PSN with
+// the remote address advanced and the length cut to the run (IBA 9.7.5.1.4);
+// the responder answers each with just those responses, each with the opcode
+// of its place in the READ; the READ completes whole, without a timeout.
+TEST_F(Selective, ReadResponsesOutOfOrderOnlyLostRunsAskedAgain) {
+  open(sr_options());
+  constexpr uint32_t kLen = 16384;
+  fill(b->buf, 16384, kLen, 7);
+  const std::set<uint32_t> dropped = {0x103, 0x104, 0x109};
+  b->port.hook = drop_responses_once(dropped);
+  ASSERT_TRUE(post(WrOpcode::kRdmaRead, 1, 0, kLen, 16384).ok());
+  EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
+  EXPECT_EQ(std::memcmp(a->buf.data(), b->buf.data() + 16384, kLen), 0);
+  const std::vector<PacketDesc> reads = read_requests(a->port.sent);
+  ASSERT_GE(reads.size(), 2u);
+  EXPECT_EQ(reads[0].psn, 0x100u);
+  EXPECT_EQ(reads[0].reth_len, kLen);
+  std::set<uint32_t> asked;
+  for (size_t i = 1; i < reads.size(); ++i) {
+    const PacketDesc& r = reads[i];
+    const uint32_t off = (r.psn - 0x100) * 1024;
+    EXPECT_EQ(r.reth_va, b->addr(16384 + off)) << i;
+    EXPECT_EQ(r.reth_len % 1024, 0u) << i;
+    for (uint32_t p = r.psn; p < r.psn + r.reth_len / 1024; ++p) EXPECT_TRUE(asked.insert(p).second) << p;
+  }
+  EXPECT_EQ(asked, dropped);  // the runs lost, each once, and nothing else
+  EXPECT_LE(reads.size(), 3u);  // 0x103-0x104 is one run
+  std::map<uint32_t, int> answered;
+  for (const PacketDesc& d : b->port.sent) {
+    if (!(d.op().flags & wire::kRead)) continue;
+    ++answered[d.psn];
+    EXPECT_EQ(d.opcode, response_opcode(d.psn, 0x100, 0x10f)) << d.psn;
+  }
+  for (uint32_t p = 0x100; p <= 0x10f; ++p) EXPECT_EQ(answered[p], dropped.count(p) ? 2 : 1) << p;
+  EXPECT_EQ(a->count(Counter::local_ack_timeout_err), 0u);
+  EXPECT_EQ(a->count(Counter::sr_resent), 3u);
+  EXPECT_GT(a->count(Counter::sr_ooo_placed), 0u);
+  EXPECT_EQ(b->count(Counter::dup_rd_atomic_dropped), 0u);
+}
+
+// Send: a 4 KB READ, a SEND and an 8-byte fetch-and-add; the READ's first
+// response is dropped once, so the SEND's ACK and the atomic ACK overtake
+// its responses. Expect: no implied NAK (IBA 9.7.5.1.5 is for in-order
+// responders: here the responses are sprayed); the SEND is not sent again;
+// the completions come in posting order, each right.
+TEST_F(Selective, CompletionsStayInOrderBehindAReadGap) {
+  open(sr_options());
+  fill(b->buf, 16384, 4096, 9);
+  fill(a->buf, 8192, 3000, 4);
+  uint64_t v = 70;
+  std::memcpy(b->buf.data() + 32768, &v, 8);
+  ASSERT_TRUE(b->post_recv(50, 65536, 4096).ok());
+  b->port.hook = drop_responses_once({0x100});
+  ASSERT_TRUE(post(WrOpcode::kRdmaRead, 1, 0, 4096, 16384).ok());
+  ASSERT_TRUE(post(WrOpcode::kSend, 2, 8192, 3000).ok());
+  ASSERT_TRUE(post(WrOpcode::kAtomicFetchAndAdd, 3, 12288, 8, 32768).ok());
+  for (uint64_t id = 1; id <= 3; ++id) {
+    const Wc wc = wait_wc(a->scq);
+    EXPECT_EQ(wc.status, WcStatus::kSuccess) << id;
+    EXPECT_EQ(wc.wr_id, id);
+  }
+  EXPECT_EQ(std::memcmp(a->buf.data(), b->buf.data() + 16384, 4096), 0);
+  EXPECT_EQ(std::memcmp(a->buf.data() + 8192, b->buf.data() + 65536, 3000), 0);
+  uint64_t got = 0;
+  std::memcpy(&got, a->buf.data() + 12288, 8);
+  EXPECT_EQ(got, 70u);
+  EXPECT_EQ(b->count(Counter::atomic_executed), 1u);
+  EXPECT_EQ(a->count(Counter::implied_nak_seq_err), 0u);
+  EXPECT_EQ(a->count(Counter::local_ack_timeout_err), 0u);
+  EXPECT_EQ(sent_with_psn(a->port.sent, 0x104), 1u);  // the SEND's First: never again
+  EXPECT_EQ(sent_with_psn(a->port.sent, 0x107), 1u);  // the atomic
+  EXPECT_EQ(read_requests(a->port.sent).size(), 2u);
+  EXPECT_EQ(read_requests(a->port.sent)[1].reth_len, 1024u);
+}
+
+// Send: a 4 KB READ into a.buf[0..), then a fenced SEND of those bytes
+// (IBA 10.8.3.3); a middle response of the READ is dropped once.
+// Expect: the SEND leaves only after the READ completed, so it carries the
+// bytes read, whole; completions in order.
+TEST_F(Selective, FencedSendWaitsForTheReadItFollows) {
+  open(sr_options());
+  fill(b->buf, 16384, 4096, 11);
+  fill(a->buf, 0, 4096, 1);  // stale bytes the SEND must not carry
+  ASSERT_TRUE(b->post_recv(60, 65536, 4096).ok());
+  b->port.hook = drop_responses_once({0x102});
+  ASSERT_TRUE(post(WrOpcode::kRdmaRead, 1, 0, 4096, 16384).ok());
+  ASSERT_TRUE(post(WrOpcode::kSend, 2, 0, 4096, 0, kSendSignaled | kSendFence).ok());
+  EXPECT_EQ(wait_wc(a->scq).wr_id, 1u);
+  EXPECT_EQ(wait_wc(a->scq).wr_id, 2u);
+  const Wc r = wait_wc(b->rcq);
+  EXPECT_EQ(r.status, WcStatus::kSuccess);
+  EXPECT_EQ(std::memcmp(b->buf.data() + 65536, b->buf.data() + 16384, 4096), 0);
+  // The SEND's first packet went after the run was asked for again.
+  size_t rerequest = 0, send = 0;
+  for (size_t i = 0; i < a->port.sent.size(); ++i) {
+    if (a->port.sent[i].opcode == wire::kRcReadRequest && a->port.sent[i].psn == 0x102) rerequest = i;
+    if (a->port.sent[i].opcode == wire::kRcSendFirst && !send) send = i;
+  }
+  EXPECT_GT(rerequest, 0u);
+  EXPECT_GT(send, rerequest);
+}
+
+// Spraying over 4 paths, the responder's frames on one path held for 10 us
+// and then delivered in order (a slow FIFO path), a 32 KB READ.
+// Expect: the responses are sprayed over the 4 ports; the reordering is
+// taken for delay, not loss: nothing is asked for again; the data is whole.
+TEST_F(Selective, SprayedReadSlowPathIsReorderingNotLoss) {
+  open(sr_options(4));
+  const uint16_t slow = transport::impl(b->qp).ext->paths.sport(1);
+  bool holding = true;
+  b->port.hook = [&](const PacketDesc& d) {
+    return holding && d.udp_sport == slow ? TestPort::Action::kHold : TestPort::Action::kPass;
+  };
+  fill(b->buf, 0, 32768, 12);
+  ASSERT_TRUE(post(WrOpcode::kRdmaRead, 1, 0, 32768, 0).ok());
+  run_for(10'000);
+  EXPECT_GT(a->count(Counter::sr_ooo_placed), 0u);  // the other paths' responses arrived ahead
+  holding = false;
+  b->port.release_held_in_order();
+  EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
+  EXPECT_EQ(std::memcmp(a->buf.data(), b->buf.data(), 32768), 0);
+  std::set<uint16_t> ports;
+  for (const PacketDesc& d : b->port.sent) {
+    if (d.op().flags & wire::kRead) ports.insert(d.udp_sport);
+  }
+  EXPECT_EQ(ports.size(), 4u);
+  EXPECT_EQ(read_requests(a->port.sent).size(), 1u);
+  EXPECT_EQ(a->count(Counter::sr_resent), 0u);
+  EXPECT_EQ(a->count(Counter::retransmits), 0u);
+}
+
+// Receive: a READ asked for again from a middle PSN whose RETH does not name
+// that part of the READ (another address). Expect: dropped (class D, as rxe
+// drops a duplicate READ outside the original), not answered.
+TEST_F(Selective, ReRequestOutsideTheReadIsDropped) {
+  open(sr_options());
+  fill(b->buf, 16384, 4096, 3);
+  ASSERT_TRUE(post(WrOpcode::kRdmaRead, 1, 0, 4096, 16384).ok());
+  EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
+  PacketDesc d = read_requests(a->port.sent)[0];
+  d.psn = 0x102;
+  d.reth_va = b->addr(16384);  // should be + 2048
+  d.reth_len = 1024;
+  const size_t before = b->port.sent.size();
+  b->port.inject(frame_of(d, {}));
+  run_for(50'000);
+  EXPECT_EQ(b->count(Counter::dup_rd_atomic_dropped), 1u);
+  EXPECT_EQ(b->port.sent.size(), before);
+}
+
 // Receive: a SEND out of order whose receive WQE is not posted yet.
 // Expect: dropped (not SACKed); at epsn the standard RNR NAK; once the WQE is
 // posted the SEND completes.
@@ -247,8 +426,10 @@ TEST_F(Selective, SackBlockParsedAndRefusedByPlainQp) {
 
 // A default ext (selective repeat off, one path) set with kQpExt: the QP
 // gets no extension state and sends the same frames, byte for byte, as a QP
-// without kQpExt (but for the RETH's remote VA and so the ICRC: each run has
-// its own buffers).
+// without kQpExt (but for the RETH's or AtomicETH's remote VA and so the
+// ICRC: each run has its own buffers), READs and their recovery included: a
+// lost response read again from its PSN to the READ's end, a lost READ
+// request resent whole after the atomic ACK behind it, the atomic replayed.
 TEST_F(Selective, DefaultExtSendsTheSameFrames) {
   auto run_once = [&](bool set_ext) {
     PairOptions o;
@@ -258,26 +439,34 @@ TEST_F(Selective, DefaultExtSendsTheSameFrames) {
     fill(a->buf, 0, 6000, 1);
     fill(b->buf, 0, 3000, 2);
     EXPECT_TRUE(b->post_recv(5, 65536, 8192).ok());
+    // The READ's second response (PSN 0x10d) lost once: go-back-N reads the
+    // rest again from it; then a READ whose request is lost once (resent
+    // whole after the timeout), and an atomic.
+    b->port.hook = drop_responses_once({0x10d});
+    a->port.hook = drop_once({0x10f});
     EXPECT_TRUE(post(WrOpcode::kSend, 1, 0, 6000).ok());
     EXPECT_TRUE(post(WrOpcode::kRdmaWrite, 2, 0, 6000, 8192).ok());
     EXPECT_TRUE(post(WrOpcode::kRdmaRead, 3, 16384, 3000, 0).ok());
-    for (int i = 0; i < 3; ++i) EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
+    EXPECT_TRUE(post(WrOpcode::kRdmaRead, 4, 20480, 2048, 0).ok());
+    EXPECT_TRUE(post(WrOpcode::kAtomicFetchAndAdd, 5, 24576, 8, 4096).ok());
+    for (int i = 0; i < 5; ++i) EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
+    EXPECT_EQ(a->count(Counter::retransmits), 3u);
     EXPECT_EQ(transport::impl(a->qp).ext, nullptr);
     std::vector<std::vector<uint8_t>> all = a->port.sent_bytes;
     all.insert(all.end(), b->port.sent_bytes.begin(), b->port.sent_bytes.end());
     for (std::vector<uint8_t>& f : all) {
       PacketDesc d;
       EXPECT_EQ(wire::parse(f, d), wire::ParseError::kOk);
-      if (!d.op().has(wire::Hdr::kReth)) continue;
-      const size_t reth = d.payload_off - d.op().hdr_len + 12;  // after the BTH
-      std::fill_n(f.begin() + ptrdiff_t(reth), 8, 0);
+      if (!d.op().has(wire::Hdr::kReth) && !d.op().has(wire::Hdr::kAtomicEth)) continue;
+      const size_t va = d.payload_off - d.op().hdr_len + 12;  // after the BTH: the RETH's or AtomicETH's VA
+      std::fill_n(f.begin() + ptrdiff_t(va), 8, 0);
       std::fill_n(f.begin() + ptrdiff_t(d.payload_off + d.payload_len + d.pad), 4, 0);
     }
     return all;
   };
   const auto plain = run_once(false);
   const auto with_default_ext = run_once(true);
-  EXPECT_GE(plain.size(), 15u);
+  EXPECT_GE(plain.size(), 22u);
   EXPECT_TRUE(plain == with_default_ext);
 }
 
