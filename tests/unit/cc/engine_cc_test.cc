@@ -4,6 +4,7 @@
 // cut), the pacer holding packets without dropping them, and RTT samples from
 // ACKs for TIMELY. Two devices back to back (tests/unit/transport/fixture.h)
 // on a virtual clock.
+#include <array>
 #include <cstring>
 
 #include <gtest/gtest.h>
@@ -223,6 +224,47 @@ TEST_F(EngineCc, AckGivesTimelyAnRttSampleFromEngineTimestamps) {
   EXPECT_EQ(a->count(Counter::cc_rtt_samples), 1u);
   EXPECT_GE(cc_of(a->qp).last_rtt_ns(), 20'000u);
   EXPECT_LE(cc_of(a->qp).last_rtt_ns(), 22'000u);
+}
+
+// A QP sprayed over two paths of fixed, different delays (round trips of 100
+// and 300 us, between TIMELY's T_low and T_high), one timed packet at a time
+// on alternate paths, the sampler told each packet's path as the requester
+// tells it (stack/transport/requester.cc). Expect: with each sample's
+// gradient taken against the previous sample of its own path (what
+// completer.cc passes for a sprayed QP) there is no gradient and the rate
+// stays at line rate; taken against the QP's previous sample, the same
+// samples read as gradients of +-200 us and cut the rate.
+TEST(QpCcPaths, TimelyGradientPerPathSeesNoFalseGradient) {
+  CcConfig cfg;
+  cfg.algorithm = CcAlgorithm::kTimely;
+  struct Out {
+    int64_t rtt_diff_ns;
+    uint64_t rate_bps;
+    uint64_t samples;
+  };
+  auto run = [&](bool per_path) {
+    transport::QpCc cc;
+    cc.init(cfg, QpType::kRc);
+    std::array<uint64_t, transport::kMaxPaths> prev{};
+    uint64_t t = 0;
+    for (uint32_t psn = 0; psn < 40; ++psn) {
+      const uint8_t path = uint8_t(psn % 2);
+      cc.on_sent(t, 1000, psn, true, false, path);
+      t += path ? 300'000 : 100'000;
+      cc.on_acked(t, psn + 1, 1000, per_path ? prev.data() : nullptr);
+    }
+    const auto* timely = cc.algorithm().get_if<cc::Timely>();
+    EXPECT_NE(timely, nullptr);
+    return Out{timely ? timely->rtt_diff_ns() : -1, cc.rate_bps(), cc.rtt_samples()};
+  };
+  const Out per_path = run(true);
+  EXPECT_EQ(per_path.samples, 40u);
+  EXPECT_EQ(per_path.rtt_diff_ns, 0);
+  EXPECT_EQ(per_path.rate_bps, 100'000'000'000u);
+  const Out qp_wide = run(false);
+  EXPECT_EQ(qp_wide.samples, 40u);
+  EXPECT_NE(qp_wide.rtt_diff_ns, 0);
+  EXPECT_LT(qp_wide.rate_bps, 50'000'000'000u);
 }
 
 }  // namespace
