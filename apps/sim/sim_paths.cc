@@ -6,9 +6,10 @@
 // sender host hangs off leaf 0, the receiver off leaf 1; host links at
 // --link-gbps with --link-delay-ns; path s (each leaf's cable to spine s) at
 // the same rate, --path-delay-ns + s * --path-delay-step-ns one way, and
-// --buffer-kb of buffer at either end. RC QPs move --msg-kb RDMA WRITEs,
-// --sq-depth outstanding each, for --duration-us of virtual time, without
-// congestion control. A scenario runs its variants one after another, each on
+// --buffer-kb of buffer at either end. RC QPs move --msg-kb RDMA WRITEs
+// (--op read: the sender READs them from the receiver, so the data are READ
+// responses), --sq-depth outstanding each, for --duration-us of virtual time,
+// without congestion control. A scenario runs its variants one after another, each on
 // a fresh fabric with the same seed (--seed-start):
 //   loss       1 QP on 1 path; --path-loss on leaf 0's paths, so on the data
 //              and on the ACKs: off and sr without loss, then with it
@@ -20,9 +21,11 @@
 //   balance    --flows QPs (8) on 4 paths: one source port each (off)
 //              beside sprayed over --paths ports each (sr-spray)
 // Measured per variant:
-//   goodput          bytes of WRITEs completed at the sender over the run
-//                    (and per --sample-us in the time series)
-//   retransmits      the sender's packets sent again (its `retransmits`)
+//   goodput          bytes of WRITEs (READs) completed at the sender over
+//                    the run (and per --sample-us in the time series)
+//   retransmits      the sender's packets sent again (its `retransmits`);
+//                    --op read: the READ response frames the receiver sent
+//                    again (a PSN it had sent before, counted at the switch)
 //   fabric_drops     frames the fabric dropped: path loss, blackhole, buffers
 //   spurious         retransmits beyond fabric_drops (a lower bound on the
 //                    retransmissions of packets that were not lost)
@@ -59,6 +62,8 @@
 #include "apps/sim/sim_hosts.h"
 #include "drivers/loopback/fabric.h"
 #include "stack/common/rng.h"
+#include "stack/wire/headers.h"
+#include "stack/wire/opcodes.h"
 
 namespace uroce::apps {
 namespace {
@@ -107,16 +112,34 @@ struct Flow {
   bool failed = false;
 };
 
-// Finds the spine of the sender's first data frame (blackhole scenario).
-struct FirstPath {
+// What the switch sees: the spine of the first data frame (blackhole
+// scenario: the sender's, or with --op read the receiver's), and the READ
+// response frames the receiver sends again (a PSN it sent before; the runs
+// are too short for the 24-bit PSN to wrap).
+struct FrameWatch {
   Fabric* fabric = nullptr;
-  uint32_t sender_port = 0;
+  uint32_t data_port = 0;  // the port the data leave from
+  bool read = false;
   std::optional<uint32_t> spine;
+  std::vector<uint64_t> sent;  // a bit per PSN: a READ response with it went out
+  uint64_t resent = 0;
 };
 
-loopback::HookVerdict first_path_hook(void* user, const loopback::FrameEvent& ev, rte_mbuf* m) {
-  auto& fp = *static_cast<FirstPath*>(user);
-  if (!fp.spine && ev.src_port == fp.sender_port && rte_pktmbuf_pkt_len(m) > 1024) fp.spine = fp.fabric->ecmp_spine(m);
+loopback::HookVerdict watch_hook(void* user, const loopback::FrameEvent& ev, rte_mbuf* m) {
+  auto& w = *static_cast<FrameWatch*>(user);
+  if (ev.src_port != w.data_port) return loopback::HookVerdict::kPass;
+  if (!w.spine && rte_pktmbuf_pkt_len(m) > 1024) w.spine = w.fabric->ecmp_spine(m);
+  // RoCEv2 over IPv4 without a VLAN tag (the sim's hosts): the BTH after 42 bytes.
+  constexpr uint32_t kBth = sizeof(wire::EthHdr) + sizeof(wire::Ipv4Hdr) + sizeof(wire::UdpHdr);
+  if (!w.read || rte_pktmbuf_data_len(m) < kBth + sizeof(wire::Bth)) return loopback::HookVerdict::kPass;
+  const auto* bth = rte_pktmbuf_mtod_offset(m, const wire::Bth*, kBth);
+  if (!(wire::kOpcodes[bth->opcode].flags & wire::kRead) || (wire::kOpcodes[bth->opcode].flags & wire::kReq)) {
+    return loopback::HookVerdict::kPass;
+  }
+  const uint32_t psn = wire::bth_psn(*bth);
+  uint64_t& word = w.sent[psn / 64];
+  if (word >> (psn % 64) & 1) ++w.resent;
+  word |= uint64_t(1) << (psn % 64);
   return loopback::HookVerdict::kPass;
 }
 
@@ -205,8 +228,10 @@ std::optional<VariantResult> PathRun::run_variant(const Variant& v) {
       return std::nullopt;
     }
   }
-  FirstPath first{f.get(), snd.port->index(), std::nullopt};
-  if (bh_at != 0) f->set_hook(first_path_hook, &first);
+  const bool read = a_.get_str("op") == "read";
+  FrameWatch watch{f.get(), read ? rcv.port->index() : snd.port->index(), read, std::nullopt, {}, 0};
+  if (read) watch.sent.assign((wire::kBthPsnMask + 1) / 64, 0);
+  f->set_hook(watch_hook, &watch);
 
   VariantResult r;
   r.v = v;
@@ -221,15 +246,16 @@ std::optional<VariantResult> PathRun::run_variant(const Variant& v) {
   Wc wc[32];
   for (uint64_t now = 0; now <= duration; now += step) {
     f->advance(now);
-    if (bh_at != 0 && !blackholed && now >= bh_at && first.spine) {
-      f->schedule_blackhole(0, *first.spine, now, true);
+    if (bh_at != 0 && !blackholed && now >= bh_at && watch.spine) {
+      f->schedule_blackhole(read ? 1 : 0, *watch.spine, now, true);
       blackholed = true;
       r.blackhole_ns = now;
     }
     for (Flow& x : fl) {
       while (!x.failed && x.outstanding < sq_depth) {
         Sge sge{uint64_t(uintptr_t(snd.mem.get())), msg, snd.mr->lkey};
-        SendWr w = write_wr(0, &sge, uint64_t(uintptr_t(rcv.mem.get())), rcv.mr->rkey);
+        const uint64_t raddr = uint64_t(uintptr_t(rcv.mem.get()));
+        SendWr w = read ? read_wr(0, &sge, raddr, rcv.mr->rkey) : write_wr(0, &sge, raddr, rcv.mr->rkey);
         SendWr* bad = nullptr;
         if (!post_send(x.qp.sqp, &w, &bad).ok()) {
           x.failed = true;
@@ -261,7 +287,7 @@ std::optional<VariantResult> PathRun::run_variant(const Variant& v) {
     }
   }
   r.goodput_gbps = double(good) * 8 / double(duration);
-  r.retransmits = retrans_now();
+  r.retransmits = read ? watch.resent : retrans_now();
   const Counters& sc = query_counters(snd.ctx.get());
   r.timeouts = sc.get(Counter::local_ack_timeout_err);
   for (const Flow& x : fl) r.failed += x.failed;

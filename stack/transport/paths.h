@@ -1,7 +1,8 @@
 // Multipath spraying (QpExt::paths > 1, docs/LOSS_RECOVERY.md "How it works"):
 // a QP's request packets leave on one of `paths` UDP source ports, so that
 // ECMP in the fabric spreads them over its paths; per packet (the next live
-// path) or per flowlet (a burst stays on one path). Each path keeps what the
+// path) or per flowlet (a burst stays on one path). READ and atomic requests
+// keep to one path; READ responses are sprayed from it (response_path). Each path keeps what the
 // selective-repeat requester learned of it: the newest transmission delivered
 // on it (paths are FIFO, so an older one still missing was lost), consecutive
 // losses, and whether it is down (avoided) until a probe time that backs off
@@ -39,6 +40,7 @@ struct Paths {
   uint32_t flowlet_gap_ns = kDefaultFlowletGapNs;
   uint64_t last_tx_ns = 0;     // kFlowlet: when the flowlet's last packet left
   uint8_t last = 0;            // the path of the last request sent (its RTT sample's path)
+  uint16_t ordered = 0;        // READ and atomic requests' path (pick_ordered)
   std::array<PathState, kMaxPaths> p{};
 
   /// Sets up n paths from the QP's usual source port (control path, INIT -> RTR).
@@ -61,6 +63,13 @@ struct Paths {
   }
   /// The path of the next new packet at now_ns (a live one where there is one).
   uint16_t pick(uint64_t now_ns);
+  /// The path of a READ or atomic request: one path, kept while it is live,
+  /// so that they arrive in order (a responder runs them only in order and
+  /// drops one that comes ahead of its turn); their responses are sprayed.
+  uint16_t pick_ordered(uint64_t now_ns) {
+    if (n > 1 && !live(ordered, now_ns)) ordered = next_live(uint16_t((ordered + 1) % n), now_ns);
+    return ordered;
+  }
   /// The path of a resend whose last transmission went on prev: another live one.
   uint16_t pick_other(uint16_t prev, uint64_t now_ns);
   /// A transmission with sequence number seq sent on path i was delivered.

@@ -293,7 +293,9 @@ void note_ack(Env& env, QpImpl& qp, uint32_t psn) {
   SrRequester& q = qp.ext->req;
   if (psn_cmp(psn, qp.comp.comp_psn) < 0 || psn_cmp(psn, qp.req.psn_hwm) >= 0) return;
   for (uint32_t p = qp.comp.comp_psn; psn_cmp(p, psn) <= 0 && in_flight(qp, p); p = psn_add(p, 1)) {
-    if (!q.sent.test(p) || q.sacked.test(p)) continue;
+    // A READ asked for again from a middle PSN went later than the PSNs
+    // after it: no ACK by PSN order says it arrived.
+    if (!q.sent.test(p) || q.sacked.test(p) || q.rsp_rr.test(p)) continue;
     q.sacked.set(p);
     if (!q.rd_atomic.test(p)) q.lost.clear(p);  // a READ's: its response may be missing still
     delivered(env, qp, p);
@@ -379,6 +381,28 @@ void mark_responses_lost(QpImpl& qp, uint32_t psn) {
   }
 }
 
+// The missing response p of w that completion has reached: lost when nothing
+// came for it a slowest round trip (+ a quarter, + kReorderMinNs) after
+// completion reached it and after the request that last asked for it left.
+// (Nothing after it may come to tell: a window of READs all waiting on it,
+// or a lost re-request.) Else lowers recheck_ns to then.
+bool head_of_line_lost(const Env& env, QpImpl& qp, const SendWqe& w, uint32_t p, uint64_t& recheck_ns) {
+  const SrRequester& q = qp.ext->req;
+  if (!q.rtt_max_ns) return false;
+  uint64_t since = q.comp_ns;
+  if (q.rsp_rr.test(p)) {
+    uint32_t m = p;
+    while (!q.sent.test(m) && psn_cmp(m, w.first_psn) > 0) m = before(m);
+    if (q.sent.test(m)) since = std::max(since, q.sent_ns[slot(m)]);
+  } else if (psn_cmp(w.first_psn, qp.comp.comp_psn) == 0) {
+    since = std::max(since, q.sent_ns[slot(w.first_psn)]);
+  }
+  const uint64_t at = since + q.rtt_max_ns + q.rtt_max_ns / 4 + kReorderMinNs;
+  if (env.now_ns > at) return true;
+  recheck_ns = std::min(recheck_ns, at + 1);
+  return false;
+}
+
 // Missing READ responses (and atomic ACKs) of requests the responder has: one
 // is lost once a later response of the same request on its path came (the
 // responder sends a request's responses in PSN order, path after path,
@@ -393,6 +417,12 @@ void detect_response_losses(Env& env, QpImpl& qp, bool& found, uint32_t& first, 
   const uint32_t stride = x.paths.n > 1 && x.paths.mode == PathMode::kPacket ? x.paths.n : kReorderThreshPkts + 1;
   const uint64_t wnd = q.rtt_max_ns + kReorderMinNs;
   const uint32_t cap = psn_add(qp.comp.comp_psn, kSrWindowPsns);
+  auto mark = [&](uint32_t p) {
+    q.lost.set(p);
+    env.inc(Counter::sr_lost);
+    if (!found || psn_cmp(p, first) < 0) first = p;
+    found = true;
+  };
   for (uint32_t i = qp.sq.tail(); i != qp.sq.head(); ++i) {
     const SendWqe& w = qp.sq.at(i);
     if (w.state == WqeState::kPosted || psn_cmp(w.first_psn, qp.req.psn_hwm) >= 0) break;
@@ -401,6 +431,10 @@ void detect_response_losses(Env& env, QpImpl& qp, bool& found, uint32_t& first, 
     const uint32_t lo = psn_cmp(w.first_psn, qp.comp.comp_psn) > 0 ? w.first_psn : qp.comp.comp_psn;
     for (uint32_t p = lo; psn_cmp(p, w.last_psn) <= 0 && psn_cmp(p, cap) < 0; p = psn_add(p, 1)) {
       if (q.rsp_got.test(p) || q.lost.test(p)) continue;
+      if (p == qp.comp.comp_psn && head_of_line_lost(env, qp, w, p, recheck_ns)) {
+        mark(p);
+        continue;
+      }
       const uint32_t seq = rsp_seq_of(q, w, p);
       if (!(int32_t(q.rack_seq - seq) > 0 || (q.rack_seq == seq && psn_cmp(q.rack_psn, p) > 0))) continue;
       if (!q.rsp_late.test(p)) {
@@ -415,10 +449,7 @@ void detect_response_losses(Env& env, QpImpl& qp, bool& found, uint32_t& first, 
         recheck_ns = std::min(recheck_ns, at);
         continue;
       }
-      q.lost.set(p);
-      env.inc(Counter::sr_lost);
-      if (!found || psn_cmp(p, first) < 0) first = p;
-      found = true;
+      mark(p);
     }
   }
 }
@@ -476,13 +507,25 @@ void detect_losses(Env& env, QpImpl& qp, bool probe) {
   uint32_t newest = 0;
   uint32_t newest_seq = 0;
   const uint32_t end = scan_end(qp);
+  bool rd_lost = false;  // a READ or atomic request was lost: the responder dropped those after it
   for (uint32_t p = qp.comp.comp_psn; psn_cmp(p, end) < 0; p = psn_add(p, 1)) {
     // A READ asked for again from a middle PSN: its responses' rules find a loss.
     if (!q.sent.test(p) || q.sacked.test(p) || q.lost.test(p) || q.rsp_rr.test(p)) continue;
     const uint32_t i = slot(p);
     const bool by_path = int32_t(x.paths.p[q.path[i]].delivered_seq - q.tx_seq[i]) > thresh;
     const bool overtaken = int32_t(q.delivered_seq - q.tx_seq[i]) > 0;
-    const bool by_time = overtaken && env.now_ns - q.sent_ns[i] > reo_ns;
+    bool by_time = overtaken && env.now_ns - q.sent_ns[i] > reo_ns;
+    if (q.rd_atomic.test(p)) {
+      // Completion has reached a READ or atomic nothing was heard of: the
+      // responder, done with all before it, would have answered within a
+      // round trip. (READ-only traffic has no later delivery to tell.)
+      const uint64_t since = std::max(q.sent_ns[i], q.comp_ns);
+      if (p == qp.comp.comp_psn && q.rtt_max_ns) {
+        if (env.now_ns - since > reo_ns) by_time = true;
+        else recheck_ns = std::min(recheck_ns, since + reo_ns + 1);
+      }
+      by_time |= rd_lost;
+    }
     if (!by_path && !by_time) {
       if (overtaken) recheck_ns = std::min(recheck_ns, q.sent_ns[i] + reo_ns + 1);
       if (q.rd_atomic.test(p)) continue;
@@ -494,6 +537,7 @@ void detect_losses(Env& env, QpImpl& qp, bool probe) {
       continue;
     }
     q.lost.set(p);
+    rd_lost |= q.rd_atomic.test(p);
     env.inc(Counter::sr_lost);
     if (x.paths.lost(q.path[i], env.now_ns)) env.inc(Counter::paths_down);
     if (!found) first = p;
@@ -686,7 +730,9 @@ ExtSend ext_send_request(Env& env, QpImpl& qp, uint32_t idx, wire::PacketDesc& d
     }
     d.reth_len = std::min((psn_diff(run_end, psn) + 1) * qp.mtu(), d.reth_len);
   }
-  const uint16_t path = resend ? x.paths.pick_other(q.path[slot(psn)], env.now_ns) : x.paths.pick(env.now_ns);
+  const uint16_t path = (flags & (wire::kRead | wire::kAtomic)) && !run ? x.paths.pick_ordered(env.now_ns)
+                        : resend ? x.paths.pick_other(q.path[slot(psn)], env.now_ns)
+                                 : x.paths.pick(env.now_ns);
   rte_mbuf* m = nullptr;
   uint8_t* payload = begin_frame(env, d, &m);
   if (!payload) return ExtSend::kNoRoom;
@@ -800,6 +846,7 @@ void ext_completer_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const u
   if (qp.state == QpState::kErr) return;
   complete_held(env, qp);
   if (qp.state == QpState::kErr) return;
+  if (qp.comp.comp_psn != from) q.comp_ns = env.now_ns;
   // Acknowledged cumulatively: delivered, and out of the window.
   const uint32_t acked = psn_diff(qp.comp.comp_psn, from);
   const uint32_t start = acked > kSrWindowPsns ? psn_add(qp.comp.comp_psn, 0x1000000 - kSrWindowPsns) : from;

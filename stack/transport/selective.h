@@ -138,6 +138,7 @@ struct SrRequester {
   // not all in: completion reaches acked_to (one past its PSN) once they are.
   bool acked_ahead = false;
   uint32_t acked_to = 0;
+  uint64_t comp_ns = 0;  // when comp_psn last moved
 };
 
 struct QpExtState {
