@@ -30,7 +30,7 @@
 //   spurious         retransmits beyond fabric_drops (a lower bound on the
 //                    retransmissions of packets that were not lost)
 //   timeouts, failed local ACK timeouts; QPs that completed a WR in error
-//   path_bytes       bytes each of leaf 0's uplinks carried (the data
+//   path_bytes       bytes each of leaf 0's uplinks (--op read: leaf 1's) carried (the data
 //                    direction), paths_used (those that carried any) and the
 //                    most / least loaded ratio
 //   blackhole        goodput before (from half the time to the blackhole to
@@ -87,7 +87,7 @@ struct VariantResult {
   Variant v;
   double goodput_gbps = 0;
   uint64_t retransmits = 0, fabric_drops = 0, timeouts = 0, failed = 0;
-  std::vector<uint64_t> path_bytes;  // leaf 0's uplinks
+  std::vector<uint64_t> path_bytes;  // the data's leaf's uplinks
   uint32_t paths_used = 0;
   std::optional<double> path_ratio;  // most / least loaded; none if a path carried nothing
   // blackhole
@@ -239,7 +239,7 @@ std::optional<VariantResult> PathRun::run_variant(const Variant& v) {
   bool blackholed = false;
   auto path_bytes_now = [&] {
     std::vector<uint64_t> b(spines);
-    for (uint32_t s = 0; s < spines; ++s) b[s] = f->path_counters(0, s, PathDir::kUp).get(PathCounter::bytes);
+    for (uint32_t s = 0; s < spines; ++s) b[s] = f->path_counters(read ? 1 : 0, s, PathDir::kUp).get(PathCounter::bytes);
     return b;
   };
   auto retrans_now = [&] { return query_counters(snd.ctx.get()).get(Counter::retransmits); };

@@ -103,7 +103,6 @@ struct SendWqe {
   uint32_t first_psn;
   uint32_t last_psn;
   uint32_t recv_seq;     // ext with selective repeat: the receive WQE a SEND / WRITE with immediate takes
-  uint32_t tx_seq;       // ext with selective repeat, READ: the transmit sequence number of its request
   uint32_t send_flags;
   uint16_t num_sge;      // 0 for inline data (bytes in the inline area)
   WrOpcode opcode;
@@ -226,7 +225,8 @@ inline constexpr size_t kQpStateBytes = sizeof(QpImpl);
 void responder_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const uint8_t* frame);
 /// Responder: the go-back-N state machine for one request packet (what
 /// responder_rx runs for a QP without ext; ext_responder_rx runs it for READ,
-/// atomics and duplicates).
+/// atomics and duplicates). frame null: a READ or atomic request selective
+/// repeat held (it has no payload).
 void responder_run(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const uint8_t* frame);
 /// Responder: the error state err (one of the kErr* states) for pkt, mapped to
 /// its IBA error class as the state machine maps it (it reads pkt's opcode and

@@ -490,7 +490,7 @@ template <bool kTraced>
 
 [[gnu::noinline, gnu::cold, gnu::flatten]] void run_traced(Env& env, QpImpl& qp, const wire::PacketDesc& pkt,
                                                            const uint8_t* frame) {
-  Req r{env, qp, qp.resp, pkt, frame, frame + pkt.payload_off, pkt.op().flags};
+  Req r{env, qp, qp.resp, pkt, frame, frame ? frame + pkt.payload_off : nullptr, pkt.op().flags};
   run<true>(r);
 }
 
@@ -564,7 +564,7 @@ bool responder_complete(Env& env, QpImpl& qp, const wire::PacketDesc& pkt) {
 
 void responder_run(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const uint8_t* frame) {
   if (qp.trace) [[unlikely]] return run_traced(env, qp, pkt, frame);
-  Req r{env, qp, qp.resp, pkt, frame, frame + pkt.payload_off, pkt.op().flags};
+  Req r{env, qp, qp.resp, pkt, frame, frame ? frame + pkt.payload_off : nullptr, pkt.op().flags};
   run<false>(r);
 }
 
@@ -581,6 +581,15 @@ void responder_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const uint8
 bool responder_tx(Env& env, QpImpl& qp) {
   // Responses to requests accepted before a fatal error still go out, ahead of its NAK.
   ResponderState& s = qp.resp;
+  // Selective repeat: the runs of READ responses asked for again go first,
+  // ahead of later READs' responses: completion at the requester waits on them.
+  if (qp.ext) [[unlikely]] {
+    switch (ext_send_runs(env, qp)) {
+      case RunsTx::kNoRoom: return true;
+      case RunsTx::kPaced: return false;
+      case RunsTx::kDone: break;
+    }
+  }
   const uint32_t n = qp.attr.max_dest_rd_atomic;
   for (uint32_t i = 0; i < n; ++i) {  // oldest first: responses leave in PSN order
     RespRes& res = s.res[(s.res_head + i) % n];
@@ -599,13 +608,6 @@ bool responder_tx(Env& env, QpImpl& qp) {
       }
       res.pending = psn_cmp(res.cur_psn, resp_last_psn(qp, res)) < 0;
       res.cur_psn = wire::psn_add(res.cur_psn, 1);
-    }
-  }
-  if (qp.ext) [[unlikely]] {  // runs of READ responses re-requested (selective repeat)
-    switch (ext_send_runs(env, qp)) {
-      case RunsTx::kNoRoom: return true;
-      case RunsTx::kPaced: return false;
-      case RunsTx::kDone: break;
     }
   }
   if (s.ack_pending) {

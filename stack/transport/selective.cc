@@ -120,16 +120,66 @@ bool complete_message(Env& env, QpImpl& qp, uint32_t psn, const SrLast& l) {
   return responder_complete(env, qp, d);
 }
 
+// The request a READ or atomic response answers came on path sport: its
+// responses go back over it (and the paths after it, Paths::response_path).
+void record_res_path(QpImpl& qp, uint8_t res_slot, const wire::PacketDesc& pkt) {
+  const RespRes& res = qp.resp.res[res_slot];
+  if ((pkt.op().flags & (wire::kRead | wire::kAtomic)) && res.kind && res.first_psn == pkt.psn) {
+    qp.ext->resp.res_path[res_slot] = qp.ext->paths.index(pkt.udp_sport);
+  }
+}
+
+// Runs a READ or atomic request at epsn (the go-back-N machine), noting its path.
+void run_rd_atomic(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const uint8_t* frame) {
+  const uint8_t res_slot = qp.resp.res_head;
+  responder_run(env, qp, pkt, frame);
+  record_res_path(qp, res_slot, pkt);
+}
+
+// Takes the READ or atomic request held for psn into rd; false if none is.
+bool take_held_request(SrResponder& x, uint32_t psn, wire::PacketDesc& rd) {
+  for (uint32_t i = 0; i < x.rd_count; ++i) {
+    if (x.rd_held[i].psn != psn) continue;
+    rd = x.rd_held[i];
+    x.rd_held[i] = x.rd_held[--x.rd_count];
+    return true;
+  }
+  return false;
+}
+
+// A READ or atomic request ahead of epsn, inside the window: held until
+// epsn reaches it, and SACKed at once; the requester does not send it again.
+void hold_request(Env& env, QpImpl& qp, const wire::PacketDesc& pkt) {
+  SrResponder& x = qp.ext->resp;
+  if (x.held.test(pkt.psn)) {  // a duplicate of one held: the current SACK
+    env.inc(Counter::duplicate_request);
+  } else if (x.rd_count == kSrResources) {
+    env.inc(Counter::sr_dropped_ooo);  // no room: it is sent again
+    return;
+  } else {
+    x.rd_held[x.rd_count++] = pkt;
+    x.held.set(pkt.psn);
+    env.inc(Counter::sr_ooo_placed);
+  }
+  responder_set_ack(env, qp, ack_syndrome(), before(qp.resp.epsn));
+}
+
 // epsn moves over every contiguous held PSN, completing the messages whose
 // Last it passes. from: where epsn was before the packet at hand (a READ
 // moves it over its response PSNs; anything held there is stale).
 void advance(Env& env, QpImpl& qp, uint32_t from) {
   ResponderState& s = qp.resp;
   SrResponder& x = qp.ext->resp;
+  wire::PacketDesc rd;
   for (uint32_t p = from, k = 0; p != s.epsn && k < kSrWindowPsns; p = psn_add(p, 1), ++k) x.held.clear(p);
   while (x.held.test(s.epsn) && qp.state != QpState::kErr) {
     const uint32_t p = s.epsn;
     x.held.clear(p);
+    if (take_held_request(x, p, rd)) {  // a READ or atomic that came ahead: its turn
+      run_rd_atomic(env, qp, rd, nullptr);
+      for (uint32_t q = psn_add(p, 1), k = 0; q != s.epsn && k < kSrWindowPsns; q = psn_add(q, 1), ++k) x.held.clear(q);
+      continue;
+    }
     s.epsn = psn_add(p, 1);
     const SrLast l = x.last[slot(p)];
     const uint32_t flags = wire::kOpcodes[l.opcode].flags;
@@ -246,9 +296,12 @@ SendWqe* wqe_of(QpImpl& qp, uint32_t psn, uint32_t* idx) {
   return nullptr;
 }
 
-// The transmit sequence number of the request that asked for response psn of w last.
-uint32_t rsp_seq_of(const SrRequester& q, const SendWqe& w, uint32_t psn) {
-  return q.rsp_rr.test(psn) ? q.rsp_seq[slot(psn)] : w.tx_seq;
+// Response psn was sent after the last one delivered of its kind (RACK):
+// not overtaken by it.
+bool after_rack(const SrRequester& q, uint32_t psn) {
+  if (!q.rsp_rr.test(psn)) return !q.rack_orig || psn_cmp(psn, q.rack_orig_psn) > 0;
+  const uint32_t seq = q.rsp_seq[slot(psn)];
+  return !q.rack_rr || int32_t(seq - q.rack_rr_seq) > 0 || (seq == q.rack_rr_seq && psn_cmp(psn, q.rack_rr_psn) > 0);
 }
 
 // Both responses answer the same request (so leave in PSN order, each on its path).
@@ -258,7 +311,7 @@ bool same_request(const SrRequester& q, uint32_t a, uint32_t b) {
 
 // The responder has w's request (a response of it came, or an ACK past it).
 bool heard(const QpImpl& qp, const SendWqe& w) {
-  return psn_cmp(w.first_psn, qp.comp.comp_psn) < 0 || qp.ext->req.sacked.test(w.first_psn);
+  return psn_cmp(w.first_psn, qp.comp.comp_psn) < 0 || qp.ext->req.rd_heard.test(w.first_psn);
 }
 
 void note_ack(Env& env, QpImpl& qp, uint32_t psn);
@@ -269,14 +322,19 @@ void note_ack(Env& env, QpImpl& qp, uint32_t psn);
 void note_response(Env& env, QpImpl& qp, const SendWqe& w, uint32_t psn) {
   note_ack(env, qp, before(w.first_psn));
   SrRequester& q = qp.ext->req;
-  const uint32_t seq = rsp_seq_of(q, w, psn);
-  if (!q.rack || int32_t(seq - q.rack_seq) > 0 || (seq == q.rack_seq && psn_cmp(psn, q.rack_psn) > 0)) {
-    q.rack = true;
-    q.rack_seq = seq;
-    q.rack_psn = psn;
+  if (after_rack(q, psn)) {
+    if (q.rsp_rr.test(psn)) {
+      q.rack_rr = true;
+      q.rack_rr_seq = q.rsp_seq[slot(psn)];
+      q.rack_rr_psn = psn;
+    } else {
+      q.rack_orig = true;
+      q.rack_orig_psn = psn;
+    }
   }
   // The request: the READ's (its first PSN), or the re-request of a run
   // (the nearest PSN sent at or before psn).
+  if (in_flight(qp, w.first_psn)) q.rd_heard.set(w.first_psn);
   uint32_t m = psn;
   if (!q.rsp_rr.test(psn)) m = w.first_psn;
   else
@@ -295,7 +353,9 @@ void note_ack(Env& env, QpImpl& qp, uint32_t psn) {
   for (uint32_t p = qp.comp.comp_psn; psn_cmp(p, psn) <= 0 && in_flight(qp, p); p = psn_add(p, 1)) {
     // A READ asked for again from a middle PSN went later than the PSNs
     // after it: no ACK by PSN order says it arrived.
-    if (!q.sent.test(p) || q.sacked.test(p) || q.rsp_rr.test(p)) continue;
+    if (!q.sent.test(p) || q.rsp_rr.test(p)) continue;
+    if (q.rd_atomic.test(p)) q.rd_heard.set(p);  // ran: its responses came before this ACK
+    if (q.sacked.test(p)) continue;
     q.sacked.set(p);
     if (!q.rd_atomic.test(p)) q.lost.clear(p);  // a READ's: its response may be missing still
     delivered(env, qp, p);
@@ -413,7 +473,7 @@ bool head_of_line_lost(const Env& env, QpImpl& qp, const SendWqe& w, uint32_t p,
 void detect_response_losses(Env& env, QpImpl& qp, bool& found, uint32_t& first, uint64_t& recheck_ns) {
   QpExtState& x = *qp.ext;
   SrRequester& q = x.req;
-  if (!q.rack) return;
+  if (!q.rack_orig && !q.rack_rr) return;
   const uint32_t stride = x.paths.n > 1 && x.paths.mode == PathMode::kPacket ? x.paths.n : kReorderThreshPkts + 1;
   const uint64_t wnd = q.rtt_max_ns + kReorderMinNs;
   const uint32_t cap = psn_add(qp.comp.comp_psn, kSrWindowPsns);
@@ -435,8 +495,7 @@ void detect_response_losses(Env& env, QpImpl& qp, bool& found, uint32_t& first, 
         mark(p);
         continue;
       }
-      const uint32_t seq = rsp_seq_of(q, w, p);
-      if (!(int32_t(q.rack_seq - seq) > 0 || (q.rack_seq == seq && psn_cmp(q.rack_psn, p) > 0))) continue;
+      if (after_rack(q, p)) continue;
       if (!q.rsp_late.test(p)) {
         q.rsp_late.set(p);
         q.rsp_late_ns[slot(p)] = env.now_ns;
@@ -463,6 +522,10 @@ void apply_sack(Env& env, QpImpl& qp, uint32_t ack_psn, std::span<const uint8_t>
     q.sacked.set(p);
     q.lost.clear(p);
     delivered(env, qp, p);
+    if (q.rd_atomic.test(p) && (!q.rd_held || int32_t(q.tx_seq[slot(p)] - q.rd_held_seq) > 0)) {
+      q.rd_held = true;  // a READ or atomic held at the responder: those before it on its path are lost
+      q.rd_held_seq = q.tx_seq[slot(p)];
+    }
   }
 }
 
@@ -507,24 +570,32 @@ void detect_losses(Env& env, QpImpl& qp, bool probe) {
   uint32_t newest = 0;
   uint32_t newest_seq = 0;
   const uint32_t end = scan_end(qp);
-  bool rd_lost = false;  // a READ or atomic request was lost: the responder dropped those after it
   for (uint32_t p = qp.comp.comp_psn; psn_cmp(p, end) < 0; p = psn_add(p, 1)) {
-    // A READ asked for again from a middle PSN: its responses' rules find a loss.
-    if (!q.sent.test(p) || q.sacked.test(p) || q.lost.test(p) || q.rsp_rr.test(p)) continue;
+    // A READ asked for again from a middle PSN: its responses' rules find a
+    // loss. A READ or atomic held at the responder (SACKed) but not run when
+    // completion reached it: the head-of-line rule below.
+    if (!q.sent.test(p) || q.lost.test(p) || q.rsp_rr.test(p)) continue;
+    const bool head_rd = p == qp.comp.comp_psn && q.rd_atomic.test(p) && !q.rd_heard.test(p);
+    if (q.sacked.test(p) && !head_rd) continue;
     const uint32_t i = slot(p);
-    const bool by_path = int32_t(x.paths.p[q.path[i]].delivered_seq - q.tx_seq[i]) > thresh;
-    const bool overtaken = int32_t(q.delivered_seq - q.tx_seq[i]) > 0;
+    bool by_path = int32_t(x.paths.p[q.path[i]].delivered_seq - q.tx_seq[i]) > thresh;
+    bool overtaken = int32_t(q.delivered_seq - q.tx_seq[i]) > 0;
     bool by_time = overtaken && env.now_ns - q.sent_ns[i] > reo_ns;
     if (q.rd_atomic.test(p)) {
-      // Completion has reached a READ or atomic nothing was heard of: the
-      // responder, done with all before it, would have answered within a
-      // round trip. (READ-only traffic has no later delivery to tell.)
+      // A READ or atomic request is found lost otherwise: its answer waits
+      // behind the responses of those before it, so deliveries of later
+      // requests learned from their answers say nothing of it. The READs and
+      // atomics keep to one path (Paths::pick_ordered): a later one held at
+      // the responder (SACKed) came without it.
+      by_path = !q.sacked.test(p) && q.rd_held && int32_t(q.rd_held_seq - q.tx_seq[i]) > thresh;
+      overtaken = by_time = false;
+      // Completion has reached one nothing was heard of: the responder, done
+      // with all before it, would have answered within a round trip.
       const uint64_t since = std::max(q.sent_ns[i], q.comp_ns);
-      if (p == qp.comp.comp_psn && q.rtt_max_ns) {
+      if (head_rd && q.rtt_max_ns) {
         if (env.now_ns - since > reo_ns) by_time = true;
         else recheck_ns = std::min(recheck_ns, since + reo_ns + 1);
       }
-      by_time |= rd_lost;
     }
     if (!by_path && !by_time) {
       if (overtaken) recheck_ns = std::min(recheck_ns, q.sent_ns[i] + reo_ns + 1);
@@ -537,7 +608,6 @@ void detect_losses(Env& env, QpImpl& qp, bool probe) {
       continue;
     }
     q.lost.set(p);
-    rd_lost |= q.rd_atomic.test(p);
     env.inc(Counter::sr_lost);
     if (x.paths.lost(q.path[i], env.now_ns)) env.inc(Counter::paths_down);
     if (!found) first = p;
@@ -587,12 +657,9 @@ void sr_responder_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const ui
     return;
   }
   if (pkt.op().flags & (wire::kSend | wire::kWrite)) return place(env, qp, pkt, frame);
-  // READ and atomics run in order only; out of order they are dropped and resent.
-  if (ahead) {
-    env.inc(Counter::sr_dropped_ooo);
-    return;
-  }
-  responder_run(env, qp, pkt, frame);
+  // READ and atomics run in order only; out of order they are held.
+  if (ahead) return hold_request(env, qp, pkt);
+  run_rd_atomic(env, qp, pkt, frame);
   if (qp.state == QpState::kErr) return;
   const uint32_t after = qp.resp.epsn;
   advance(env, qp, from);
@@ -606,16 +673,9 @@ void sr_responder_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const ui
 void ext_responder_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const uint8_t* frame) {
   QpExtState& x = *qp.ext;
   x.resp.ack_sport = pkt.udp_sport;  // the answer goes back over the request's path
-  const uint8_t res_slot = qp.resp.res_head;
-  const bool new_req = psn_cmp(pkt.psn, qp.resp.epsn) >= 0;  // not a duplicate
-  if (x.cfg.selective_repeat) sr_responder_rx(env, qp, pkt, frame);
-  else responder_run(env, qp, pkt, frame);
-  // A READ or atomic that took a responder resource: its responses go back
-  // over the request's path (and the paths after it, Paths::response_path).
-  const RespRes& res = qp.resp.res[res_slot];
-  if (new_req && (pkt.op().flags & (wire::kRead | wire::kAtomic)) && res.kind && res.first_psn == pkt.psn) {
-    x.resp.res_path[res_slot] = x.paths.index(pkt.udp_sport);
-  }
+  if (x.cfg.selective_repeat) return sr_responder_rx(env, qp, pkt, frame);
+  if (psn_cmp(pkt.psn, qp.resp.epsn) < 0) return responder_run(env, qp, pkt, frame);  // a duplicate
+  run_rd_atomic(env, qp, pkt, frame);
 }
 
 bool ext_send_ack(Env& env, QpImpl& qp) {
@@ -757,11 +817,10 @@ ExtSend ext_send_request(Env& env, QpImpl& qp, uint32_t idx, wire::PacketDesc& d
   if (!resend) {
     q.sacked.clear(psn);
     q.resent.clear(psn);
+    q.rd_heard.clear(psn);
   } else {
     q.resent.set(psn);
   }
-  // A READ or atomic sent whole: its responses answer this request.
-  if ((flags & (wire::kRead | wire::kAtomic)) && !run) w.tx_seq = seq;
   for (uint32_t p = psn;; p = psn_add(p, 1)) {
     if (q.lost.test(p)) {
       q.lost.clear(p);
@@ -860,6 +919,7 @@ void ext_completer_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const u
     q.rsp_got.clear(p);
     q.rsp_rr.clear(p);
     q.rsp_late.clear(p);
+    q.rd_heard.clear(p);
   }
   detect_losses(env, qp, false);
 }

@@ -8,8 +8,9 @@
 // checked and placed at once, by its placement header (wire/ext_headers.h);
 // its PSN is held in a bitmap and epsn moves over every contiguous held PSN,
 // completing messages in order as it passes their Last. READ and atomics run
-// only at epsn (the go-back-N machine), duplicates are answered with the
-// current ACK, and every ACK carries a SACK block of the held PSNs.
+// only at epsn (the go-back-N machine): one that comes ahead is held (and
+// SACKed) until epsn reaches it. Duplicates are answered with the current
+// ACK, and every ACK carries a SACK block of the held PSNs.
 // The responder sprays READ responses over the paths from the request's
 // (Paths::response_path) and answers a READ asked for again from a middle
 // PSN with just the run of responses it names.
@@ -97,6 +98,10 @@ struct SrResponder {
   uint32_t recv_done = 0;                     // receive WQEs consumed: the sequence number of the next
   uint16_t ack_sport = 0;                     // where the request that asked for the pending ACK came from
   std::array<uint16_t, kSrResources> res_path{};  // the path each resource's request came on
+  // READ and atomic requests that came ahead of epsn: held (and SACKed)
+  // until epsn reaches them, then run.
+  std::array<wire::PacketDesc, kSrResources> rd_held{};
+  uint8_t rd_count = 0;
   std::array<SrRun, kSrRuns> runs{};          // a ring, oldest first
   uint8_t run_head = 0;
   uint8_t run_count = 0;
@@ -108,6 +113,7 @@ struct SrRequester {
   PsnBits lost;    // to send again
   PsnBits resent;  // sent more than once: no RTT sample (Karn)
   PsnBits rd_atomic;  // a READ or atomic request (answered by its response: never probed)
+  PsnBits rd_heard;   // ... that the responder ran (a response of it, or an ACK past it, came)
   std::array<uint64_t, kSrWindowPsns> sent_ns{};
   std::array<uint32_t, kSrWindowPsns> tx_seq{};
   std::array<uint8_t, kSrWindowPsns> path{};
@@ -127,18 +133,25 @@ struct SrRequester {
   PsnBits rsp_got;   // placed ahead of comp_psn, held until completion reaches it
   PsnBits rsp_rr;    // asked for again: rsp_seq holds the re-request's transmit sequence number
   PsnBits rsp_late;  // missing, and a response sent after it was delivered at rsp_late_ns
-  std::array<uint32_t, kSrWindowPsns> rsp_seq{};
+  std::array<uint32_t, kSrWindowPsns> rsp_seq{};  // a response PSN asked for again: the re-request's
   std::array<uint64_t, kSrWindowPsns> rsp_late_ns{};
-  // The response delivered that was sent last: the transmit sequence number
-  // of the request it answers, then its PSN (RACK's most recent delivery).
-  bool rack = false;
-  uint32_t rack_seq = 0;
-  uint32_t rack_psn = 0;
+  // The responses delivered that were sent last (RACK's most recent
+  // delivery), of two kinds: the first answers to READs, which the responder
+  // sends in PSN order (it runs READs in order), and the answers to READs
+  // asked for again, which it sends in the order they were asked for (the
+  // re-request's transmit sequence number, then the PSN).
+  bool rack_orig = false;
+  uint32_t rack_orig_psn = 0;
+  bool rack_rr = false;
+  uint32_t rack_rr_seq = 0;
+  uint32_t rack_rr_psn = 0;
   // An ACK acknowledged requests past a READ or atomic whose responses are
   // not all in: completion reaches acked_to (one past its PSN) once they are.
   bool acked_ahead = false;
   uint32_t acked_to = 0;
   uint64_t comp_ns = 0;  // when comp_psn last moved
+  bool rd_held = false;  // a READ or atomic request was SACKed (held at the responder) ...
+  uint32_t rd_held_seq = 0;  // ... the newest such, by transmit sequence number
 };
 
 struct QpExtState {

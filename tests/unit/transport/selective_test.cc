@@ -351,6 +351,30 @@ TEST_F(Selective, SprayedReadSlowPathIsReorderingNotLoss) {
   EXPECT_EQ(a->count(Counter::retransmits), 0u);
 }
 
+// Send: three 2 KB READs; the first READ request is dropped once.
+// Expect: the responder holds the two after it (they run only in order) and
+// SACKs them; the requester sends the first again well before the local ACK
+// timeout, and not the others; all three complete in order with their data.
+TEST_F(Selective, ReadRequestAheadIsHeldAndSacked) {
+  open(sr_options());
+  fill(b->buf, 16384, 6144, 8);
+  a->port.hook = drop_once({0x100});
+  for (uint32_t i = 0; i < 3; ++i) ASSERT_TRUE(post(WrOpcode::kRdmaRead, 1 + i, i * 2048, 2048, 16384 + i * 2048).ok());
+  for (uint64_t id = 1; id <= 3; ++id) {
+    const Wc wc = wait_wc(a->scq);
+    EXPECT_EQ(wc.status, WcStatus::kSuccess);
+    EXPECT_EQ(wc.wr_id, id);
+  }
+  EXPECT_EQ(std::memcmp(a->buf.data(), b->buf.data() + 16384, 6144), 0);
+  EXPECT_EQ(b->count(Counter::sr_ooo_placed), 2u);  // the two held
+  EXPECT_GE(a->count(Counter::sr_sacks_rcvd), 1u);
+  EXPECT_EQ(sent_with_psn(a->port.sent, 0x100), 2u);
+  EXPECT_EQ(sent_with_psn(a->port.sent, 0x102), 1u);
+  EXPECT_EQ(sent_with_psn(a->port.sent, 0x104), 1u);
+  EXPECT_EQ(a->count(Counter::local_ack_timeout_err), 0u);
+  EXPECT_EQ(b->count(Counter::read_replayed), 0u);
+}
+
 // Receive: a READ asked for again from a middle PSN whose RETH does not name
 // that part of the READ (another address). Expect: dropped (class D, as rxe
 // drops a duplicate READ outside the original), not answered.
