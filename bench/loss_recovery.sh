@@ -4,6 +4,7 @@
 # the generated part of docs/LOSS_RECOVERY.md (between its markers):
 #   loss       one RC QP, 64 KB WRITEs at 100 Gb/s, 0.1 / 1 / 5 % loss, go-back-N beside selective repeat
 #   reorder    one QP sprayed over 8 paths whose delays differ by 250 ns, 1, 4, 16 us each
+#   read       the same two with 64 KB READs (--op read): the data are READ responses
 #   blackhole  the QP's path fails for good mid-run: time series, recovery
 #   balance    8 QPs on one source port each beside 8 sprayed QPs on 4 paths, seeds 1-10
 #   survive    the fault runs with retry_cnt 7 beside the mix, heavy reordering and the defaults
@@ -15,7 +16,7 @@
 #   defaults: build, 2000, a temporary directory (removed after plotting).
 #   A 100,000-seed run's JSON (uroce sim --json) named by LR_FAULTS_100K is
 #   reported beside the others.
-# Wall time on 2 shared cores: about 3 minutes with 2000 seeds.
+# Wall time on 2 shared cores: about 4 minutes with 2000 seeds.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -52,6 +53,12 @@ for l in 0.001 0.01 0.05; do
 done
 for step in 250 1000 4000 16000; do
   run "reorder-$step" --scenario reorder --path-delay-step-ns "$step" --sq-depth 64 "${common[@]}"
+done
+for l in 0.001 0.01 0.05; do
+  run "read-loss-$l" --scenario loss --op read --path-loss "$l" "${common[@]}"
+done
+for step in 250 1000 4000 16000; do
+  run "read-reorder-$step" --scenario reorder --op read --path-delay-step-ns "$step" "${common[@]}"
 done
 run blackhole --scenario blackhole --path-delay-step-ns 0 --sample-us 50 --csv-dir "$out/csv" "${common[@]}"
 for s in 1 2 3 4 5 6 7 8 9 10; do

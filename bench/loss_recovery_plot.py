@@ -143,6 +143,57 @@ def reorder_section(run_dir, docs, live):
     return table(["delay spread", "variant", "goodput, Gb/s", "retransmits", "spurious", "paths used"], rows) + "\n\n" + verdict
 
 
+def read_section(run_dir, docs, live):
+    rates = [0.001, 0.01, 0.05]
+    steps = [250, 1000, 4000, 16000]
+    loss_runs = [load(run_dir, f"read-loss-{r}") for r in rates]
+    reorder_runs = [load(run_dir, f"read-reorder-{s}") for s in steps]
+    loss_rows, gbn, sr = [], [], []
+    for rate, run in zip(rates, loss_runs):
+        sr0, off, srl = variant(run, "sr", 0), variant(run, "off", rate), variant(run, "sr", rate)
+        gbn.append(off["goodput_gbps"])
+        sr.append(srl["goodput_gbps"])
+        loss_rows.append([f"{rate * 100:g} %", f"{sr0['goodput_gbps']:.1f}", f"{off['goodput_gbps']:.1f}",
+                          f"{srl['goodput_gbps']:.1f}", f"{run['gbn_keeps'] * 100:.1f} %",
+                          f"{run['ext_keeps'] * 100:.1f} %", f"{off['retransmits']} / {srl['retransmits']}",
+                          f"{off['fabric_drops']} / {srl['fabric_drops']}", f"{off['timeouts']} / {srl['timeouts']}"])
+    reorder_rows = []
+    series = {e: [] for e in ("off", "spray", "sr-spray")}
+    for step, run in zip(steps, reorder_runs):
+        for ext in series:
+            v = variant(run, ext)
+            series[ext].append(v["goodput_gbps"])
+            reorder_rows.append([f"{7 * step / 1000:g} us", ext, f"{v['goodput_gbps']:.1f}", v["retransmits"],
+                                 v["spurious_retransmits"], v["paths_used"]])
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(9, 3.2))
+    grouped_bars(a1, [f"{r * 100:g} % loss" for r in rates], gbn, sr, ("go-back-N", "selective repeat"))
+    a1.axhline(variant(loss_runs[0], "sr", 0)["goodput_gbps"], color=REF_COLOR, ls="--", lw=1, label="loss-free")
+    a1.set_ylabel("goodput, Gb/s")
+    a1.set_title("64 KB READs, one path, loss", fontsize=8)
+    skew = [7 * s / 1000 for s in steps]
+    names = {"off": "one path (go-back-N)", "spray": "go-back-N sprayed", "sr-spray": "selective repeat sprayed"}
+    colors = {"off": REF_COLOR, "spray": GBN_COLOR, "sr-spray": EXT_COLOR}
+    for ext, good in series.items():
+        a2.plot(skew, good, "o-", label=names[ext], color=colors[ext])
+    a2.set_xscale("log")
+    a2.set_xticks(skew, [f"{x:g}" for x in skew])
+    a2.minorticks_off()
+    a2.set_xlabel("delay spread over the 8 paths, us (one way)")
+    a2.set_title("64 KB READs, 8 paths of unequal delay", fontsize=8)
+    a2.legend(fontsize=7)
+    save(fig, a1, docs, "read")
+    spur = [variant(r, "sr-spray")["spurious_retransmits"] for r in reorder_runs]
+    verdict = ("No spurious re-request by selective repeat at any delay spread." if all(s == 0 for s in spur) else
+               f"Selective repeat re-requested {spur} READ response frames spuriously at the spreads of "
+               f"{', '.join(f'{x:g}' for x in skew)} us.")
+    return (table(["loss", "loss-free, Gb/s", "go-back-N, Gb/s", "selective repeat, Gb/s", "go-back-N keeps",
+                   "selective repeat keeps", "response frames sent again (GBN / SR)", "frames lost (GBN / SR)",
+                   "timeouts (GBN / SR)"], loss_rows)
+            + "\n\n" + table(["delay spread", "variant", "goodput, Gb/s", "response frames sent again", "spurious",
+                               "paths used"], reorder_rows)
+            + "\n\n" + verdict)
+
+
 def blackhole_section(run_dir, docs, live):
     run = load(run_dir, "blackhole")
     rows = []
@@ -250,6 +301,7 @@ def main():
     blocks = {
         "loss": loss_section(run_dir, docs, live),
         "reorder": reorder_section(run_dir, docs, live),
+        "read": read_section(run_dir, docs, live),
         "blackhole": blackhole_section(run_dir, docs, live),
         "balance": balance_section(run_dir, docs, live),
         "survive": survive_section(run_dir, docs, live),
