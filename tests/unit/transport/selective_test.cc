@@ -16,10 +16,6 @@ namespace uroce::test {
 namespace {
 
 using wire::PacketDesc;
-using Selective = Pair;
-
-constexpr uint32_t kSeg = 1024 - wire::kPlaceHdrBytes;  // data per packet at MTU 1024 with the placement header
-
 PairOptions sr_options(uint16_t paths = 1) {
   PairOptions o;
   o.set_ext = true;
@@ -27,6 +23,34 @@ PairOptions sr_options(uint16_t paths = 1) {
   o.ext.paths = paths;
   return o;
 }
+
+class Selective : public Pair {
+ protected:
+  // On QPs sprayed over 4 paths, op (a WRITE or READ) moves 32 KB between
+  // a.buf[0] and b.buf[0] while every frame the side that sends the data
+  // sends on its path 1 is held for 10 us and then delivered in order (a
+  // slow FIFO path; the other paths deliver at once). Expects it to complete
+  // with the data whole.
+  void over_slow_path(WrOpcode op) {
+    open(sr_options(4));
+    Side& from = op == WrOpcode::kRdmaRead ? *b : *a;
+    fill(from.buf, 0, 32768, 12);
+    const uint16_t slow = transport::impl(from.qp).ext->paths.sport(1);
+    bool holding = true;
+    from.port.hook = [&](const PacketDesc& d) {
+      return holding && d.udp_sport == slow ? TestPort::Action::kHold : TestPort::Action::kPass;
+    };
+    EXPECT_TRUE(post(op, 1, 0, 32768, 0).ok());
+    run_for(10'000);
+    holding = false;
+    from.port.release_held_in_order();
+    EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
+    from.port.hook = nullptr;
+    EXPECT_EQ(std::memcmp(a->buf.data(), b->buf.data(), 32768), 0);
+  }
+};
+
+constexpr uint32_t kSeg = 1024 - wire::kPlaceHdrBytes;  // data per packet at MTU 1024 with the placement header
 
 // Drops the first transmission of each PSN in psns sent by port (a request).
 std::function<TestPort::Action(const PacketDesc&)> drop_once(std::set<uint32_t> psns) {
@@ -327,20 +351,8 @@ TEST_F(Selective, FencedSendWaitsForTheReadItFollows) {
 // Expect: the responses are sprayed over the 4 ports; the reordering is
 // taken for delay, not loss: nothing is asked for again; the data is whole.
 TEST_F(Selective, SprayedReadSlowPathIsReorderingNotLoss) {
-  open(sr_options(4));
-  const uint16_t slow = transport::impl(b->qp).ext->paths.sport(1);
-  bool holding = true;
-  b->port.hook = [&](const PacketDesc& d) {
-    return holding && d.udp_sport == slow ? TestPort::Action::kHold : TestPort::Action::kPass;
-  };
-  fill(b->buf, 0, 32768, 12);
-  ASSERT_TRUE(post(WrOpcode::kRdmaRead, 1, 0, 32768, 0).ok());
-  run_for(10'000);
+  over_slow_path(WrOpcode::kRdmaRead);
   EXPECT_GT(a->count(Counter::sr_ooo_placed), 0u);  // the other paths' responses arrived ahead
-  holding = false;
-  b->port.release_held_in_order();
-  EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
-  EXPECT_EQ(std::memcmp(a->buf.data(), b->buf.data(), 32768), 0);
   std::set<uint16_t> ports;
   for (const PacketDesc& d : b->port.sent) {
     if (d.op().flags & wire::kRead) ports.insert(d.udp_sport);
@@ -553,20 +565,8 @@ TEST_F(Selective, BlackholedPathIsAvoided) {
 // deliver at once. Expect: the reordering is taken for delay, not loss:
 // nothing is resent, the data arrives whole.
 TEST_F(Selective, SlowPathIsReorderingNotLoss) {
-  open(sr_options(4));
-  const uint16_t slow = transport::impl(a->qp).ext->paths.sport(1);
-  bool holding = true;
-  a->port.hook = [&](const PacketDesc& d) {
-    return holding && d.udp_sport == slow ? TestPort::Action::kHold : TestPort::Action::kPass;
-  };
-  fill(a->buf, 0, 32768, 4);
-  ASSERT_TRUE(post(WrOpcode::kRdmaWrite, 1, 0, 32768, 0).ok());
-  run_for(10'000);
+  over_slow_path(WrOpcode::kRdmaWrite);
   EXPECT_GT(a->count(Counter::sr_sacks_rcvd), 0u);  // the other paths' packets arrived ahead
-  holding = false;
-  a->port.release_held_in_order();
-  EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
-  EXPECT_EQ(std::memcmp(a->buf.data(), b->buf.data(), 32768), 0);
   EXPECT_EQ(a->count(Counter::retransmits), 0u);
   EXPECT_EQ(a->count(Counter::sr_resent), 0u);
   EXPECT_GT(b->count(Counter::sr_ooo_placed), 0u);
