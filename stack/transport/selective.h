@@ -80,6 +80,7 @@ struct SrRequester {
   PsnBits lost;    // to send again
   PsnBits resent;  // sent more than once: no RTT sample (Karn)
   PsnBits rd_atomic;  // a READ or atomic request (answered by its response: never probed)
+  PsnBits nakd;       // a PSN sequence error NAK named it: a later request overtook its transmission
   std::array<uint64_t, kSrWindowPsns> sent_ns{};
   std::array<uint32_t, kSrWindowPsns> tx_seq{};
   std::array<uint8_t, kSrWindowPsns> path{};

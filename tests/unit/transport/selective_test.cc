@@ -191,6 +191,49 @@ TEST_F(Selective, ReadAndAtomicStillWork) {
   EXPECT_EQ(got, 40u);
 }
 
+// Send: a 4 KB READ whose request is dropped once, then an atomic. The
+// atomic reaches the responder ahead of its expected PSN and is dropped
+// there (READ and atomics run in order only), so no SACK can reveal the
+// lost READ. Expect: the responder NAKs the gap (PSN sequence error); the
+// requester resends the READ and then the atomic within a few round trips,
+// long before the local ACK timeout, spends no retry_cnt, and the atomic
+// executes once.
+TEST_F(Selective, ReadLostBeforeAnAtomicIsNakedAndResent) {
+  open(sr_options());
+  fill(b->buf, 16384, 4096, 6);
+  uint64_t v = 40;
+  std::memcpy(b->buf.data() + 32768, &v, 8);
+  a->port.hook = drop_once({0x100});
+  const uint64_t t0 = now;
+  ASSERT_TRUE(post(WrOpcode::kRdmaRead, 1, 0, 4096, 16384).ok());  // PSNs 0x100..0x103
+  Sge g = a->sge(40960, 8);
+  SendWr faa;
+  faa.wr_id = 2;
+  faa.sg_list = &g;
+  faa.num_sge = 1;
+  faa.opcode = WrOpcode::kAtomicFetchAndAdd;
+  faa.send_flags = kSendSignaled;
+  faa.atomic.remote_addr = b->addr(32768);
+  faa.atomic.rkey = b->mr->rkey;
+  faa.atomic.compare_add = 5;
+  ASSERT_TRUE(post_send(a->qp, &faa, nullptr).ok());  // PSN 0x104
+  EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
+  EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
+  EXPECT_LT(now - t0, transport::local_ack_timeout_ns(opt.timeout) / 4);
+  EXPECT_EQ(std::memcmp(a->buf.data(), b->buf.data() + 16384, 4096), 0);
+  uint64_t got = 0;
+  std::memcpy(&got, a->buf.data() + 40960, 8);
+  EXPECT_EQ(got, 40u);
+  std::memcpy(&got, b->buf.data() + 32768, 8);
+  EXPECT_EQ(got, 45u);  // added once
+  EXPECT_EQ(b->count(Counter::seq_nak_sent), 1u);
+  EXPECT_EQ(a->count(Counter::rcvd_seq_err), 1u);
+  EXPECT_EQ(a->count(Counter::local_ack_timeout_err), 0u);
+  EXPECT_EQ(sent_with_psn(a->port.sent, 0x100), 2u);
+  EXPECT_EQ(sent_with_psn(a->port.sent, 0x104), 2u);
+  EXPECT_EQ(transport::impl(a->qp).comp.retry_left, opt.retry_cnt);
+}
+
 // Receive: a SEND out of order whose receive WQE is not posted yet.
 // Expect: dropped (not SACKed); at epsn the standard RNR NAK; once the WQE is
 // posted the SEND completes.
