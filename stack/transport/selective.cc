@@ -302,7 +302,6 @@ void detect_losses(Env& env, QpImpl& qp, bool probe) {
     const bool by_time = overtaken && env.now_ns - q.sent_ns[i] > reo_ns;
     if (!by_path && !by_time) {
       if (overtaken) recheck_ns = std::min(recheck_ns, q.sent_ns[i] + reo_ns + 1);
-      if (q.rd_atomic.test(p)) continue;
       if (!in_flight_left || int32_t(q.tx_seq[i] - newest_seq) > 0) {
         newest = p;
         newest_seq = q.tx_seq[i];
@@ -468,7 +467,7 @@ ExtSend ext_send_request(Env& env, QpImpl& qp, uint32_t idx, wire::PacketDesc& d
   q.tx_seq[i] = q.next_tx_seq++;
   q.path[i] = uint8_t(path);
   q.sent_ns[i] = env.now_ns;
-  if (x.cfg.selective_repeat && !(flags & (wire::kRead | wire::kAtomic))) {
+  if (x.cfg.selective_repeat) {
     // The tail-loss probe's time; the local ACK timer first, if this packet starts it.
     if (qp.attr.timeout && !env.timers.armed(qp.index)) {
       env.timers.arm(qp.index, env.now_ns + local_ack_timeout_ns(qp.attr.timeout));

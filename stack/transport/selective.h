@@ -79,7 +79,7 @@ struct SrRequester {
   PsnBits sacked;  // the responder holds it
   PsnBits lost;    // to send again
   PsnBits resent;  // sent more than once: no RTT sample (Karn)
-  PsnBits rd_atomic;  // a READ or atomic request (answered by its response: never probed)
+  PsnBits rd_atomic;  // a READ or atomic request (run in order only: dropped behind a lost PSN)
   PsnBits nakd;       // a PSN sequence error NAK named it: a later request overtook its transmission
   std::array<uint64_t, kSrWindowPsns> sent_ns{};
   std::array<uint32_t, kSrWindowPsns> tx_seq{};

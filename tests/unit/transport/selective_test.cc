@@ -234,6 +234,56 @@ TEST_F(Selective, ReadLostBeforeAnAtomicIsNakedAndResent) {
   EXPECT_EQ(transport::impl(a->qp).comp.retry_left, opt.retry_cnt);
 }
 
+// Send: a 64-byte WRITE (a round trip measured), then a 1 KB READ whose
+// only response is dropped once, then an atomic whose request is dropped
+// once: each is the last request in flight, so nothing later can reveal the
+// loss. Expect: each is probed (sent again) after two round trips, long
+// before the local ACK timeout; the READ's data is right and the atomic
+// executes once (its probe is its first arrival).
+TEST_F(Selective, TailReadAndAtomicAreProbedBeforeTheTimeout) {
+  open(sr_options());
+  fill(a->buf, 0, 64, 2);
+  fill(b->buf, 16384, 1024, 8);
+  uint64_t v = 70;
+  std::memcpy(b->buf.data() + 32768, &v, 8);
+  ASSERT_TRUE(post(WrOpcode::kRdmaWrite, 1, 0, 64, 0).ok());
+  EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
+  bool dropped = false;
+  b->port.hook = [&dropped](const PacketDesc& d) {
+    if (d.opcode != wire::kRcReadResponseOnly || dropped) return TestPort::Action::kPass;
+    dropped = true;
+    return TestPort::Action::kDrop;
+  };
+  const uint64_t t0 = now;
+  ASSERT_TRUE(post(WrOpcode::kRdmaRead, 2, 4096, 1024, 16384).ok());  // PSN 0x101
+  EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
+  EXPECT_TRUE(dropped);
+  EXPECT_EQ(std::memcmp(a->buf.data() + 4096, b->buf.data() + 16384, 1024), 0);
+  a->port.hook = drop_once({0x102});
+  Sge g = a->sge(40960, 8);
+  SendWr faa;
+  faa.wr_id = 3;
+  faa.sg_list = &g;
+  faa.num_sge = 1;
+  faa.opcode = WrOpcode::kAtomicFetchAndAdd;
+  faa.send_flags = kSendSignaled;
+  faa.atomic.remote_addr = b->addr(32768);
+  faa.atomic.rkey = b->mr->rkey;
+  faa.atomic.compare_add = 9;
+  ASSERT_TRUE(post_send(a->qp, &faa, nullptr).ok());  // PSN 0x102
+  EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
+  EXPECT_LT(now - t0, transport::local_ack_timeout_ns(opt.timeout) / 4);
+  uint64_t got = 0;
+  std::memcpy(&got, a->buf.data() + 40960, 8);
+  EXPECT_EQ(got, 70u);
+  std::memcpy(&got, b->buf.data() + 32768, 8);
+  EXPECT_EQ(got, 79u);
+  EXPECT_EQ(a->count(Counter::sr_probes), 2u);
+  EXPECT_EQ(sent_with_psn(a->port.sent, 0x101), 2u);
+  EXPECT_EQ(sent_with_psn(a->port.sent, 0x102), 2u);
+  EXPECT_EQ(a->count(Counter::local_ack_timeout_err), 0u);
+}
+
 // Receive: a SEND out of order whose receive WQE is not posted yet.
 // Expect: dropped (not SACKed); at epsn the standard RNR NAK; once the WQE is
 // posted the SEND completes.
