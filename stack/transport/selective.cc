@@ -315,13 +315,18 @@ void detect_losses(Env& env, QpImpl& qp, bool probe) {
     if (!found) first = p;
     found = hole = true;
   }
-  if (in_flight_left && !q.probed) {
-    const uint64_t probe_ns = probe_at(q, q.sent_ns[slot(newest)]);
+  // With no request in flight, comp_psn inside a READ (a PSN with no request
+  // of its own) means that its last responses stopped coming: the probe asks
+  // for the rest of it, timed from the last response.
+  const bool read_tail = !in_flight_left && psn_cmp(qp.comp.comp_psn, qp.req.psn_hwm) < 0 && !q.sent.test(qp.comp.comp_psn);
+  if ((in_flight_left || read_tail) && !q.probed) {
+    const uint32_t target = in_flight_left ? newest : qp.comp.comp_psn;
+    const uint64_t probe_ns = probe_at(q, in_flight_left ? q.sent_ns[slot(newest)] : q.progress_ns);
     if (probe && !found && env.now_ns >= probe_ns) {
-      q.lost.set(newest);
+      q.lost.set(target);
       q.probed = true;
       env.inc(Counter::sr_probes);
-      first = newest;
+      first = target;
       found = true;
     } else {
       recheck_ns = std::min(recheck_ns, probe_ns);
@@ -520,6 +525,7 @@ void ext_completer_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const u
   if (qp.state == QpState::kErr) return;
   // Acknowledged cumulatively: delivered, and out of the window.
   const uint32_t acked = psn_diff(qp.comp.comp_psn, from);
+  if (acked) q.progress_ns = env.now_ns;
   const uint32_t start = acked > kSrWindowPsns ? psn_add(qp.comp.comp_psn, 0x1000000 - kSrWindowPsns) : from;
   for (uint32_t p = start; p != qp.comp.comp_psn; p = psn_add(p, 1)) {
     if (q.sent.test(p) && !q.sacked.test(p)) delivered(env, qp, p);

@@ -95,6 +95,7 @@ struct SrRequester {
   bool probed = false;           // a tail-loss probe left since the last delivery (one at most: the
                                  // ACK it draws restarts the ACK timer, so more would hold the timeout off)
   uint64_t ack_deadline_ns = 0;  // the local ACK timeout it displaced
+  uint64_t progress_ns = 0;      // when the cumulative point last moved (a READ's responses move it)
   uint32_t recv_seq = 0;       // sequence number of the next message that consumes a receive WQE
 };
 

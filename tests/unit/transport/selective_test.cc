@@ -284,6 +284,34 @@ TEST_F(Selective, TailReadAndAtomicAreProbedBeforeTheTimeout) {
   EXPECT_EQ(a->count(Counter::local_ack_timeout_err), 0u);
 }
 
+// Send: a 64-byte WRITE (a round trip measured), then a 3 KB READ whose
+// last response is dropped once: the first two arrive, nothing follows.
+// Expect: the probe asks for the rest of the READ (its last PSN only) two
+// round trips after the last response, long before the local ACK timeout.
+TEST_F(Selective, ReadWhoseLastResponseIsLostIsProbed) {
+  open(sr_options());
+  fill(a->buf, 0, 64, 2);
+  fill(b->buf, 16384, 3072, 4);
+  ASSERT_TRUE(post(WrOpcode::kRdmaWrite, 1, 0, 64, 0).ok());
+  EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
+  bool dropped = false;
+  b->port.hook = [&dropped](const PacketDesc& d) {
+    if (d.opcode != wire::kRcReadResponseLast || dropped) return TestPort::Action::kPass;
+    dropped = true;
+    return TestPort::Action::kDrop;
+  };
+  const uint64_t t0 = now;
+  ASSERT_TRUE(post(WrOpcode::kRdmaRead, 2, 4096, 3072, 16384).ok());  // PSNs 0x101..0x103
+  EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
+  EXPECT_TRUE(dropped);
+  EXPECT_LT(now - t0, transport::local_ack_timeout_ns(opt.timeout) / 4);
+  EXPECT_EQ(std::memcmp(a->buf.data() + 4096, b->buf.data() + 16384, 3072), 0);
+  EXPECT_EQ(a->count(Counter::sr_probes), 1u);
+  EXPECT_EQ(sent_with_psn(a->port.sent, 0x103), 1u);  // the re-request of the rest
+  EXPECT_EQ(sent_with_psn(a->port.sent, 0x101), 1u);
+  EXPECT_EQ(a->count(Counter::local_ack_timeout_err), 0u);
+}
+
 // Receive: a SEND out of order whose receive WQE is not posted yet.
 // Expect: dropped (not SACKed); at epsn the standard RNR NAK; once the WQE is
 // posted the SEND completes.
