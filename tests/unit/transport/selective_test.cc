@@ -36,6 +36,31 @@ std::function<TestPort::Action(const PacketDesc&)> drop_once(std::set<uint32_t> 
   };
 }
 
+// Drops the first packet with opcode (a response) sent by port; sets dropped.
+std::function<TestPort::Action(const PacketDesc&)> drop_first(uint8_t opcode, bool& dropped) {
+  return [opcode, &dropped](const PacketDesc& d) {
+    if (d.opcode != opcode || dropped) return TestPort::Action::kPass;
+    dropped = true;
+    return TestPort::Action::kDrop;
+  };
+}
+
+// A FETCH_AND_ADD of add on b.buf[32768], its result into a.buf[40960]
+// (Pair::post sends no add operand).
+Status post_fetch_add(Side& a, Side& b, uint64_t wr_id, uint64_t add) {
+  Sge g = a.sge(40960, 8);
+  SendWr wr;
+  wr.wr_id = wr_id;
+  wr.sg_list = &g;
+  wr.num_sge = 1;
+  wr.opcode = WrOpcode::kAtomicFetchAndAdd;
+  wr.send_flags = kSendSignaled;
+  wr.atomic.remote_addr = b.addr(32768);
+  wr.atomic.rkey = b.mr->rkey;
+  wr.atomic.compare_add = add;
+  return post_send(a.qp, &wr, nullptr);
+}
+
 size_t sent_with_psn(const std::vector<PacketDesc>& log, uint32_t psn) {
   return size_t(std::count_if(log.begin(), log.end(), [&](const PacketDesc& d) {
     return (d.op().flags & wire::kReq) && d.psn == psn;
@@ -206,17 +231,7 @@ TEST_F(Selective, ReadLostBeforeAnAtomicIsNakedAndResent) {
   a->port.hook = drop_once({0x100});
   const uint64_t t0 = now;
   ASSERT_TRUE(post(WrOpcode::kRdmaRead, 1, 0, 4096, 16384).ok());  // PSNs 0x100..0x103
-  Sge g = a->sge(40960, 8);
-  SendWr faa;
-  faa.wr_id = 2;
-  faa.sg_list = &g;
-  faa.num_sge = 1;
-  faa.opcode = WrOpcode::kAtomicFetchAndAdd;
-  faa.send_flags = kSendSignaled;
-  faa.atomic.remote_addr = b->addr(32768);
-  faa.atomic.rkey = b->mr->rkey;
-  faa.atomic.compare_add = 5;
-  ASSERT_TRUE(post_send(a->qp, &faa, nullptr).ok());  // PSN 0x104
+  ASSERT_TRUE(post_fetch_add(*a, *b, 2, 5).ok());  // PSN 0x104
   EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
   EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
   EXPECT_LT(now - t0, transport::local_ack_timeout_ns(opt.timeout) / 4);
@@ -249,28 +264,14 @@ TEST_F(Selective, TailReadAndAtomicAreProbedBeforeTheTimeout) {
   ASSERT_TRUE(post(WrOpcode::kRdmaWrite, 1, 0, 64, 0).ok());
   EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
   bool dropped = false;
-  b->port.hook = [&dropped](const PacketDesc& d) {
-    if (d.opcode != wire::kRcReadResponseOnly || dropped) return TestPort::Action::kPass;
-    dropped = true;
-    return TestPort::Action::kDrop;
-  };
+  b->port.hook = drop_first(wire::kRcReadResponseOnly, dropped);
   const uint64_t t0 = now;
   ASSERT_TRUE(post(WrOpcode::kRdmaRead, 2, 4096, 1024, 16384).ok());  // PSN 0x101
   EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
   EXPECT_TRUE(dropped);
   EXPECT_EQ(std::memcmp(a->buf.data() + 4096, b->buf.data() + 16384, 1024), 0);
   a->port.hook = drop_once({0x102});
-  Sge g = a->sge(40960, 8);
-  SendWr faa;
-  faa.wr_id = 3;
-  faa.sg_list = &g;
-  faa.num_sge = 1;
-  faa.opcode = WrOpcode::kAtomicFetchAndAdd;
-  faa.send_flags = kSendSignaled;
-  faa.atomic.remote_addr = b->addr(32768);
-  faa.atomic.rkey = b->mr->rkey;
-  faa.atomic.compare_add = 9;
-  ASSERT_TRUE(post_send(a->qp, &faa, nullptr).ok());  // PSN 0x102
+  ASSERT_TRUE(post_fetch_add(*a, *b, 3, 9).ok());  // PSN 0x102
   EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
   EXPECT_LT(now - t0, transport::local_ack_timeout_ns(opt.timeout) / 4);
   uint64_t got = 0;
@@ -295,11 +296,7 @@ TEST_F(Selective, ReadWhoseLastResponseIsLostIsProbed) {
   ASSERT_TRUE(post(WrOpcode::kRdmaWrite, 1, 0, 64, 0).ok());
   EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
   bool dropped = false;
-  b->port.hook = [&dropped](const PacketDesc& d) {
-    if (d.opcode != wire::kRcReadResponseLast || dropped) return TestPort::Action::kPass;
-    dropped = true;
-    return TestPort::Action::kDrop;
-  };
+  b->port.hook = drop_first(wire::kRcReadResponseLast, dropped);
   const uint64_t t0 = now;
   ASSERT_TRUE(post(WrOpcode::kRdmaRead, 2, 4096, 3072, 16384).ok());  // PSNs 0x101..0x103
   EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
