@@ -149,19 +149,20 @@ bool take_held_request(SrResponder& x, uint32_t psn, wire::PacketDesc& rd) {
 
 // A READ or atomic request ahead of epsn, inside the window: held until
 // epsn reaches it, and SACKed at once; the requester does not send it again.
-void hold_request(Env& env, QpImpl& qp, const wire::PacketDesc& pkt) {
+// False if the hold is full.
+bool hold_request(Env& env, QpImpl& qp, const wire::PacketDesc& pkt) {
   SrResponder& x = qp.ext->resp;
   if (x.held.test(pkt.psn)) {  // a duplicate of one held: the current SACK
     env.inc(Counter::duplicate_request);
   } else if (x.rd_count == kSrResources) {
-    env.inc(Counter::sr_dropped_ooo);  // no room: it is sent again
-    return;
+    return false;
   } else {
     x.rd_held[x.rd_count++] = pkt;
     x.held.set(pkt.psn);
     env.inc(Counter::sr_ooo_placed);
   }
   responder_set_ack(env, qp, ack_syndrome(), before(qp.resp.epsn));
+  return true;
 }
 
 // epsn moves over every contiguous held PSN, completing the messages whose
@@ -449,7 +450,7 @@ void mark_responses_lost(QpImpl& qp, uint32_t psn) {
 bool head_of_line_lost(const Env& env, QpImpl& qp, const SendWqe& w, uint32_t p, uint64_t& recheck_ns) {
   const SrRequester& q = qp.ext->req;
   if (!q.rtt_max_ns) return false;
-  uint64_t since = q.comp_ns;
+  uint64_t since = q.progress_ns;
   if (q.rsp_rr.test(p)) {
     uint32_t m = p;
     while (!q.sent.test(m) && psn_cmp(m, w.first_psn) > 0) m = before(m);
@@ -579,19 +580,21 @@ void detect_losses(Env& env, QpImpl& qp, bool probe) {
     if (q.sacked.test(p) && !head_rd) continue;
     const uint32_t i = slot(p);
     bool by_path = int32_t(x.paths.p[q.path[i]].delivered_seq - q.tx_seq[i]) > thresh;
-    bool overtaken = int32_t(q.delivered_seq - q.tx_seq[i]) > 0;
+    bool overtaken = int32_t(q.delivered_seq - q.tx_seq[i]) > 0 || q.nakd.test(p);
     bool by_time = overtaken && env.now_ns - q.sent_ns[i] > reo_ns;
     if (q.rd_atomic.test(p)) {
       // A READ or atomic request is found lost otherwise: its answer waits
       // behind the responses of those before it, so deliveries of later
       // requests learned from their answers say nothing of it. The READs and
       // atomics keep to one path (Paths::pick_ordered): a later one held at
-      // the responder (SACKed) came without it.
-      by_path = !q.sacked.test(p) && q.rd_held && int32_t(q.rd_held_seq - q.tx_seq[i]) > thresh;
-      overtaken = by_time = false;
+      // the responder (SACKed) came without it; a PSN sequence error NAK
+      // names it (the responder's hold was full).
+      by_path = !q.sacked.test(p) && q.rd_held && int32_t(q.rd_held_seq - q.tx_seq[i]) > 0;
+      overtaken = q.nakd.test(p);
+      by_time = overtaken && env.now_ns - q.sent_ns[i] > reo_ns;
       // Completion has reached one nothing was heard of: the responder, done
       // with all before it, would have answered within a round trip.
-      const uint64_t since = std::max(q.sent_ns[i], q.comp_ns);
+      const uint64_t since = std::max(q.sent_ns[i], q.progress_ns);
       if (head_rd && q.rtt_max_ns) {
         if (env.now_ns - since > reo_ns) by_time = true;
         else recheck_ns = std::min(recheck_ns, since + reo_ns + 1);
@@ -599,7 +602,6 @@ void detect_losses(Env& env, QpImpl& qp, bool probe) {
     }
     if (!by_path && !by_time) {
       if (overtaken) recheck_ns = std::min(recheck_ns, q.sent_ns[i] + reo_ns + 1);
-      if (q.rd_atomic.test(p)) continue;
       if (!in_flight_left || int32_t(q.tx_seq[i] - newest_seq) > 0) {
         newest = p;
         newest_seq = q.tx_seq[i];
@@ -614,13 +616,18 @@ void detect_losses(Env& env, QpImpl& qp, bool probe) {
     found = true;
   }
   detect_response_losses(env, qp, found, first, recheck_ns);
-  if (in_flight_left && !q.probed) {
-    const uint64_t probe_ns = probe_at(q, q.sent_ns[slot(newest)]);
+  // With no request in flight, comp_psn inside a READ (a PSN with no request
+  // of its own) means that its last responses stopped coming: the probe asks
+  // for the rest of it, timed from the last response.
+  const bool read_tail = !in_flight_left && psn_cmp(qp.comp.comp_psn, qp.req.psn_hwm) < 0 && !q.sent.test(qp.comp.comp_psn);
+  if ((in_flight_left || read_tail) && !q.probed) {
+    const uint32_t target = in_flight_left ? newest : qp.comp.comp_psn;
+    const uint64_t probe_ns = probe_at(q, in_flight_left ? q.sent_ns[slot(newest)] : q.progress_ns);
     if (probe && !found && env.now_ns >= probe_ns) {
-      q.lost.set(newest);
+      q.lost.set(target);
       q.probed = true;
       env.inc(Counter::sr_probes);
-      first = newest;
+      first = target;
       found = true;
     } else {
       recheck_ns = std::min(recheck_ns, probe_ns);
@@ -657,8 +664,15 @@ void sr_responder_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const ui
     return;
   }
   if (pkt.op().flags & (wire::kSend | wire::kWrite)) return place(env, qp, pkt, frame);
-  // READ and atomics run in order only; out of order they are held.
-  if (ahead) return hold_request(env, qp, pkt);
+  // READ and atomics run in order only; out of order they are held. If the
+  // hold is full, one is dropped (sent again) and the gap before it is NAKed
+  // as go-back-N NAKs it (a PSN sequence error, once per gap, C9-111): the
+  // requester takes the NAK as evidence of a loss, not as a go-back-N retry.
+  if (ahead) {
+    if (hold_request(env, qp, pkt)) return;
+    env.inc(Counter::sr_dropped_ooo);
+    return responder_run(env, qp, pkt, frame);
+  }
   run_rd_atomic(env, qp, pkt, frame);
   if (qp.state == QpState::kErr) return;
   const uint32_t after = qp.resp.epsn;
@@ -834,13 +848,14 @@ ExtSend ext_send_request(Env& env, QpImpl& qp, uint32_t idx, wire::PacketDesc& d
     if (p == run_end) break;
   }
   q.sent.set(psn);
+  q.nakd.clear(psn);
   if (flags & (wire::kRead | wire::kAtomic)) q.rd_atomic.set(psn);
   else q.rd_atomic.clear(psn);
   q.tx_seq[i] = seq;
   q.path[i] = uint8_t(path);
   x.paths.last = uint8_t(path);
   q.sent_ns[i] = env.now_ns;
-  if (x.cfg.selective_repeat && !(flags & (wire::kRead | wire::kAtomic))) {
+  if (x.cfg.selective_repeat) {
     // The tail-loss probe's time; the local ACK timer first, if this packet starts it.
     if (qp.attr.timeout && !env.timers.armed(qp.index)) {
       env.timers.arm(qp.index, env.now_ns + local_ack_timeout_ns(qp.attr.timeout));
@@ -905,9 +920,9 @@ void ext_completer_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const u
   if (qp.state == QpState::kErr) return;
   complete_held(env, qp);
   if (qp.state == QpState::kErr) return;
-  if (qp.comp.comp_psn != from) q.comp_ns = env.now_ns;
   // Acknowledged cumulatively: delivered, and out of the window.
   const uint32_t acked = psn_diff(qp.comp.comp_psn, from);
+  if (acked) q.progress_ns = env.now_ns;
   const uint32_t start = acked > kSrWindowPsns ? psn_add(qp.comp.comp_psn, 0x1000000 - kSrWindowPsns) : from;
   for (uint32_t p = start; p != qp.comp.comp_psn; p = psn_add(p, 1)) {
     if (q.sent.test(p) && !q.sacked.test(p)) delivered(env, qp, p);
@@ -920,6 +935,17 @@ void ext_completer_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const u
     q.rsp_rr.clear(p);
     q.rsp_late.clear(p);
     q.rd_heard.clear(p);
+    q.nakd.clear(p);
+  }
+  // A PSN sequence error NAK (the responder's epsn, where a READ or atomic
+  // behind it was dropped, its hold full; completer_run took only its
+  // cumulative part): its PSN was overtaken, and is lost once out for the
+  // reordering window.
+  const uint32_t nak = pkt.psn;
+  if (pkt.opcode == wire::kRcAcknowledge && wire::aeth_type(pkt.aeth_syndrome) == wire::AethType::kNak &&
+      wire::aeth_value(pkt.aeth_syndrome) == uint8_t(wire::NakCode::kPsnSequenceError) && in_flight(qp, nak) &&
+      q.sent.test(nak) && !q.sacked.test(nak)) {
+    q.nakd.set(nak);
   }
   detect_losses(env, qp, false);
 }

@@ -9,8 +9,9 @@
 // its PSN is held in a bitmap and epsn moves over every contiguous held PSN,
 // completing messages in order as it passes their Last. READ and atomics run
 // only at epsn (the go-back-N machine): one that comes ahead is held (and
-// SACKed) until epsn reaches it. Duplicates are answered with the current
-// ACK, and every ACK carries a SACK block of the held PSNs.
+// SACKed) until epsn reaches it (with the hold full, dropped and the gap
+// NAKed). Duplicates are answered with the current ACK, and every ACK
+// carries a SACK block of the held PSNs.
 // The responder sprays READ responses over the paths from the request's
 // (Paths::response_path) and answers a READ asked for again from a middle
 // PSN with just the run of responses it names.
@@ -18,13 +19,15 @@
 // found lost, on which path and with which transmit sequence number; a PSN is
 // lost once a later transmission on its path was delivered (paths are FIFO),
 // or a later one on any path and it has been out longer than the slowest
-// round trip seen; only lost PSNs are sent again, ahead of new ones. The
-// newest transmission, unanswered for two slowest round trips, is probed
-// (sent again) before the local ACK timeout. READ responses (and atomic
-// ACKs) are placed as they come and held until they are in order; a missing
-// one is lost by the same two rules (a later response of the same request on
-// its path, or any later response a round trip ago), and each run of lost
-// responses is asked for again by a READ of just that run.
+// round trip seen (a PSN sequence error NAK is such a delivery for the PSN it
+// names); only lost PSNs are sent again, ahead of new ones. The newest
+// request, unanswered for two slowest round trips, is probed (sent again)
+// before the local ACK timeout, or the rest of a READ whose last responses
+// stopped. READ responses (and atomic ACKs) are placed as they come and held
+// until they are in order; a missing one is lost by the same two rules (a
+// later response of the same request on its path, or any later response a
+// round trip ago), and each run of lost responses is asked for again by a
+// READ of just that run.
 #pragma once
 
 #include <array>
@@ -112,8 +115,9 @@ struct SrRequester {
   PsnBits sacked;  // the responder holds it
   PsnBits lost;    // to send again
   PsnBits resent;  // sent more than once: no RTT sample (Karn)
-  PsnBits rd_atomic;  // a READ or atomic request (answered by its response: never probed)
+  PsnBits rd_atomic;  // a READ or atomic request (run in order only)
   PsnBits rd_heard;   // ... that the responder ran (a response of it, or an ACK past it, came)
+  PsnBits nakd;       // a PSN sequence error NAK named it: a later request overtook its transmission
   std::array<uint64_t, kSrWindowPsns> sent_ns{};
   std::array<uint32_t, kSrWindowPsns> tx_seq{};
   std::array<uint8_t, kSrWindowPsns> path{};
@@ -128,6 +132,7 @@ struct SrRequester {
   bool probed = false;           // a tail-loss probe left since the last delivery (one at most: the
                                  // ACK it draws restarts the ACK timer, so more would hold the timeout off)
   uint64_t ack_deadline_ns = 0;  // the local ACK timeout it displaced
+  uint64_t progress_ns = 0;      // when the cumulative point last moved (a READ's responses move it)
   uint32_t recv_seq = 0;       // sequence number of the next message that consumes a receive WQE
   // READ responses and atomic ACKs (a response PSN of a READ is no request's).
   PsnBits rsp_got;   // placed ahead of comp_psn, held until completion reaches it
@@ -149,7 +154,6 @@ struct SrRequester {
   // not all in: completion reaches acked_to (one past its PSN) once they are.
   bool acked_ahead = false;
   uint32_t acked_to = 0;
-  uint64_t comp_ns = 0;  // when comp_psn last moved
   bool rd_held = false;  // a READ or atomic request was SACKed (held at the responder) ...
   uint32_t rd_held_seq = 0;  // ... the newest such, by transmit sequence number
 };
