@@ -4,8 +4,9 @@ stock rdma-core / perftest / rdmacm-utils / qperf tools (Linux Soft-RoCE referen
 
 Only Debian packages are used:
   * host-installed (apt-get install, see install-deps.sh): rdma-core, ibverbs-utils,
-    ibverbs-providers, perftest, rdmacm-utils, qperf, iproute2 -- their binaries and the
-    libraries `ldd` names are copied into the image (host and guest are both Debian 12);
+    ibverbs-providers, perftest, rdmacm-utils, qperf, libfabric-bin, ucx-utils, iproute2 -- their
+    binaries and the libraries `ldd` names (and UCX's transport modules) are copied into the
+    image (host and guest are both Debian 12);
   * downloaded into the cache with `apt-get download` and unpacked with `dpkg -x`
     (never installed): the kernel image package (linux-image-amd64's dependency) and
     busybox-static (it conflicts with the `busybox` package many hosts have).
@@ -40,14 +41,17 @@ DEFAULT_CACHE = "/var/cache/uroce-interop"
 
 # Host packages whose files are copied into the guest (their versions key the image) ...
 IMAGE_PACKAGES = ["rdma-core", "ibverbs-utils", "ibverbs-providers", "libibverbs1", "librdmacm1",
-                  "perftest", "rdmacm-utils", "qperf", "libfabric-bin", "libfabric1", "iproute2", "libc6",
-                  "libgcc-s1"]
+                  "perftest", "rdmacm-utils", "qperf", "libfabric-bin", "libfabric1", "ucx-utils", "libucx0",
+                  "iproute2", "libc6", "libgcc-s1"]
 # ... and the ones the harness runs on the host (Debian 12 ships dpdk-testpmd in dpdk-dev,
 # and the af_packet PMD is only a Recommends of dpdk).
 HOST_PACKAGES = IMAGE_PACKAGES + ["qemu-system-x86", "dpdk-dev", "librte-net-af-packet23",
                                   "librte-mempool-ring23", "python3"]
 # Packages whose binaries (everything they install under /usr/bin or /bin) go into the guest.
-GUEST_TOOL_PACKAGES = ["ibverbs-utils", "perftest", "rdmacm-utils", "qperf", "libfabric-bin"]
+GUEST_TOOL_PACKAGES = ["ibverbs-utils", "perftest", "rdmacm-utils", "qperf", "libfabric-bin", "ucx-utils"]
+# UCX's transports are modules it dlopen()s from <libucs's directory>/ucx/ by their soname
+# (libuct_ib.so.0: rc_verbs, ud_verbs; libuct_rdmacm.so.0; libuct_cma.so.0), so ldd names none.
+UCX_MODULES = "/usr/lib/x86_64-linux-gnu/ucx/lib*.so.0"
 GUEST_EXTRA_BINARIES = ["ip", "rdma"]          # iproute2
 # Kernel modules wanted (their dependencies are added in load order).
 WANT_MODULES = ["virtio_pci", "virtio_net", "e1000", "crc32_generic", "rdma_rxe", "ib_uverbs",
@@ -417,6 +421,11 @@ def _build(cache: str, force: bool = False) -> dict[str, str]:
             img.add_with_libs(os.path.realpath("/usr/lib/x86_64-linux-gnu/libgcc_s.so.1"),
                               "/usr/lib/x86_64-linux-gnu/libgcc_s.so.1")
             img.add_host_file("/etc/libibverbs.d/rxe.driver")
+            ucx = sorted(glob.glob(UCX_MODULES))
+            if not ucx:
+                raise SystemExit(f"no UCX transport modules ({UCX_MODULES}; libucx0)")
+            for m in ucx:
+                img.add_with_libs(m)
             # busybox applets for every name no real binary has
             applets = run([bb, "--list"]).split()
             for a in applets:
@@ -435,7 +444,7 @@ def _build(cache: str, force: bool = False) -> dict[str, str]:
 
             # manifest: what is in the guest, with versions
             pkgs = sorted(set(GUEST_TOOL_PACKAGES + ["rdma-core", "ibverbs-providers",
-                                                     "libibverbs1", "librdmacm1", "iproute2",
+                                                     "libibverbs1", "librdmacm1", "libucx0", "iproute2",
                                                      "libc6"]))
             man = [f"kernel-package {kpkg} {kver}", f"kernel-release {kernel_release}",
                    f"busybox-static {dl_versions['busybox-static']}"]

@@ -12,19 +12,22 @@ OOB_PORT = 18515
 ROCE_PORT = 4791
 
 
-def read_pcap(path: str):
+def read_pcap(path: str, window: tuple[int, int] | None = None):
+    """The frames of a pcap file, read as a stream; with window = (first, last), only those
+    captured in those seconds of the epoch (QEMU's filter-dump and `uroce --pcap` stamp frames
+    with the host's clock), the others skipped unread."""
     with open(path, "rb") as f:
-        data = f.read()
-    if len(data) < 24:
-        return
-    magic = struct.unpack("<I", data[:4])[0]
-    end = "<" if magic in (0xA1B2C3D4, 0xA1B23C4D) else ">"
-    off = 24
-    while off + 16 <= len(data):
-        _s, _us, incl, _orig = struct.unpack(end + "IIII", data[off:off + 16])
-        off += 16
-        yield data[off:off + incl]
-        off += incl
+        head = f.read(24)
+        if len(head) < 24:
+            return
+        magic = struct.unpack("<I", head[:4])[0]
+        rec = struct.Struct(("<" if magic in (0xA1B2C3D4, 0xA1B23C4D) else ">") + "IIII")
+        while len(r := f.read(16)) == 16:
+            sec, _frac, incl, _orig = rec.unpack(r)
+            if window and not window[0] <= sec <= window[1]:
+                f.seek(incl, 1)
+                continue
+            yield f.read(incl)
 
 
 def roce_icrc(frame: bytes) -> tuple[int, int] | None:

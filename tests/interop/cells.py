@@ -34,21 +34,43 @@ def afp_vdev(mtu: int = 1500) -> str:
 
 
 # ------------------------------------------------------------- the matrices' shared cell runner
-# The pingpong, perf and CM matrices (cm.py) all run the same way: per boot one guest script of
-# `uroce-step NAME ...` cells and one host script running our side of the same cells in the same
-# order, each between the markers host_step() writes; then per cell the guest step's and the host
-# step's exit codes, `uroce dump --verify` and the ICRC check of our capture <out>/<role>-<cell>.pcap,
-# plus the matrix's own checks.
+# The pingpong, perf, verbs and CM matrices (cm.py) all run the same way: per boot one guest
+# script of `uroce-step <role>-<cell> ...` steps, our stack as server in some and as client in
+# others, and one host script running our side of the same steps in the same order, each between
+# the markers host_step() writes; then per cell the guest step's and the host step's exit codes,
+# `uroce dump --verify` and the ICRC check of our capture <out>/<role>-<cell>.pcap, plus the
+# matrix's own checks. One boot serves both our roles: a boot costs 10-18 s under TCG.
+
+# A client that starts before its server listens tries again after RETRY_PAUSE_S, for about
+# RETRY_S seconds of pauses: retry_loop(). The server's start-up (EAL, or a process under TCG)
+# takes 0.3-1 s; a pause of 1 s added 0.5 s to every such cell on average, 0.2 s adds 0.1 s.
+RETRY_PAUSE_S = 0.2
+RETRY_S = 90
+
+
+def retry_loop(body: str, retry_s: float = RETRY_S) -> str:
+    """sh: body (a command list ending in one whose status says "try again") up to
+    retry_s / RETRY_PAUSE_S times, RETRY_PAUSE_S apart, while that status is 0."""
+    return f"for i in $(seq {round(retry_s / RETRY_PAUSE_S)}); do {body} || break; sleep {RETRY_PAUSE_S}; done"
+
+
+def wait_arp(ip: str, tries: int = 90) -> str:
+    """sh (the guest): wait, up to tries ARP requests a second apart, until ip answers. Our stack
+    answers ARP for its address only while one of our processes runs, and an rdma_cm REQ sent
+    before it does is never answered: the kernel CM sends it again only after its response
+    timeout, 4-6 s (it cost every rdma_cm cell with a stock client about 5 s)."""
+    return f"for j in $(seq {tries}); do arping -q -f -c 1 -w 1 -I eth0 {ip} && break; done; "
+
 
 def guest_step(name: str, cmd: str, timeout: int, retry_on: str | None = None,
-               after: str = "cat /tmp/o; exit $rc") -> str:
-    """A `uroce-step` line of a guest batch: cmd under busybox timeout, its output in /tmp/o,
-    then `after`. With retry_on: cmd again, up to 90 times 1 s apart, while its output matches
-    that grep pattern (a stock client before our server listens)."""
+               after: str = "cat /tmp/o; exit $rc", first: str = "") -> str:
+    """A `uroce-step` line of a guest batch: `first` (sh, e.g. wait_arp), then cmd under busybox
+    timeout, its output in /tmp/o, then `after`. With retry_on: cmd again (retry_loop) while its
+    output matches that grep pattern (a stock client before our server listens)."""
     run = f"timeout {timeout} {cmd} >/tmp/o 2>&1; rc=$?; "
     if retry_on:
-        run = f'for i in $(seq 90); do {run}grep -q "{retry_on}" /tmp/o || break; sleep 1; done; '
-    return f"uroce-step {name} sh -c '{run}{after}'"
+        run = retry_loop(f'{run}grep -q "{retry_on}" /tmp/o') + "; "
+    return f"uroce-step {name} sh -c '{first}{run}{after}'"
 
 
 def host_step(name: str, cmd: str) -> list[str]:
@@ -66,6 +88,13 @@ def host_steps(host_text: str) -> dict[str, dict]:
     return steps
 
 
+def step_window(cell: dict) -> tuple[int, int]:
+    """The seconds of the epoch a cell's host step ran in, one more either side: where a boot's
+    guest capture holds the cell's frames (read_pcap's window; the whole capture without markers)."""
+    hs = cell["host_step"]
+    return hs.get("epoch_begin", 0) - 1, hs.get("epoch_end", 2**32) + 1
+
+
 def dump_verify(uroce: str, pcap: str) -> dict:
     if not os.path.exists(pcap):
         return {"rc": None, "out": "no capture"}
@@ -81,11 +110,12 @@ def _section(text: str, begin: str, end: str) -> str:
     return text[i:j if j >= 0 else len(text)]
 
 
-def run_cells(res: dict, uroce: str, out: str, boot: str, role: str, cells: list[str], guest_script: str,
+def run_cells(res: dict, uroce: str, out: str, boot: str, cells: list[tuple[str, str]], guest_script: str,
               host_script, check=None, **run_opts) -> None:
-    """One boot (run_single with run_opts) in <out>/our-<boot>: host_script(rdir) is our side.
-    Adds res["boots"][boot] (with the dump --verify of the guest's capture of the whole boot)
-    and res["cells"]["<role>/<cell>"]; check(cell, result, ctx) may add fields and clear
+    """One boot (run_single with run_opts) in <out>/our-<boot>: cells are (our role, cell) in the
+    order of the steps <role>-<cell> of guest_script and host_script(rdir) (our side). Adds
+    res["boots"][boot] (with the dump --verify of the guest's capture of the whole boot) and
+    res["cells"]["<role>/<cell>"]; check(role, cell, result, ctx) may add fields and clear
     result["ok"], with ctx = {"rdir", "run", "guest_text", "host_text", "stock_out", "our_out"}."""
     rdir = os.path.join(out, f"our-{boot}")
     os.makedirs(rdir, exist_ok=True)
@@ -98,10 +128,11 @@ def run_cells(res: dict, uroce: str, out: str, boot: str, role: str, cells: list
                           "guest_log": r["guest"]["log"], "host_log": r.get("host", {}).get("log"),
                           "guest_pcap": r["pcap"], "guest_pcap_summary": r["pcap_summary"],
                           "guest_dump_verify_rc": dump_verify(uroce, r["pcap"])["rc"]}
-    for c in cells:
-        pcap = os.path.join(rdir, f"{role}-{c}.pcap")
-        g = r["guest"]["steps"].get(c, {})
-        hs = steps.get(c, {})
+    for role, c in cells:
+        step = f"{role}-{c}"
+        pcap = os.path.join(rdir, f"{step}.pcap")
+        g = r["guest"]["steps"].get(step, {})
+        hs = steps.get(step, {})
         d = dump_verify(uroce, pcap)
         ps = pcap_summary(pcap)
         cell = {"ours": role, "guest_step": g, "host_step": hs, "dump_verify_rc": d["rc"],
@@ -111,11 +142,12 @@ def run_cells(res: dict, uroce: str, out: str, boot: str, role: str, cells: list
         if d["rc"] != 0:
             cell["dump_tail"] = d["out"][-800:]
         if check:
-            check(c, cell, {"rdir": rdir, "run": r, "guest_text": guest_text, "host_text": host_text,
-                            # (the name ends at a newline or a space: write_bw is not write_bw_b)
-                            "stock_out": _section(guest_text, f"UROCE-STEP-BEGIN {c}\n", f"UROCE-STEP-END {c} "),
-                            "our_out": _section(host_text, f"UROCE-HOST-STEP-BEGIN {c} ",
-                                                f"UROCE-HOST-STEP-END {c} ")})
+            check(role, c, cell, {"rdir": rdir, "run": r, "guest_text": guest_text, "host_text": host_text,
+                                  # (the name ends at a newline or a space: write_bw is not write_bw_b)
+                                  "stock_out": _section(guest_text, f"UROCE-STEP-BEGIN {step}\n",
+                                                        f"UROCE-STEP-END {step} "),
+                                  "our_out": _section(host_text, f"UROCE-HOST-STEP-BEGIN {step} ",
+                                                      f"UROCE-HOST-STEP-END {step} ")})
         res["cells"][f"{role}/{c}"] = cell
 
 
@@ -145,7 +177,7 @@ def matrix_args(p: argparse.ArgumentParser, name: str, cells: list[str], default
     p.add_argument("--out", default=os.environ.get("UROCE_INTEROP_OUT") or
                    f"/tmp/uroce-interop-{name}-{os.getpid()}")
     p.add_argument("--roles", nargs="+", default=["server", "client"], choices=("server", "client"),
-                   help="our roles; one guest boot each")
+                   help="our roles (one guest boot runs them all, server first)")
     p.add_argument("--cells", nargs="+", default=default, choices=cells, help=cells_help)
     p.add_argument("--timeout", type=float, default=timeout, help="per boot")
     p.add_argument("--keep", action="store_true",

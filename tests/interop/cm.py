@@ -2,8 +2,8 @@
 """uroce RDMA CM interop cells: uroce's CM over QP1 against stock librdmacm tools on Linux
 rdma_rxe in the QEMU guest of harness.py, both roles (docs/CM.md, docs/INTEROP.md).
 
-Per role one guest boot that runs every cell in turn (the stock tool in the guest, `uroce ...`
-on the host tap through DPDK's net_af_packet). The side that connects retries until the
+One guest boot that runs every cell in turn, our stack as server and then as client (the stock
+tool in the guest, `uroce ...` on the host tap through DPDK's net_af_packet). The side that connects retries until the
 listener is up (a REJ "invalid service ID", reason 8, until then). Per cell: both tools' exit
 codes and output checks, `uroce dump --verify` of our capture, the harness's own ICRC check,
 and tshark: every CM MAD must decode as the CM message we expect, with no malformed mark.
@@ -23,12 +23,13 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from capture import ROCE_PORT  # noqa: E402
-from cells import host_step, matrix_args, matrix_main, matrix_ok, md_table, run_cells, verify_text  # noqa: E402
+from cells import (host_step, matrix_args, matrix_main, matrix_ok, md_table, retry_loop, run_cells,  # noqa: E402
+                   verify_text, wait_arp)
 from guest import GUEST_IP4, GUEST_IP6, KERNEL_IP4, STACK_IP4, STACK_IP6, STACK_MAC, close_sessions  # noqa: E402
 
 STEP_TIMEOUT = 150        # one stock tool run in the guest
 HOST_TIMEOUT = 120        # --timeout of one `uroce` run
-RETRIES = 60              # connect attempts of the active side, one a second
+CONNECT_S = 60            # how long the active side keeps trying to connect (retry_loop)
 EAL = ("--no-huge --no-pci --no-shconf -m 256 -l 0 --log-level=lib.*:error "
        "--vdev=net_af_packet0,iface=$UROCE_TAP")
 OURS = f"--ip {STACK_IP4} --mac {STACK_MAC} --timeout {HOST_TIMEOUT}"
@@ -116,7 +117,7 @@ for _cell, _tool, _flags, _test, _row in (
 # rc_lat and rc_bw the stock client asks for a test we do not implement and must be refused
 # (qperf's error report: it prints "server: ..." and exits 1). As a client we end the stock
 # server with qperf's quit test.
-QPERF_TIME = 2  # seconds per test (qperf -t): one boot runs 2 x 2 s of test per role
+QPERF_TIME = 2  # seconds per test (qperf -t): the boot runs 2 x 2 s of test per role
 QPERF_LAT = r"latency\s+=\s+([\d.,]+) (ns|us|ms|sec)\b"
 QPERF_BW = r"\bbw\s+=\s+([\d.,]+) (bytes|KB|MB|GB)/sec\b"
 CELLS["qperf"] = {
@@ -155,35 +156,36 @@ def qperf_figures(text: str) -> dict:
     return f
 
 
-def guest_script(role: str, cells: list[str]) -> str:
-    """role = OUR role. The stock client retries until our server listens."""
+def guest_script(cells: list[tuple[str, str]]) -> str:
+    """A step <role>-<cell> per (OUR role, cell). The stock client retries until our server listens."""
     lines = []
-    for c in cells:
+    for role, c in cells:
         spec = CELLS[c]
         if role == "server":
             # Retried only while the connection cannot be set up (our server not listening
             # yet); any other failure ends the cell. Every attempt's output is kept.
             cmd = spec["stock_client"]
             retry_on = spec.get("retry_on", r"REJECTED\|UNREACHABLE\|ADDR_ERROR\|ROUTE_ERROR")
-            body = (f': >/tmp/all; for i in $(seq {RETRIES}); do timeout {STEP_TIMEOUT} {cmd} >/tmp/o 2>/tmp/e; '
-                    f'rc=$?; cat /tmp/o /tmp/e >>/tmp/all; [ $rc = 0 ] && break; '
-                    f'grep -q "{retry_on}" /tmp/all || break; '
-                    f': >/tmp/all; sleep 1; done; echo "attempts: $i"; ')
+            # not before our server's process answers ARP (wait_arp); qperf's client first
+            # dials the namespace kernel's address over TCP, which our server shares
+            body = (wait_arp(STACK_IP4) if c != "qperf" else "") + (': >/tmp/all; ' + retry_loop(
+                f'timeout {STEP_TIMEOUT} {cmd} >/tmp/o 2>/tmp/e; rc=$?; cat /tmp/o /tmp/e >>/tmp/all; '
+                f'[ $rc != 0 ] && grep -q "{retry_on}" /tmp/all && : >/tmp/all', CONNECT_S) + '; echo "attempts: $i"; ')
         else:
             body = f'timeout {STEP_TIMEOUT} {spec["stock_server"]} >/tmp/o 2>/tmp/e; rc=$?; '
         # stdout and stderr apart: rping's disconnect notice would otherwise split a ping line
         body += ('if [ $(wc -l </tmp/o) -le 40 ]; then cat /tmp/o; else head -n 3 /tmp/o; echo ...; '
                  'tail -n 3 /tmp/o; fi; cat /tmp/e; exit $rc')
-        lines.append(f"uroce-step {c} sh -c '{body}'")
+        lines.append(f"uroce-step {role}-{c} sh -c '{body}'")
     lines.append("exit 0")
     return "\n".join(lines)
 
 
-def host_script(uroce: str, role: str, cells: list[str], out: str) -> str:
+def host_script(uroce: str, cells: list[tuple[str, str]], out: str) -> str:
     """Ours, cell by cell in the guest's order, between host_step()'s markers; our client
     retries until the stock server listens."""
     lines = ["set -u"]
-    for c in cells:
+    for role, c in cells:
         pcap = os.path.join(out, f"{role}-{c}.pcap")
         ours = CELLS[c]["our_server" if role == "server" else "our_client"].format(pcap=pcap)
         tool, rest = ours.split(" ", 1)
@@ -193,10 +195,9 @@ def host_script(uroce: str, role: str, cells: list[str], out: str) -> str:
                     f"s.bind(('{CELLS[c]['udp_sink']}', {ROCE_PORT})); signal.pause()")
             run = f'python3 -c "{sink}" & sink=$!; {run}; kill $sink; wait $sink 2>/dev/null'
         if role == "client":
-            run = (f"for i in $(seq {RETRIES}); do {run}; [ $rc = 0 ] && break; "
-                   f"grep -q 'REJECTED\\|ADDR_ERROR\\|UNREACHABLE\\|timed out' {out}/{role}-{c}.out || break; "
-                   f"sleep 1; done")
-        lines += host_step(c, f"{run}; head -n 3 {out}/{role}-{c}.out; tail -n 6 {out}/{role}-{c}.out")
+            run = retry_loop(f"{run}; [ $rc != 0 ] && "
+                             f"grep -q 'REJECTED\\|ADDR_ERROR\\|UNREACHABLE\\|timed out' {out}/{role}-{c}.out", CONNECT_S)
+        lines += host_step(f"{role}-{c}", f"{run}; head -n 3 {out}/{role}-{c}.out; tail -n 6 {out}/{role}-{c}.out")
     return "\n".join(lines)
 
 
@@ -219,12 +220,13 @@ def tshark_cm(pcap: str) -> dict:
 
 
 def run_matrix(out: str, uroce: str, roles: list[str], cells: list[str], timeout: float) -> dict:
-    """Per role one boot (run_cells); per cell also both tools' output checks, the qperf
-    figures and the CM MADs tshark finds in our capture."""
+    """One boot (run_cells), our stack first as the server of every cell, then as the client; per
+    cell also both tools' output checks, the qperf figures and the CM MADs tshark finds in our
+    capture."""
     res: dict = {"cells": {}, "boots": {}}
 
-    def check(c: str, cell: dict, ctx: dict) -> None:
-        spec, role = CELLS[c], cell["ours"]
+    def check(role: str, c: str, cell: dict, ctx: dict) -> None:
+        spec = CELLS[c]
         our_out_path = os.path.join(ctx["rdir"], f"{role}-{c}.out")
         our_out = open(our_out_path).read() if os.path.exists(our_out_path) else ""
         stock_ok = re.search(spec["stock_client_ok" if role == "server" else "stock_server_ok"],
@@ -239,10 +241,9 @@ def run_matrix(out: str, uroce: str, roles: list[str], cells: list[str], timeout
             cell["figures"] = qperf_figures(ctx["stock_out"] if role == "server" else our_out)
             cell["ok"] = cell["ok"] and cell["figures"]["ok"]
 
-    for role in roles:
-        run_cells(res, uroce, out, role, role, cells, guest_script(role, cells),
-                    lambda rdir, r_=role: host_script(uroce, r_, cells, rdir), check,
-                    ipv6=any(c.endswith("6") for c in cells), timeout=timeout)
+    steps = [(role, c) for role in roles for c in cells]
+    run_cells(res, uroce, out, "cm", steps, guest_script(steps), lambda rdir: host_script(uroce, steps, rdir),
+              check, ipv6=any(c.endswith("6") for c in cells), timeout=timeout)
     res["ok"] = matrix_ok(res)
     return res
 

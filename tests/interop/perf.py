@@ -11,7 +11,7 @@ import time
 import verify_data
 from capture import read_pcap
 from cells import (afp_vdev, counters_text, guest_step, host_step, matrix_ok, md_table,
-                   parse_counters, perf_rows, run_cells, verify_text)
+                   parse_counters, perf_rows, run_cells, step_window, verify_text)
 from guest import GUEST_IP4, KERNEL_IP4, STACK_IP4, STACK_IP6, STACK_MAC
 
 # Per cell: (stock tool, flags both sides get, our test). Small iteration counts: the guest is
@@ -79,14 +79,14 @@ PERF_STEP_TIMEOUT = 180    # one stock tool run in the guest (rxe retries foreve
 PERF_HOST_TIMEOUT = 150    # --timeout of one `uroce perf`
 
 
-def perf_guest_script(role: str, cells: list[str]) -> str:
-    """The guest's batch, one uroce-step per cell. role = OUR role: 'server' (the stock tool is
-    the client and retries until our server listens on 10.70.0.2) or 'client'."""
+def perf_guest_script(cells: list[tuple[str, str]]) -> str:
+    """The guest's batch, one uroce-step <role>-<cell> per (our role, cell): 'server' (the stock
+    tool is the client and retries until our server listens on 10.70.0.2) or 'client'."""
     lines = []
-    for c in cells:
+    for role, c in cells:
         tool, flags, _ = PERF_CELLS[c]
         cmd = f"{tool} -d rxe0 -x {'$GID6' if c in PERF_IPV6 else '$GID4'} -F {flags}"
-        lines.append(guest_step(c, f"{cmd} {KERNEL_IP4}" if role == "server" else cmd, PERF_STEP_TIMEOUT,
+        lines.append(guest_step(f"{role}-{c}", f"{cmd} {KERNEL_IP4}" if role == "server" else cmd, PERF_STEP_TIMEOUT,
                                 "Couldn.t connect\\|Unable to init the socket" if role == "server" else None))
     lines.append("exit 0")
     return "\n".join(lines)
@@ -113,12 +113,12 @@ def perf_host_cmd(uroce: str, role: str, cell: str, pcap: str) -> str:
     return f"{shlex.quote(uroce)} perf {eal} -- {ours} --counters"
 
 
-def perf_host_script(uroce: str, role: str, cells: list[str], out: str) -> str:
+def perf_host_script(uroce: str, cells: list[tuple[str, str]], out: str) -> str:
     """Our side: one `uroce perf` per cell, in the guest's order, each with its own EAL and its
     own capture, between host_step()'s markers."""
     lines = ["set -u"]
-    for c in cells:
-        lines += host_step(c, perf_host_cmd(uroce, role, c, os.path.join(out, f"{role}-{c}.pcap")) + "; rc=$?")
+    for role, c in cells:
+        lines += host_step(f"{role}-{c}", perf_host_cmd(uroce, role, c, os.path.join(out, f"{role}-{c}.pcap")) + "; rc=$?")
     return "\n".join(lines)
 
 
@@ -154,32 +154,32 @@ def perf_loss_check(uroce_role: str, cell: str, pcap: str, guest_frames: list[di
 
 def run_perf_matrix(out: str, uroce: str, roles: list[str], cells: list[str],
                     timeout: float = 1500, cache: str | None = None) -> dict:
-    """Per role and link MTU one guest boot (IPv6 on when an IPv6 cell is in it) running every cell
-    in turn (run_cells); per cell also both tools' result rows, our counters and, for the loss
-    cells, the data check."""
+    """Per link MTU one guest boot (IPv6 on when an IPv6 cell is in it) running every cell in turn
+    (run_cells), our stack first as the server of each, then as the client; per cell also both
+    tools' result rows, our counters and, for the loss cells, the data check (against the
+    frames the guest captured while the cell ran)."""
     res: dict = {"cells": {}, "boots": {}}
-    groups = [(1500, [c for c in cells if c not in PERF_JUMBO]),
-              (9000, [c for c in cells if c in PERF_JUMBO])]  # one boot per role and link MTU
-    for role, mtu, group in [(r_, m, g) for r_ in roles for m, g in groups if g]:
-        guest_frames: list[dict] | None = None
 
-        def check(c: str, cell: dict, ctx: dict, role_=role) -> None:
-            nonlocal guest_frames
-            tool, flags, test = PERF_CELLS[c]
-            counters = parse_counters(ctx["our_out"])
-            cell.update({"tool": f"{tool} {flags}", "test": test, "counters": counters,
-                         "host_cmd": perf_host_cmd(uroce, role_, c, cell["pcap"]),
-                         "stock_rows": perf_rows(ctx["stock_out"]), "our_rows": perf_rows(ctx["our_out"])})
-            if c in PERF_LOSS:
-                if guest_frames is None:
-                    guest_frames = [f for f in map(verify_data.roce, read_pcap(ctx["run"]["pcap"])) if f]
-                cell["loss"] = PERF_LOSS[c]
-                cell["data"] = perf_loss_check(role_, c, cell["pcap"], guest_frames, cell["host_step"], counters)
-                cell["ok"] = cell["ok"] and cell["data"]["ok"]
+    def check(role: str, c: str, cell: dict, ctx: dict) -> None:
+        tool, flags, test = PERF_CELLS[c]
+        counters = parse_counters(ctx["our_out"])
+        cell.update({"tool": f"{tool} {flags}", "test": test, "counters": counters,
+                     "host_cmd": perf_host_cmd(uroce, role, c, cell["pcap"]),
+                     "stock_rows": perf_rows(ctx["stock_out"]), "our_rows": perf_rows(ctx["our_out"])})
+        if c in PERF_LOSS:
+            guest_frames = [f for f in map(verify_data.roce, read_pcap(ctx["run"]["pcap"], step_window(cell)))
+                            if f]
+            cell["loss"] = PERF_LOSS[c]
+            cell["data"] = perf_loss_check(role, c, cell["pcap"], guest_frames, cell["host_step"], counters)
+            cell["ok"] = cell["ok"] and cell["data"]["ok"]
 
-        run_cells(res, uroce, out, role if mtu == 1500 else f"{role}-mtu{mtu}", role, group,
-                  perf_guest_script(role, group), lambda rdir, r_=role, g_=group: perf_host_script(uroce, r_, g_, rdir),
-                  check, mtu=mtu, timeout=timeout, cache=cache, ipv6=bool(PERF_IPV6 & set(group)))
+    for mtu, group in ((1500, [c for c in cells if c not in PERF_JUMBO]),
+                       (9000, [c for c in cells if c in PERF_JUMBO])):  # one boot per link MTU
+        steps = [(role, c) for role in roles for c in group]
+        if steps:
+            run_cells(res, uroce, out, "perf" if mtu == 1500 else f"perf-mtu{mtu}", steps, perf_guest_script(steps),
+                      lambda rdir, s_=steps: perf_host_script(uroce, s_, rdir), check, mtu=mtu, timeout=timeout,
+                      cache=cache, ipv6=bool(PERF_IPV6 & set(group)))
     res["ok"] = matrix_ok(res)
     return res
 

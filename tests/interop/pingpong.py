@@ -22,26 +22,26 @@ def _pp_tool(cell: str) -> str:
     return "rc" if cell == "rc6" else cell
 
 
-def pp_guest_script(role: str, cells: list[str]) -> str:
-    """The guest's batch: one uroce-step per cell. role = OUR role: 'server' (the stock tool is
-    the client and retries until our server listens on 10.70.0.2) or 'client' (the stock tool
-    is the server). Fails a step on "invalid data in page" (rdma-core -c prints it and still
-    exits 0)."""
+def pp_guest_script(cells: list[tuple[str, str]]) -> str:
+    """The guest's batch: one uroce-step <role>-<cell> per (our role, cell): 'server' (the stock
+    tool is the client and retries until our server listens on 10.70.0.2) or 'client' (the
+    stock tool is the server). Fails a step on "invalid data in page" (rdma-core -c prints it
+    and still exits 0)."""
     lines = []
-    for c in cells:
+    for role, c in cells:
         cmd = f"ibv_{_pp_tool(c)}_pingpong -g {'$GID6' if c == 'rc6' else '$GID4'} {PP_FLAGS[c]}"
-        lines.append(guest_step(c, f"{cmd} {KERNEL_IP4}" if role == "server" else cmd, PP_STEP_TIMEOUT,
-                                "Couldn.t connect" if role == "server" else None,
+        lines.append(guest_step(f"{role}-{c}", f"{cmd} {KERNEL_IP4}" if role == "server" else cmd,
+                                PP_STEP_TIMEOUT, "Couldn.t connect" if role == "server" else None,
                                 'cat /tmp/o; [ $rc = 0 ] || exit $rc; ! grep -q "invalid data" /tmp/o'))
     lines.append("exit 0")
     return "\n".join(lines)
 
 
-def pp_host_script(uroce: str, role: str, cells: list[str], out: str) -> str:
+def pp_host_script(uroce: str, cells: list[tuple[str, str]], out: str) -> str:
     """Our side: `uroce pingpong` once per cell, in the guest's order, each with its own EAL
     (--no-shconf) and its own capture, between host_step()'s markers."""
     lines = ["set -u"]
-    for c in cells:
+    for role, c in cells:
         pcap = os.path.join(out, f"{role}-{c}.pcap")
         ours = (f"--ip {STACK_IP4} --mac {STACK_MAC} --timeout {PP_HOST_TIMEOUT} --pcap {pcap} "
                 f"--transport {_pp_tool(c)} {PP_FLAGS[c]}")
@@ -50,23 +50,23 @@ def pp_host_script(uroce: str, role: str, cells: list[str], out: str) -> str:
         ours += f" --listen {KERNEL_IP4}" if role == "server" else f" {GUEST_IP4}"
         eal = ("--no-huge --no-pci --no-shconf -m 256 -l 0 --log-level=lib.*:error "
                f"--vdev={afp_vdev()}")
-        lines += host_step(c, f"{shlex.quote(uroce)} pingpong {eal} -- {ours} --counters; rc=$?")
+        lines += host_step(f"{role}-{c}", f"{shlex.quote(uroce)} pingpong {eal} -- {ours} --counters; rc=$?")
     return "\n".join(lines)
 
 
 def run_pingpong_matrix(out: str, uroce: str, roles: list[str], cells: list[str],
                         timeout: float = 900, cache: str | None = None) -> dict:
-    """Per role one guest boot (IPv6 on when an rc6 cell is asked for) that runs every cell in
-    turn (run_cells)."""
+    """One guest boot (IPv6 on when an rc6 cell is asked for) that runs every cell in turn
+    (run_cells), our stack first as the server of each, then as the client."""
     res: dict = {"cells": {}, "boots": {}}
 
-    def name(c: str, cell: dict, _ctx: dict) -> None:
+    def name(_role: str, c: str, cell: dict, _ctx: dict) -> None:
         cell["tool"] = f"ibv_{_pp_tool(c)}_pingpong" + (" (IPv6 GID)" if c == "rc6" else "")
 
-    for role in roles:
-        run_cells(res, uroce, out, role, role, cells, pp_guest_script(role, cells),
-                  lambda rdir, r_=role: pp_host_script(uroce, r_, cells, rdir), name,
-                  ipv6="rc6" in cells, timeout=timeout, cache=cache)
+    steps = [(role, c) for role in roles for c in cells]
+    run_cells(res, uroce, out, "pingpong", steps, pp_guest_script(steps),
+              lambda rdir: pp_host_script(uroce, steps, rdir), name,
+              ipv6="rc6" in cells, timeout=timeout, cache=cache)
     res["ok"] = matrix_ok(res)
     return res
 

@@ -12,6 +12,7 @@ import subprocess
 import time
 
 import build_guest
+from cells import retry_loop
 from guest import (GUEST_MAC, KERNEL_IP4, STACK_IP4, STACK_MAC, HarnessError, log, preflight,
                    run_pair, run_single)
 
@@ -48,7 +49,6 @@ def oob_stub(listen: str, port: int, qpn: int, psn: int, gid_ip: str, count: int
     return 0
 
 
-RETRY = 'for i in $(seq 30); do {cmd} && break; sleep 1; done'
 
 
 def smoke_boot_ping(out: str) -> dict:
@@ -73,9 +73,9 @@ def smoke_pair(out: str) -> dict:
     client = "\n".join([
         "sleep 1",
         "uroce-step rc_pingpong sh -c '" +
-        RETRY.format(cmd="ibv_rc_pingpong -g $GIDX -s 1024 -n 5 $PEER") + "'",
+        retry_loop("ibv_rc_pingpong -g $GIDX -s 1024 -n 5 $PEER; rc=$?; [ $rc != 0 ]", 30) + "; exit $rc'",
         "uroce-step write_bw sh -c '" +
-        RETRY.format(cmd="ib_write_bw -d rxe0 -x $GIDX -F -s 8192 -n 50 $PEER") + "'",
+        retry_loop("ib_write_bw -d rxe0 -x $GIDX -F -s 8192 -n 50 $PEER; rc=$?; [ $rc != 0 ]", 30) + "; exit $rc'",
     ])
     return run_pair(os.path.join(out, "b-pair"), server, client)
 

@@ -11,7 +11,7 @@ import time
 import verify_data
 from capture import read_pcap
 from cells import (afp_vdev, counters_text, guest_step, host_step, matrix_ok, md_table, perf_rows,
-                   run_cells, verify_text)
+                   retry_loop, run_cells, step_window, verify_text, wait_arp)
 from guest import GUEST_IP4, GUEST_IP6, KERNEL_IP4, STACK_IP4, STACK_IP6, STACK_MAC
 
 # The same unmodified Debian 12 binary on both sides: in the guest on rxe0, on the host under
@@ -73,6 +73,10 @@ VERBS_CELLS = {
     # client learns the server's fabric address (rxe0's, or uroce0's).
     "fi_msg":         ("fi_pingpong", "-p verbs -e msg -c -I 20", 0),
     "fi_rdm":         ("fi_pingpong", "-p verbs;ofi_rxm -e rdm -c -I 20", 0),
+    # UCX 1.13's ucx_perftest (issue 21, docs/MIDDLEWARE.md), one batch of tests (UCX_BATCHES) over
+    # rc_verbs (wired up through a ud_verbs endpoint) and one over ud_verbs alone.
+    "ucx_rc":         ("ucx_perftest", "UCX_TLS=rc_verbs,ud_verbs:aux,self", 0),
+    "ucx_ud":         ("ucx_perftest", "UCX_TLS=ud_verbs,self", 0),
     # qperf 0.4.11 over rdma_cm (-cm1, which RoCE needs): our client against qperf's server on rxe.
     # Ours as the client only (VERBS_ROLES): qperf reaches its server's TCP control port and its
     # rdma_cm listener at one address, and the tap's kernel address is not uroce's.
@@ -114,6 +118,7 @@ VERBS_RETRY = {            # what a client prints while the server is not listen
     "rping": "REJECTED\\|UNREACHABLE\\|ADDR_ERROR\\|ROUTE_ERROR",
     "cma": "REJECTED\\|UNREACHABLE\\|ADDR_ERROR\\|ROUTE_ERROR",
     "fi": "Connection refused\\|No route to host",
+    "ucx": "connect() failed",
     # qperf 0.4.11 sends its rdma_cm port before it listens (fixed upstream after 0.4.11, 118a571
     # "Fix rdmacm race"): a REQ that comes first is rejected, and the client runs again
     "qperf": "failed to connect\\|No route to host\\|Event rejected",
@@ -123,7 +128,30 @@ VERBS_OUR_GID = 3
 FI_PORT = 47592                                      # fi_pingpong's control port (-B / -P)
 FI_SIZES = ["64", "256", "1k", "4k", "64k", "1m"]    # fi_pingpong's default sizes, as it prints them
 QPERF_PORT = 19766
-QPERF_SERVE_S = 100  # the guest's qperf server runs this long, then is stopped (it never ends itself)
+# The guest's qperf server never ends by itself: our client ends it with qperf's quit test (the
+# server's parent exits 0); without that it is stopped after QPERF_SERVE_S. (It ran for the whole
+# 100 s of that bound before, twice as long as our client's six tests.)
+QPERF_SERVE_S = 100
+# ucx_perftest's batches: a test a line, "label args" ({dev}: the side's device and port, for the
+# UCT tests). Each side reads its own copy (the server takes each test's parameters from its own
+# line, the client's only at the start), so each names its own device. ud_verbs has no UCT put:
+# UCP's put (over active messages) instead. -w: ucx_perftest warms up with 10,000 iterations by
+# default, seconds under TCG.
+UCX_BATCHES = {
+    "ucx_rc": ["tag_lat -t tag_lat -s 64 -n 500 -w 20", "tag_bw -t tag_bw -s 65536 -n 50 -w 5",
+               "put_lat -t put_lat -d {dev} -x rc_verbs -s 64 -n 500 -w 20",
+               "put_bw -t put_bw -d {dev} -x rc_verbs -D zcopy -s 65536 -n 50 -w 5",
+               "am_lat -t am_lat -d {dev} -x rc_verbs -s 8 -n 500 -w 20"],
+    "ucx_ud": ["tag_lat -t tag_lat -s 64 -n 500 -w 20", "tag_bw -t tag_bw -s 65536 -n 50 -w 5",
+               "ucp_put_lat -t ucp_put_lat -s 64 -n 500 -w 20", "ucp_put_bw -t ucp_put_bw -s 65536 -n 50 -w 5",
+               "am_lat -t am_lat -d {dev} -x ud_verbs -s 8 -n 500 -w 20"],
+}
+UCX_PORT = 13337
+# UCX_UD_VERBS_ETH_DGID_CHECK=n on both sides: UCX 1.13 drops a RoCEv2/IPv4 UD receive unless
+# wc.sl says IPv4 as mlx5 encodes it, which neither rxe nor uroce does (docs/MIDDLEWARE.md).
+# UROCE_PROGRESS=inline on ours, as in tests/middleware/ucx_mpi.py.
+UCX_ENV = "UCX_UD_VERBS_ETH_DGID_CHECK=n"
+UCX_FINAL = re.compile(r"Final:\s+\d+\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+[\d.]+")
 # The cells on IPv6 GIDs (rxe's $GID6, our index 5: the IPv6 RoCEv2 entry after the IPv4 pair)
 # over a 9000-byte link, path MTU 4096; the out-of-band TCP stays on IPv4.
 VERBS_V6J = {c for c in VERBS_CELLS if c.endswith("_6j")}
@@ -135,9 +163,9 @@ VERBS_SERVER_NO_ROW = {"ib_read_lat", "ib_atomic_lat"}
 
 def _verbs_family(tool: str, flags: str = "") -> str:
     """ibv (pingpong), ib (perftest over TCP), ibR (perftest -R), rping, cma (ucmatose, udaddy),
-    fi (fi_pingpong), qperf."""
-    if tool in ("fi_pingpong", "qperf"):
-        return "fi" if tool == "fi_pingpong" else "qperf"
+    fi (fi_pingpong), qperf, ucx (ucx_perftest)."""
+    if tool in ("fi_pingpong", "qperf", "ucx_perftest"):
+        return {"fi_pingpong": "fi", "qperf": "qperf", "ucx_perftest": "ucx"}[tool]
     if tool == "rping":
         return "rping"
     if tool in ("ucmatose", "udaddy"):
@@ -151,9 +179,9 @@ def _cell_family(cell: str) -> str:
     return _verbs_family(*VERBS_CELLS[cell][:2])
 
 
-def verbs_cmd(cell: str, side: str, server: bool) -> str:
+def verbs_cmd(cell: str, side: str, server: bool, files: str = "/tmp") -> str:
     """The stock command line of one side of a cell: side 'rxe' (the guest) or 'uroce' (ours);
-    server: whether that side is the server."""
+    server: whether that side is the server; files: where the files it reads are (ucx_batch)."""
     tool, flags, _ = VERBS_CELLS[cell]
     fam = _cell_family(cell)
     v6 = cell in VERBS_V6J
@@ -171,14 +199,26 @@ def verbs_cmd(cell: str, side: str, server: bool) -> str:
         # universe is smaller (docs/MIDDLEWARE.md); uroce's max_cqe takes the default.
         env = "env FI_UNIVERSE_SIZE=16 " if side == "rxe" and "ofi_rxm" in flags else ""
         return f"{env}{tool} {flags} -B {FI_PORT}" if server else f"{env}{tool} {flags} -P {FI_PORT} {peer_oob}"
-    if fam == "qperf":  # the server serves until the guest's step ends it (QPERF_SERVE_S)
-        return f"qperf -lp {QPERF_PORT}" if server else f"qperf {peer_oob} -lp {QPERF_PORT} {flags}"
+    if fam == "ucx":  # each side on its own port, the client's TCP to the other side's kernel address
+        dev = "rxe0:1" if side == "rxe" else "uroce0:1"
+        env = f"env {flags} UCX_NET_DEVICES={dev} {UCX_ENV}" + (" UROCE_PROGRESS=inline" if side == "uroce" else "")
+        args = f"-p {UCX_PORT} -b {files}/{cell}.batch"
+        return f"{env} ucx_perftest {args}" if server else f"{env} ucx_perftest {peer_oob} {args}"
+    if fam == "qperf":  # the server serves until the client's quit test (or QPERF_SERVE_S)
+        return f"qperf -lp {QPERF_PORT}" if server else f"qperf {peer_oob} -lp {QPERF_PORT} {flags} quit"
     dev = "rxe0" if side == "rxe" else "uroce0"
     if fam == "ibR":
         cmd = f"{tool} -d {dev} -F {flags}"
         return cmd if server else f"{cmd} {other}"
     cmd = (f"{tool} -d {dev} -g {gid} {flags}" if fam == "ibv" else f"{tool} -d {dev} -x {gid} -F {flags}")
     return cmd if server else f"{cmd} {peer_oob}"
+
+
+def ucx_batch(cell: str, side: str, files: str = "/tmp") -> str:
+    """sh: write side's ucx_perftest batch of cell (UCX_BATCHES) where verbs_cmd reads it."""
+    dev = "rxe0:1" if side == "rxe" else "uroce0:1"
+    lines = " ".join(f"'{line.format(dev=dev)}'" for line in UCX_BATCHES[cell])
+    return f"printf '%s\\n' {lines} >{files}/{cell}.batch"
 
 
 def verbs_ids(roles: list[str], cells: list[str]) -> list[str]:
@@ -196,31 +236,37 @@ def verbs_guest_script(ids: list[str]) -> str:
                 'tail -n 5 /tmp/o; fi' if fam == "rping" else "cat /tmp/o")
         after = f"{show}; [ $rc = 0 ] || exit $rc; ! grep -q \"invalid data\\|mismatch\" /tmp/o"
         timeout = VERBS_STEP_TIMEOUT
-        if fam == "qperf":  # the server's end is its stop by timeout (busybox: 143, coreutils: 124)
-            after, timeout = "cat /tmp/o; [ $rc = 143 ] || [ $rc = 124 ] || exit $rc; exit 0", QPERF_SERVE_S
+        if fam == "qperf":  # the server's end: the quit test (0) or its stop by timeout (busybox: 143, coreutils: 124)
+            after, timeout = "cat /tmp/o; [ $rc = 0 ] || [ $rc = 143 ] || [ $rc = 124 ] || exit $rc; exit 0", QPERF_SERVE_S
+        if fam == "ucx":
+            lines.append(ucx_batch(c, "rxe"))
+        # a stock rdma_cm client: not before our server's process answers ARP (wait_arp)
+        first = wait_arp(STACK_IP4) if role == "server" and fam in ("rping", "cma", "ibR") else ""
         lines.append(guest_step(i, verbs_cmd(c, "rxe", role == "client"), timeout,
-                                VERBS_RETRY[fam] if role == "server" else None, after))
+                                VERBS_RETRY[fam] if role == "server" else None, after, first))
     lines.append("exit 0")
     return "\n".join(lines)
 
 
 def verbs_host_cmd(uroce: str, i: str, rdir: str) -> str:
-    """`uroce run` of our side of step i on the tap, its capture <rdir>/uroce-<i>.pcap, its
+    """`uroce run` of our side of step i on the tap, its capture <rdir>/<i>.pcap, its
     counters <rdir>/<i>.counters."""
     role, c = i.split("-", 1)
     loss = VERBS_CELLS[c][2]
     mtu = 9000 if c in VERBS_V6J else 1500
     eal = ("--no-huge --no-pci --no-shconf -m 256 -l 0 --log-level=lib.*:error "
            f"--vdev={afp_vdev(mtu)}")
-    port = (f"--dev net_af_packet0 --ip {STACK_IP4} --mac {STACK_MAC} --pcap {rdir}/uroce-{i}.pcap "
+    port = (f"--dev net_af_packet0 --ip {STACK_IP4} --mac {STACK_MAC} --pcap {rdir}/{i}.pcap "
             f"--counters {rdir}/{i}.counters")
     if c in VERBS_V6J:
         port += f" --ip6 {STACK_IP6} --port-mtu {mtu}"
+    if _cell_family(c) == "ucx":  # the files UCX reads to list a device (docs/MIDDLEWARE.md)
+        port += " --device-files"
     if loss:
         seed = 1 + VERBS_SEED_ORDER.index(c) + (100 if role == "client" else 0)
         port += f" --drop-rate {loss} --drop-seed {seed}"
     return (f"timeout {VERBS_STEP_TIMEOUT} {shlex.quote(uroce)} run {eal} -- {port} "
-            f"{verbs_cmd(c, 'uroce', role == 'server')}")
+            f"{verbs_cmd(c, 'uroce', role == 'server', rdir)}")
 
 
 def verbs_host_script(uroce: str, ids: list[str], rdir: str) -> str:
@@ -232,8 +278,9 @@ def verbs_host_script(uroce: str, ids: list[str], rdir: str) -> str:
         out = f"{rdir}/{i}.out"
         run = f"{verbs_host_cmd(uroce, i, rdir)} >{out} 2>&1; rc=$?"
         if role == "client":
-            run = (f"for n in $(seq 90); do {run}; [ $rc = 0 ] && break; "
-                   f"grep -q '{VERBS_RETRY[_cell_family(c)]}' {out} || break; sleep 1; done")
+            run = retry_loop(f"{run}; [ $rc != 0 ] && grep -q '{VERBS_RETRY[_cell_family(c)]}' {out}")
+        if _cell_family(c) == "ucx":
+            run = f"{ucx_batch(c, 'uroce', rdir)}; {run}"
         lines += host_step(i, f"{run}; if [ $(wc -l <{out}) -le 40 ]; then cat {out}; "
                               f"else head -n 20 {out}; echo ...; tail -n 10 {out}; fi")
     return "\n".join(lines)
@@ -257,6 +304,10 @@ def verbs_output_ok(c: str, text: str, server: bool) -> bool:
         n = re.search(r"-I (\d+)", flags).group(1)   # (the logs stamp each line with the time)
         rows = r"(?ms)" + r".*".join(rf"^\s*(?:\d+\.\d+\s+)?{sz}\s+{n}\s+={n}\s" for sz in FI_SIZES)
         return re.search(rows, text) is not None and not re.search(r"error", text, re.I)
+    if fam == "ucx":  # the client: a Final line of figures per test of the batch; no UCX error either side
+        if re.search(r" ERROR |Fatal|Segmentation|Assertion", text):
+            return False
+        return server or len(UCX_FINAL.findall(text)) == len(UCX_BATCHES[c])
     if fam == "qperf":  # the client: each test's figure ("rc_lat:" then "latency = 9.5 us"); the server: no error
         if server:
             return not re.search(r"error|fail|unexpected", text, re.I)
@@ -353,10 +404,9 @@ def run_verbs_matrix(out: str, uroce: str, roles: list[str], cells: list[str],
     perftest, the data on the wire (verbs_data_check)."""
     res: dict = {"cells": {}, "boots": {}}
     ids = verbs_ids(roles, cells)
-    guest_frames: dict[str, list[dict]] = {}  # per boot: the RoCE frames of the guest's capture
 
-    def check(i: str, cell: dict, ctx: dict) -> None:
-        role, c = i.split("-", 1)
+    def check(role: str, c: str, cell: dict, ctx: dict) -> None:
+        i = f"{role}-{c}"
         tool, flags, loss = VERBS_CELLS[c]
         cpath = os.path.join(ctx["rdir"], f"{i}.counters")
         counters = ({k: int(v) for k, v in (l.split() for l in open(cpath) if l.strip())}
@@ -386,11 +436,10 @@ def run_verbs_matrix(out: str, uroce: str, roles: list[str], cells: list[str],
             if not d["ok"]:
                 d["why"] = f"no loss or no retransmission seen: {counters}"
             elif tool != "rping":
-                gpcap = ctx["run"]["pcap"]
-                if gpcap not in guest_frames:
-                    guest_frames[gpcap] = [f for f in map(verify_data.roce, read_pcap(gpcap)) if f]
+                guest_frames = [f for f in map(verify_data.roce, read_pcap(ctx["run"]["pcap"], step_window(cell)))
+                                if f]
                 hs = cell["host_step"]
-                d = {**verbs_data_check(c, role, our_frames, guest_frames[gpcap],
+                d = {**verbs_data_check(c, role, our_frames, guest_frames,
                                         hs.get("epoch_begin", int(time.time())) - 60,
                                         hs.get("epoch_end", int(time.time())) + 60), "lost": lost, "resent": resent}
             else:
@@ -402,7 +451,7 @@ def run_verbs_matrix(out: str, uroce: str, roles: list[str], cells: list[str],
     for boot, group, v6j in (("verbs", [i for i in ids if i.split("-", 1)[1] not in VERBS_V6J], False),
                              ("verbs-ipv6-mtu9000", [i for i in ids if i.split("-", 1)[1] in VERBS_V6J], True)):
         if group:
-            run_cells(res, uroce, out, boot, "uroce", group, verbs_guest_script(group),
+            run_cells(res, uroce, out, boot, [tuple(i.split("-", 1)) for i in group], verbs_guest_script(group),
                       lambda rdir, g=group: verbs_host_script(uroce, g, rdir), check, timeout=timeout,
                       cache=cache, mtu=9000 if v6j else 1500, ipv6=v6j)
     res["ok"] = matrix_ok(res)
