@@ -138,13 +138,13 @@ QPERF_SERVE_S = 100
 # UCP's put (over active messages) instead. -w: ucx_perftest warms up with 10,000 iterations by
 # default, seconds under TCG.
 UCX_BATCHES = {
-    "ucx_rc": ["tag_lat -t tag_lat -s 64 -n 500 -w 20", "tag_bw -t tag_bw -s 65536 -n 50 -w 5",
-               "put_lat -t put_lat -d {dev} -x rc_verbs -s 64 -n 500 -w 20",
-               "put_bw -t put_bw -d {dev} -x rc_verbs -D zcopy -s 65536 -n 50 -w 5",
-               "am_lat -t am_lat -d {dev} -x rc_verbs -s 8 -n 500 -w 20"],
-    "ucx_ud": ["tag_lat -t tag_lat -s 64 -n 500 -w 20", "tag_bw -t tag_bw -s 65536 -n 50 -w 5",
-               "ucp_put_lat -t ucp_put_lat -s 64 -n 500 -w 20", "ucp_put_bw -t ucp_put_bw -s 65536 -n 50 -w 5",
-               "am_lat -t am_lat -d {dev} -x ud_verbs -s 8 -n 500 -w 20"],
+    "ucx_rc": ["tag_lat -t tag_lat -s 64 -n 200 -w 10", "tag_bw -t tag_bw -s 65536 -n 20 -w 2",
+               "put_lat -t put_lat -d {dev} -x rc_verbs -s 64 -n 200 -w 10",
+               "put_bw -t put_bw -d {dev} -x rc_verbs -D zcopy -s 65536 -n 20 -w 2",
+               "am_lat -t am_lat -d {dev} -x rc_verbs -s 8 -n 200 -w 10"],
+    "ucx_ud": ["tag_lat -t tag_lat -s 64 -n 200 -w 10", "tag_bw -t tag_bw -s 65536 -n 20 -w 2",
+               "ucp_put_lat -t ucp_put_lat -s 64 -n 200 -w 10", "ucp_put_bw -t ucp_put_bw -s 65536 -n 20 -w 2",
+               "am_lat -t am_lat -d {dev} -x ud_verbs -s 8 -n 200 -w 10"],
 }
 UCX_PORT = 13337
 # UCX_UD_VERBS_ETH_DGID_CHECK=n on both sides: UCX 1.13 drops a RoCEv2/IPv4 UD receive unless
