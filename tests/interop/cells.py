@@ -25,11 +25,13 @@ from guest import log, preflight, run_single, sh
 AFP_FRAMES = 16384
 
 
-def afp_vdev(mtu: int = 1500) -> str:
-    """The --vdev of our port on the tap. MTU 9000 (path MTU 4096): ring frames of 8192 bytes
+def afp_eal(mtu: int = 1500) -> str:
+    """The EAL arguments of one of our processes on the tap: its own EAL (--no-shconf), no
+    hugepages, and the --vdev of our port. MTU 9000 (path MTU 4096): ring frames of 8192 bytes
     (the PMD indexes frames at framesz steps, so framesz must divide blocksz)."""
     frame = 2048 if mtu <= 1500 else 8192
-    return (f"net_af_packet0,iface=$UROCE_TAP,blocksz={max(frame, 4096)},framesz={frame},"
+    return ("--no-huge --no-pci --no-shconf -m 256 -l 0 --log-level=lib.*:error "
+            f"--vdev=net_af_packet0,iface=$UROCE_TAP,blocksz={max(frame, 4096)},framesz={frame},"
             f"framecnt={AFP_FRAMES if mtu <= 1500 else AFP_FRAMES // 4}")
 
 

@@ -10,7 +10,7 @@ import time
 
 import verify_data
 from capture import read_pcap
-from cells import (afp_vdev, counters_text, guest_step, host_step, matrix_ok, md_table,
+from cells import (afp_eal, counters_text, guest_step, host_step, matrix_ok, md_table,
                    parse_counters, perf_rows, run_cells, step_window, verify_text)
 from guest import GUEST_IP4, KERNEL_IP4, STACK_IP4, STACK_IP6, STACK_MAC
 
@@ -99,8 +99,6 @@ def perf_buffer_path(pcap: str) -> str:
 def perf_host_cmd(uroce: str, role: str, cell: str, pcap: str) -> str:
     _, flags, test = PERF_CELLS[cell]
     mtu = 9000 if cell in PERF_JUMBO else 1500
-    eal = ("--no-huge --no-pci --no-shconf -m 256 -l 0 --log-level=lib.*:error "
-           f"--vdev={afp_vdev(mtu)}")
     ours = (f"{test} --ip {STACK_IP4} --mac {STACK_MAC} --timeout {PERF_HOST_TIMEOUT} --pcap {pcap} "
             f"--port-mtu {mtu} {flags}")
     if cell in PERF_IPV6:
@@ -110,7 +108,7 @@ def perf_host_cmd(uroce: str, role: str, cell: str, pcap: str) -> str:
         ours += (f" --drop-rate {PERF_LOSS[cell]} --drop-seed {seed} "
                  f"--save-buffer {perf_buffer_path(pcap)}")
     ours += f" --listen {KERNEL_IP4}" if role == "server" else f" {GUEST_IP4}"
-    return f"{shlex.quote(uroce)} perf {eal} -- {ours} --counters"
+    return f"{shlex.quote(uroce)} perf {afp_eal(mtu)} -- {ours} --counters"
 
 
 def perf_host_script(uroce: str, cells: list[tuple[str, str]], out: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import shlex
 
-from cells import afp_vdev, guest_step, host_step, matrix_ok, md_table, run_cells, verify_text
+from cells import afp_eal, guest_step, host_step, matrix_ok, md_table, run_cells, verify_text
 from guest import GUEST_IP4, KERNEL_IP4, STACK_IP4, STACK_IP6, STACK_MAC
 
 PP_TOOLS = ("rc", "uc", "ud", "srq")
@@ -48,9 +48,7 @@ def pp_host_script(uroce: str, cells: list[tuple[str, str]], out: str) -> str:
         if c == "rc6":
             ours += f" --ip6 {STACK_IP6} -g 1"
         ours += f" --listen {KERNEL_IP4}" if role == "server" else f" {GUEST_IP4}"
-        eal = ("--no-huge --no-pci --no-shconf -m 256 -l 0 --log-level=lib.*:error "
-               f"--vdev={afp_vdev()}")
-        lines += host_step(f"{role}-{c}", f"{shlex.quote(uroce)} pingpong {eal} -- {ours} --counters; rc=$?")
+        lines += host_step(f"{role}-{c}", f"{shlex.quote(uroce)} pingpong {afp_eal()} -- {ours} --counters; rc=$?")
     return "\n".join(lines)
 
 

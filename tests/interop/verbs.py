@@ -10,7 +10,7 @@ import time
 
 import verify_data
 from capture import read_pcap
-from cells import (afp_vdev, counters_text, guest_step, host_step, matrix_ok, md_table, perf_rows,
+from cells import (afp_eal, counters_text, guest_step, host_step, matrix_ok, md_table, perf_rows,
                    retry_loop, run_cells, step_window, verify_text, wait_arp)
 from guest import GUEST_IP4, GUEST_IP6, KERNEL_IP4, STACK_IP4, STACK_IP6, STACK_MAC
 
@@ -254,8 +254,6 @@ def verbs_host_cmd(uroce: str, i: str, rdir: str) -> str:
     role, c = i.split("-", 1)
     loss = VERBS_CELLS[c][2]
     mtu = 9000 if c in VERBS_V6J else 1500
-    eal = ("--no-huge --no-pci --no-shconf -m 256 -l 0 --log-level=lib.*:error "
-           f"--vdev={afp_vdev(mtu)}")
     port = (f"--dev net_af_packet0 --ip {STACK_IP4} --mac {STACK_MAC} --pcap {rdir}/{i}.pcap "
             f"--counters {rdir}/{i}.counters")
     if c in VERBS_V6J:
@@ -265,7 +263,7 @@ def verbs_host_cmd(uroce: str, i: str, rdir: str) -> str:
     if loss:
         seed = 1 + VERBS_SEED_ORDER.index(c) + (100 if role == "client" else 0)
         port += f" --drop-rate {loss} --drop-seed {seed}"
-    return (f"timeout {VERBS_STEP_TIMEOUT} {shlex.quote(uroce)} run {eal} -- {port} "
+    return (f"timeout {VERBS_STEP_TIMEOUT} {shlex.quote(uroce)} run {afp_eal(mtu)} -- {port} "
             f"{verbs_cmd(c, 'uroce', role == 'server', rdir)}")
 
 
