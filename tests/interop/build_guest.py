@@ -26,6 +26,7 @@ import glob
 import gzip
 import hashlib
 import io
+import json
 import lzma
 import os
 import re
@@ -317,11 +318,59 @@ class Image:
 
 
 # ------------------------------------------------------------------------------------- build
-def inputs_key(kpkg: str, kver: str, dl_versions: dict[str, str]) -> tuple[str, list[str]]:
+# What the package queries read: dpkg's status, apt's lists, cache and sources. While none of
+# them changes, the answers of the last check stand (package_answers); the queries take 2.5-8 s
+# of apt-cache and dpkg-query on a loaded host, and every interop test made them.
+APT_STATE_PATHS = ["/var/lib/dpkg/status", "/var/cache/apt/pkgcache.bin", "/var/lib/apt/lists",
+                   "/etc/apt/sources.list", "/etc/apt/sources.list.d", "/etc/apt/preferences.d"]
+
+
+def apt_state() -> list[str]:
+    state = [f"UROCE_INTEROP_KPKG={os.environ.get('UROCE_INTEROP_KPKG', '')}"]
+    for p in APT_STATE_PATHS:
+        try:
+            st = os.stat(p)
+            state.append(f"{p} {st.st_mtime_ns} {st.st_size}")
+        except OSError:
+            state.append(f"{p} -")
+    return state
+
+
+def package_answers(cache: str, force: bool) -> dict:
+    """The host packages installed (installing what is missing), the kernel package and its
+    version, DOWNLOAD_PACKAGES' versions and IMAGE_PACKAGES' installed versions; from
+    <cache>/package-answers.json while apt_state() is what it was when they were asked."""
+    memo = os.path.join(cache, "package-answers.json")
+    if not force and os.path.exists(memo):
+        with open(memo) as f:
+            answers = json.load(f)
+        if answers.get("state") == apt_state():
+            return answers
+    ensure_host_packages()
+    kpkg, kver = kernel_package()
+    dl_versions = {}
+    for p in DOWNLOAD_PACKAGES:
+        v = candidate_version(p) or installed_version(p)
+        if not v:
+            apt_update_once()
+            v = candidate_version(p)
+        if not v:
+            raise SystemExit(f"no version of {p} available from apt")
+        dl_versions[p] = v
+    answers = {"kpkg": kpkg, "kver": kver, "download": dl_versions,
+               "installed": {p: installed_version(p) for p in IMAGE_PACKAGES}, "state": apt_state()}
+    with open(memo + ".tmp", "w") as f:
+        json.dump(answers, f, indent=1)
+    os.replace(memo + ".tmp", memo)
+    return answers
+
+
+def inputs_key(kpkg: str, kver: str, dl_versions: dict[str, str],
+               installed: dict[str, str | None]) -> tuple[str, list[str]]:
     h = hashlib.sha256()
     lines = [f"kernel {kpkg} {kver}"]
     lines += [f"download {p} {v}" for p, v in sorted(dl_versions.items())]
-    lines += [f"host {p} {installed_version(p)}" for p in IMAGE_PACKAGES]
+    lines += [f"host {p} {installed[p]}" for p in IMAGE_PACKAGES]
     for p in [os.path.abspath(__file__)] + sorted(glob.glob(os.path.join(GUEST_SRC, "*"))):
         with open(p, "rb") as f:
             lines.append(f"file {os.path.relpath(p, HERE)} {hashlib.sha256(f.read()).hexdigest()}")
@@ -348,18 +397,9 @@ def _build(cache: str, force: bool = False) -> dict[str, str]:
               "manifest": os.path.join(guest, "manifest.txt"), "dir": guest}
     with open(os.path.join(cache, ".lock"), "w") as lockf:
         fcntl.flock(lockf, fcntl.LOCK_EX)
-        ensure_host_packages()
-        kpkg, kver = kernel_package()
-        dl_versions = {}
-        for p in DOWNLOAD_PACKAGES:
-            v = candidate_version(p) or installed_version(p)
-            if not v:
-                apt_update_once()
-                v = candidate_version(p)
-            if not v:
-                raise SystemExit(f"no version of {p} available from apt")
-            dl_versions[p] = v
-        key, key_lines = inputs_key(kpkg, kver, dl_versions)
+        answers = package_answers(cache, force)
+        kpkg, kver, dl_versions = answers["kpkg"], answers["kver"], answers["download"]
+        key, key_lines = inputs_key(kpkg, kver, dl_versions, answers["installed"])
         keyfile = os.path.join(guest, "inputs.sha256")
         if not force and all(os.path.exists(result[k]) for k in ("kernel", "initrd")) \
                 and os.path.exists(keyfile) and open(keyfile).read().split()[0] == key:
