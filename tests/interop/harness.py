@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
                 "perf", list(perf.PERF_CELLS), perf.PERF_DEFAULT_CELLS, 1500, "default: all cells")
     matrix_args(sub.add_parser("verbs", help="interop matrix: stock verbs/rdma_cm programs under `uroce run` "
                                "<-> the same on rxe, both roles, one boot (meson suite 'interop')"),
-                "verbs", list(verbs.VERBS_CELLS), list(verbs.VERBS_CELLS), 900, "default: all cells")
+                "verbs", list(verbs.VERBS_CELLS), list(verbs.VERBS_CELLS), 1200, "default: all cells")
     pc = sub.add_parser("pcap", help="summarize a pcap: RoCEv2 opcodes, ICRC check")
     pc.add_argument("--oob", action="store_true", help="also print the TCP/18515 payloads")
     pc.add_argument("files", nargs="+")

@@ -395,7 +395,7 @@ def verbs_data_check(c: str, role: str, our_frames: list[dict], guest_frames: li
 
 
 def run_verbs_matrix(out: str, uroce: str, roles: list[str], cells: list[str],
-                     timeout: float = 900, cache: str | None = None) -> dict:
+                     timeout: float = 1200, cache: str | None = None) -> dict:
     """One guest boot (run_cells) for every cell in every role, and one more for the IPv6 jumbo
     cells (VERBS_V6J); per cell also both sides' own
     success output, our counters and, under loss, that frames were lost and resent and, for
