@@ -167,8 +167,9 @@ def guest_script(cells: list[tuple[str, str]]) -> str:
             cmd = spec["stock_client"]
             retry_on = spec.get("retry_on", r"REJECTED\|UNREACHABLE\|ADDR_ERROR\|ROUTE_ERROR")
             # not before our server's process answers ARP (wait_arp); qperf's client first
-            # dials the namespace kernel's address over TCP, which our server shares
-            body = (wait_arp(STACK_IP4) if c != "qperf" else "") + (': >/tmp/all; ' + retry_loop(
+            # dials the namespace kernel's address over TCP, which our server shares; perftest -R's
+            # client survives no REJ (verbs.py, VERBS_ROLES): its REQ waits for the CM's resend
+            body = (wait_arp(STACK_IP4) if c in ("rping", "rping6", "ucmatose", "udaddy") else "") + (': >/tmp/all; ' + retry_loop(
                 f'timeout {STEP_TIMEOUT} {cmd} >/tmp/o 2>/tmp/e; rc=$?; cat /tmp/o /tmp/e >>/tmp/all; '
                 f'[ $rc != 0 ] && grep -q "{retry_on}" /tmp/all && : >/tmp/all', CONNECT_S) + '; echo "attempts: $i"; ')
         else:
