@@ -16,6 +16,9 @@ short runs) and checks, without any timing threshold:
   - `--kinds stack,uroce-run` (stock perftest under `uroce run`, when perftest
     is installed) gives the uroce-run metrics and their ratios to the stack at
     64 B, and without perftest on PATH it exits 1 saying so;
+  - `--memif-zc` runs the stack and the floor with every client's memif port
+    in zero-copy mode (the children's config lines say so) and says memif_zc
+    in the JSON;
   - `--kinds stack,demo` gives uroce demo's SEND, WRITE and READ pingpongs
     beside uroce perf's (stack.read_lat too) and the three demo / perf ratios.
 Usage: compare_check.py PATH/uroce
@@ -76,6 +79,34 @@ def demo_kind(uroce, check):
         check(v is not None and math.isfinite(v) and v > 0, f"ratio 'demo {op}_lat / stack {op}_lat' at 64 B: {v}")
 
 
+def memif_zc(uroce, check):
+    """--memif-zc: the client side's memif port in zero-copy mode, for every kind on memif."""
+    p = subprocess.run([uroce, "compare", "--quick", "--sizes", "4096", "--kinds", "stack,floor", "--memif-zc", "--keep",
+                        "--json"], capture_output=True, text=True, timeout=600)
+    sys.stderr.write(p.stderr[-4000:])
+    check(p.returncode == 0, f"memif-zc: exit status {p.returncode}")
+    res = json.loads(p.stdout) if p.returncode == 0 else {"median": {}, "memif_zc": None}
+    check(res["memif_zc"] is True, f"memif-zc: JSON memif_zc {res['memif_zc']}")
+    for m in KINDS["stack"] + KINDS["floor"]:
+        v = res["median"].get(m, {}).get("4096")
+        check(v is not None and math.isfinite(v) and v > 0, f"memif-zc: {m} at 4096 B: {v}")
+    # Every client the run started opened its port in zero-copy mode, with the
+    # EAL argument the PMD needs for it; every server in copy mode.
+    tmp = next((line.split("temp dir ")[1].strip() for line in p.stderr.splitlines() if "temp dir " in line), None)
+    check(tmp is not None and os.path.isdir(tmp), f"memif-zc: kept temp dir {tmp}")
+    if tmp and os.path.isdir(tmp):
+        names = sorted(os.listdir(tmp))
+        clients = [n for n in names if n.endswith(".client")]
+        check(len(clients) >= 5, f"memif-zc: {len(clients)} client outputs in {tmp}")
+        for n in names:
+            text = open(os.path.join(tmp, n), errors="replace").read()
+            if n.endswith(".client"):
+                check("zero-copy=yes" in text, f"memif-zc: {n} not in zero-copy mode")
+            elif n.endswith(".server"):
+                check("zero-copy" not in text, f"memif-zc: {n} in zero-copy mode")
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main():
     uroce = sys.argv[1]
     failures = []
@@ -94,6 +125,7 @@ def main():
         except json.JSONDecodeError as e:
             print(f"FAIL: the JSON does not parse: {e}\n{p.stdout[:2000]}")
             return 1
+        check(res["memif_zc"] is False, f"memif_zc {res['memif_zc']} without --memif-zc")
         sizes = [str(s) for s in res["sizes"]]
         check(sizes == ["64", "4096"], f"sizes {sizes}")
         check(res["failures"] == [], f"failed measurements {res['failures']}")
@@ -123,6 +155,7 @@ def main():
             check(ok, f"{png} missing or not a PNG")
     uroce_run(uroce, check)
     demo_kind(uroce, check)
+    memif_zc(uroce, check)
     for f in failures:
         print("FAIL:", f)
     print(f"compare_smoke: {'PASS' if not failures else 'FAIL'} ({len(failures)} problem(s)); verbs: {status}")

@@ -82,6 +82,7 @@ constexpr OptSpec kOptions[] = {
     {.name = "tx-depth", .short_name = 't', .kind = OptKind::kUint, .def = "128", .help = "WRITEs in flight in the stack's and perftest's bandwidth runs (perftest's default: 128)", .min = 1, .max = 15000},
     {.name = "floor-seconds", .kind = OptKind::kDouble, .def = "1", .help = "seconds per floor blast", .min = 0, .max = 60},
     {.name = "mtu", .short_name = 'm', .kind = OptKind::kUint, .def = "4096", .help = "path MTU of the stack's runs (the memif ports are opened with Ethernet MTU 4200)", .min = 256, .max = 4096},
+    {.name = "memif-zc", .help = "open the client side's memif port of every kind on memif in zero-copy mode (zero-copy=yes, EAL --single-file-segments): the link copies a frame once, not twice"},
     {.name = "cpus", .kind = OptKind::kString, .def = "0,1", .help = "CPUs of the server and the client side", .meta = "A,B"},
     {.name = "quick", .help = "smoke run: 1 round, sizes 64 and 4096, 200 round trips, 2000 messages, 0.1 s blasts"},
     {.name = "charts", .kind = OptKind::kString, .def = "", .help = "write compare.json and lat.png / bw.png into DIR", .meta = "DIR"},
@@ -99,12 +100,15 @@ constexpr CommandSpec kCommand = {
     .max_positional = 0,
     .details = "Kinds: stack, tcp-block, tcp-busy, floor, floor-1frame, verbs, uroce-run, demo. Each measurement is a\n"
                "fresh pair of processes (uroce perf, uroce perf --tcp, uroce floor, or perftest's ib_* tools),\n"
-               "one pinned to each of --cpus. --json keys: rounds, sizes, mtu, machine, verbs{status,\n"
+               "one pinned to each of --cpus. --json keys: rounds, sizes, mtu, memif_zc, machine, verbs{status,\n"
                "device}, median{metric: {size: value}}, runs{metric: {size: [values]}}, ratios{name:\n"
                "{size: value}}, failures[]. Metrics are named KIND.TEST: lat in usec, bw in MB/sec,\n"
                "rate in Mmsg/s. floor.* is the multi-frame floor (messages of ceil(size / mtu) frames,\n"
                "payload copied each side), which the ratios use; floor-1frame.* the single-frame floor\n"
                "(floor.* before issue 20).\n"
+               "--memif-zc: the client side's port is memif's zero-copy mode (DPDK 22.11 rte_eth_memif.c,\n"
+               "eth_memif_tx_zc / eth_memif_rx_zc: the server copies into and out of the client's own mbufs),\n"
+               "for the stack, the floors, the demo and uroce-run alike; the JSON says memif_zc.\n"
                "Kind uroce-run, only when named in --kinds: perftest's ib_write_lat and ib_write_bw\n"
                "(found on PATH) under `uroce run` on a memif link, beside the stack's rows; its\n"
                "processes are not pinned (each runs the program and the library's engine thread).\n"
@@ -147,6 +151,7 @@ struct Config {
   std::string charts, plot_script;
   uint32_t timeout_s = 120;
   bool keep = false, json = false;
+  bool memif_zc = false;  ///< --memif-zc
 };
 
 /// The number after "key": in a JSON text (its first occurrence at or after
@@ -289,12 +294,22 @@ class Runner {
     v.push_back("-l");
     v.push_back(std::to_string(side));  // lcore id; the CPU comes from the pinning
     v.push_back("--log-level=pmd.net.memif:critical");
+    for (auto& e : zc_eal(side)) v.push_back(e);
     v.push_back("--");
     return v;
   }
+  /// The EAL argument memif's zero-copy mode needs on side (the client), if
+  /// --memif-zc: the PMD shares EAL's memory with its peer as one file per
+  /// memseg list and refuses otherwise ("Zero-copy doesn't support multi-file
+  /// segments", rte_eth_memif.c memif_set_zc); --no-huge memory is a memfd
+  /// then, so it works without hugepages.
+  std::vector<std::string> zc_eal(int side) const {
+    if (cfg_.memif_zc && side == 1) return {"--single-file-segments"};
+    return {};
+  }
   std::string memif(int side) const {
-    return strf("net_memif0,role=%s,socket=%s,socket-abstract=no,bsize=%u", side == 0 ? "server" : "client",
-                sock().c_str(), kMemifSlotBytes);
+    return strf("net_memif0,role=%s,socket=%s,socket-abstract=no,bsize=%u%s", side == 0 ? "server" : "client",
+                sock().c_str(), kMemifSlotBytes, cfg_.memif_zc && side == 1 ? ",zero-copy=yes" : "");
   }
   std::string sock() const { return dir_ + "/memif.sock"; }
 
@@ -406,8 +421,17 @@ class Runner {
     std::vector<std::string> av[2];
     for (int i = 0; i < 2; ++i) {
       // The port options of `uroce run`, then COMMAND on GID index 3 (RoCEv2, IPv4).
-      av[i] = {"run", "--", "--dev", memif(i), "--port-mtu", std::to_string(kPortMtu), "--ip",
-               i == 0 ? "10.0.0.1" : "10.0.0.2", "--mac", strf("02:00:00:00:00:0%d", i + 1), tool, "-x", "3"};
+      av[i] = {"run"};
+      if (!zc_eal(i).empty()) {  // uroce's default EAL args, and memif's zero-copy one
+        for (auto& e : default_eal_args()) av[i].push_back(e);
+        for (auto& e : zc_eal(i)) av[i].push_back(e);
+      }
+      for (auto& a : {std::string("--"), std::string("--dev"), memif(i), std::string("--port-mtu"),
+                      std::to_string(kPortMtu), std::string("--ip"), std::string(i == 0 ? "10.0.0.1" : "10.0.0.2"),
+                      std::string("--mac"), strf("02:00:00:00:00:0%d", i + 1), tool, std::string("-x"),
+                      std::string("3")}) {
+        av[i].push_back(a);
+      }
     }
     // Not pinned: each end is two busy threads (the program, which spins on
     // memory in these tests, and the library's background engine thread);
@@ -525,7 +549,7 @@ void print_json(const Config& cfg, const Samples& s, const Verbs& verbs, const s
   sysinfo(&si);
   JsonWriter w;
   w.begin_object().key("command").str("compare").key("rounds").num(cfg.rounds).key("mtu").num(cfg.mtu);
-  w.key("tx_depth").num(cfg.tx_depth).key("sizes").begin_array();
+  w.key("tx_depth").num(cfg.tx_depth).key("memif_zc").boolean(cfg.memif_zc).key("sizes").begin_array();
   for (uint32_t size : cfg.sizes) w.num(size);
   w.end_array();
   w.key("machine").begin_object().key("cpus_online").num(sysconf(_SC_NPROCESSORS_ONLN));
@@ -611,6 +635,7 @@ int cmd_compare(int argc, char** argv) {
   cfg.timeout_s = uint32_t(args.get_uint("timeout"));
   cfg.keep = args.flag("keep");
   cfg.json = args.flag("json");
+  cfg.memif_zc = args.flag("memif-zc");
 
   auto want = [&](std::string_view k) { return std::find(cfg.kinds.begin(), cfg.kinds.end(), k) != cfg.kinds.end(); };
   const bool uroce_run = want("uroce-run");

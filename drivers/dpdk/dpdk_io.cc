@@ -285,7 +285,13 @@ Status DpdkPort::setup(const DpdkPortConfig& cfg) {
   rte_eth_conf conf{};
   conf.rxmode.mtu = ethdev_mtu;
   const bool vdev = di.device && std::strcmp(rte_bus_name(rte_dev_bus(di.device)), "vdev") == 0;
-  if (vdev && (di.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS)) {
+  // memif's zero-copy mode (zero-copy=yes) hands the peer each segment as an
+  // offset into EAL's memory (22.11's memif_tx_one_zc: "FIXME: get region
+  // index", region 1 always), so a segment attached from registered memory
+  // outside EAL's (DeviceConfig::tx_zero_copy) would reach the peer as the
+  // wrong bytes: such a port gets no tx_multiseg, and payloads are copied.
+  const bool memif_zc = memif && std::strstr(devargs_text(di.device), "zero-copy=yes");
+  if (vdev && !memif_zc && (di.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS)) {
     conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
     info_.tx_multiseg = true;
   }

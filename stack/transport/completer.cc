@@ -120,7 +120,9 @@ CompState chk_ack(Resp& c) {
     case NakCode::kPsnSequenceError:  // everything before the NAK's PSN is acknowledged
       c.env.inc(Counter::rcvd_seq_err);
       advance_comp(c, c.pkt.psn);
-      return CompState::kRetry;
+      // Selective repeat resends the NAKed PSN only once it is found lost
+      // (ext_completer_rx), not everything from it, and spends no retry_cnt.
+      return sr_on(c.qp) ? CompState::kUpdateComp : CompState::kRetry;
     case NakCode::kInvalidRequest:
       c.env.inc(Counter::req_remote_invalid_request);
       c.err = WcStatus::kRemInvReqErr;

@@ -283,16 +283,25 @@ void detect_losses(Env& env, QpImpl& qp, bool probe) {
   bool in_flight_left = false;       // newest*: the newest transmission still in flight
   uint32_t newest = 0;
   uint32_t newest_seq = 0;
+  bool hole = false;  // a PSN before p is lost: the responder has dropped the READs and atomics after it
   const uint32_t end = scan_end(qp);
   for (uint32_t p = qp.comp.comp_psn; psn_cmp(p, end) < 0; p = psn_add(p, 1)) {
-    if (!q.sent.test(p) || q.sacked.test(p) || q.lost.test(p)) continue;
+    if (!q.sent.test(p) || q.sacked.test(p)) continue;
+    if (q.lost.test(p)) {
+      hole = true;
+      continue;
+    }
     const uint32_t i = slot(p);
+    if (hole && q.rd_atomic.test(p)) {  // arrived ahead of the hole, so dropped: no loss of its path's
+      q.lost.set(p);
+      env.inc(Counter::sr_lost);
+      continue;
+    }
     const bool by_path = int32_t(x.paths.p[q.path[i]].delivered_seq - q.tx_seq[i]) > thresh;
-    const bool overtaken = int32_t(q.delivered_seq - q.tx_seq[i]) > 0;
+    const bool overtaken = int32_t(q.delivered_seq - q.tx_seq[i]) > 0 || q.nakd.test(p);
     const bool by_time = overtaken && env.now_ns - q.sent_ns[i] > reo_ns;
     if (!by_path && !by_time) {
       if (overtaken) recheck_ns = std::min(recheck_ns, q.sent_ns[i] + reo_ns + 1);
-      if (q.rd_atomic.test(p)) continue;
       if (!in_flight_left || int32_t(q.tx_seq[i] - newest_seq) > 0) {
         newest = p;
         newest_seq = q.tx_seq[i];
@@ -304,15 +313,20 @@ void detect_losses(Env& env, QpImpl& qp, bool probe) {
     env.inc(Counter::sr_lost);
     if (x.paths.lost(q.path[i], env.now_ns)) env.inc(Counter::paths_down);
     if (!found) first = p;
-    found = true;
+    found = hole = true;
   }
-  if (in_flight_left && !q.probed) {
-    const uint64_t probe_ns = probe_at(q, q.sent_ns[slot(newest)]);
+  // With no request in flight, comp_psn inside a READ (a PSN with no request
+  // of its own) means that its last responses stopped coming: the probe asks
+  // for the rest of it, timed from the last response.
+  const bool read_tail = !in_flight_left && psn_cmp(qp.comp.comp_psn, qp.req.psn_hwm) < 0 && !q.sent.test(qp.comp.comp_psn);
+  if ((in_flight_left || read_tail) && !q.probed) {
+    const uint32_t target = in_flight_left ? newest : qp.comp.comp_psn;
+    const uint64_t probe_ns = probe_at(q, in_flight_left ? q.sent_ns[slot(newest)] : q.progress_ns);
     if (probe && !found && env.now_ns >= probe_ns) {
-      q.lost.set(newest);
+      q.lost.set(target);
       q.probed = true;
       env.inc(Counter::sr_probes);
-      first = newest;
+      first = target;
       found = true;
     } else {
       recheck_ns = std::min(recheck_ns, probe_ns);
@@ -349,10 +363,15 @@ void ext_responder_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const u
     return;
   }
   if (pkt.op().flags & (wire::kSend | wire::kWrite)) return place(env, qp, pkt, frame);
-  // READ and atomics run in order only; out of order they are dropped and resent.
+  // READ and atomics run in order only; out of order they are dropped and
+  // resent. The gap before them is NAKed as go-back-N NAKs it (a PSN sequence
+  // error, once per gap, C9-111): nothing else would tell the requester that
+  // its epsn PSN was lost when only READs and atomics follow it, and it would
+  // wait for the local ACK timeout. The requester takes the NAK as evidence
+  // of a loss, not as a go-back-N retry.
   if (ahead) {
     env.inc(Counter::sr_dropped_ooo);
-    return;
+    return responder_run(env, qp, pkt, frame);
   }
   responder_run(env, qp, pkt, frame);
   if (qp.state == QpState::kErr) return;
@@ -447,12 +466,13 @@ ExtSend ext_send_request(Env& env, QpImpl& qp, uint32_t idx, wire::PacketDesc& d
     env.inc(Counter::sr_resent);
   }
   q.sent.set(psn);
+  q.nakd.clear(psn);
   if (flags & (wire::kRead | wire::kAtomic)) q.rd_atomic.set(psn);
   else q.rd_atomic.clear(psn);
   q.tx_seq[i] = q.next_tx_seq++;
   q.path[i] = uint8_t(path);
   q.sent_ns[i] = env.now_ns;
-  if (x.cfg.selective_repeat && !(flags & (wire::kRead | wire::kAtomic))) {
+  if (x.cfg.selective_repeat) {
     // The tail-loss probe's time; the local ACK timer first, if this packet starts it.
     if (qp.attr.timeout && !env.timers.armed(qp.index)) {
       env.timers.arm(qp.index, env.now_ns + local_ack_timeout_ns(qp.attr.timeout));
@@ -505,6 +525,7 @@ void ext_completer_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const u
   if (qp.state == QpState::kErr) return;
   // Acknowledged cumulatively: delivered, and out of the window.
   const uint32_t acked = psn_diff(qp.comp.comp_psn, from);
+  if (acked) q.progress_ns = env.now_ns;
   const uint32_t start = acked > kSrWindowPsns ? psn_add(qp.comp.comp_psn, 0x1000000 - kSrWindowPsns) : from;
   for (uint32_t p = start; p != qp.comp.comp_psn; p = psn_add(p, 1)) {
     if (q.sent.test(p) && !q.sacked.test(p)) delivered(env, qp, p);
@@ -513,6 +534,16 @@ void ext_completer_rx(Env& env, QpImpl& qp, const wire::PacketDesc& pkt, const u
     q.lost.clear(p);
     q.resent.clear(p);
     q.rd_atomic.clear(p);
+    q.nakd.clear(p);
+  }
+  // A PSN sequence error NAK (the responder's epsn, where a READ or atomic
+  // behind it was dropped; completer_run took only its cumulative part): its
+  // PSN was overtaken, and is lost once out for the reordering window.
+  const uint32_t nak = pkt.psn;
+  if (pkt.opcode == wire::kRcAcknowledge && wire::aeth_type(pkt.aeth_syndrome) == wire::AethType::kNak &&
+      wire::aeth_value(pkt.aeth_syndrome) == uint8_t(wire::NakCode::kPsnSequenceError) && in_flight(qp, nak) &&
+      q.sent.test(nak) && !q.sacked.test(nak)) {
+    q.nakd.set(nak);
   }
   detect_losses(env, qp, false);
 }

@@ -8,15 +8,18 @@
 // checked and placed at once, by its placement header (wire/ext_headers.h);
 // its PSN is held in a bitmap and epsn moves over every contiguous held PSN,
 // completing messages in order as it passes their Last. READ and atomics run
-// only at epsn (the go-back-N machine), duplicates are answered with the
-// current ACK, and every ACK carries a SACK block of the held PSNs.
+// only at epsn (the go-back-N machine; ahead of it they are dropped and the
+// gap NAKed), duplicates are answered with the current ACK, and every ACK
+// carries a SACK block of the held PSNs.
 // Requester: per PSN of the window it knows whether it was sent, SACKed or
 // found lost, on which path and with which transmit sequence number; a PSN is
 // lost once a later transmission on its path was delivered (paths are FIFO),
 // or a later one on any path and it has been out longer than the slowest
-// round trip seen; only lost PSNs are sent again, ahead of new ones. The
-// newest transmission, unanswered for two slowest round trips, is probed
-// (sent again) before the local ACK timeout.
+// round trip seen (a PSN sequence error NAK is such a delivery for the PSN it
+// names); only lost PSNs are sent again, ahead of new ones, with the READs and
+// atomics the responder dropped behind them. The newest request, unanswered
+// for two slowest round trips, is probed (sent again) before the local ACK
+// timeout, or the rest of a READ whose last responses stopped.
 #pragma once
 
 #include <array>
@@ -79,7 +82,8 @@ struct SrRequester {
   PsnBits sacked;  // the responder holds it
   PsnBits lost;    // to send again
   PsnBits resent;  // sent more than once: no RTT sample (Karn)
-  PsnBits rd_atomic;  // a READ or atomic request (answered by its response: never probed)
+  PsnBits rd_atomic;  // a READ or atomic request (run in order only: dropped behind a lost PSN)
+  PsnBits nakd;       // a PSN sequence error NAK named it: a later request overtook its transmission
   std::array<uint64_t, kSrWindowPsns> sent_ns{};
   std::array<uint32_t, kSrWindowPsns> tx_seq{};
   std::array<uint8_t, kSrWindowPsns> path{};
@@ -94,6 +98,7 @@ struct SrRequester {
   bool probed = false;           // a tail-loss probe left since the last delivery (one at most: the
                                  // ACK it draws restarts the ACK timer, so more would hold the timeout off)
   uint64_t ack_deadline_ns = 0;  // the local ACK timeout it displaced
+  uint64_t progress_ns = 0;      // when the cumulative point last moved (a READ's responses move it)
   uint32_t recv_seq = 0;       // sequence number of the next message that consumes a receive WQE
 };
 

@@ -245,9 +245,10 @@ bool send_one(DpdkQueue& q, rte_mbuf* m, uint64_t deadline_ms) {
 
 void print_info(const DpdkPort& port) {
   const auto& i = port.info();
-  std::printf("port %u name=%s driver=%s queues=%u mtu=%u max_mtu=%u mac=%s mac_applied=%d rss=%d promisc=%d\n",
+  std::printf("port %u name=%s driver=%s queues=%u mtu=%u max_mtu=%u mac=%s mac_applied=%d rss=%d promisc=%d "
+              "multiseg=%d\n",
               i.port_id, i.name.c_str(), i.driver.c_str(), i.n_queues, i.mtu, i.max_mtu, mac_str(i.mac).c_str(),
-              i.mac_applied, i.rss, i.promiscuous);
+              i.mac_applied, i.rss, i.promiscuous, i.tx_multiseg);
 }
 
 void print_stats(const DpdkPort& port, bool xstats) {

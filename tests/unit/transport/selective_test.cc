@@ -36,6 +36,31 @@ std::function<TestPort::Action(const PacketDesc&)> drop_once(std::set<uint32_t> 
   };
 }
 
+// Drops the first packet with opcode (a response) sent by port; sets dropped.
+std::function<TestPort::Action(const PacketDesc&)> drop_first(uint8_t opcode, bool& dropped) {
+  return [opcode, &dropped](const PacketDesc& d) {
+    if (d.opcode != opcode || dropped) return TestPort::Action::kPass;
+    dropped = true;
+    return TestPort::Action::kDrop;
+  };
+}
+
+// A FETCH_AND_ADD of add on b.buf[32768], its result into a.buf[40960]
+// (Pair::post sends no add operand).
+Status post_fetch_add(Side& a, Side& b, uint64_t wr_id, uint64_t add) {
+  Sge g = a.sge(40960, 8);
+  SendWr wr;
+  wr.wr_id = wr_id;
+  wr.sg_list = &g;
+  wr.num_sge = 1;
+  wr.opcode = WrOpcode::kAtomicFetchAndAdd;
+  wr.send_flags = kSendSignaled;
+  wr.atomic.remote_addr = b.addr(32768);
+  wr.atomic.rkey = b.mr->rkey;
+  wr.atomic.compare_add = add;
+  return post_send(a.qp, &wr, nullptr);
+}
+
 size_t sent_with_psn(const std::vector<PacketDesc>& log, uint32_t psn) {
   return size_t(std::count_if(log.begin(), log.end(), [&](const PacketDesc& d) {
     return (d.op().flags & wire::kReq) && d.psn == psn;
@@ -189,6 +214,99 @@ TEST_F(Selective, ReadAndAtomicStillWork) {
   uint64_t got = 0;
   std::memcpy(&got, a->buf.data() + 40960, 8);
   EXPECT_EQ(got, 40u);
+}
+
+// Send: a 4 KB READ whose request is dropped once, then an atomic. The
+// atomic reaches the responder ahead of its expected PSN and is dropped
+// there (READ and atomics run in order only), so no SACK can reveal the
+// lost READ. Expect: the responder NAKs the gap (PSN sequence error); the
+// requester resends the READ and then the atomic within a few round trips,
+// long before the local ACK timeout, spends no retry_cnt, and the atomic
+// executes once.
+TEST_F(Selective, ReadLostBeforeAnAtomicIsNakedAndResent) {
+  open(sr_options());
+  fill(b->buf, 16384, 4096, 6);
+  uint64_t v = 40;
+  std::memcpy(b->buf.data() + 32768, &v, 8);
+  a->port.hook = drop_once({0x100});
+  const uint64_t t0 = now;
+  ASSERT_TRUE(post(WrOpcode::kRdmaRead, 1, 0, 4096, 16384).ok());  // PSNs 0x100..0x103
+  ASSERT_TRUE(post_fetch_add(*a, *b, 2, 5).ok());  // PSN 0x104
+  EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
+  EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
+  EXPECT_LT(now - t0, transport::local_ack_timeout_ns(opt.timeout) / 4);
+  EXPECT_EQ(std::memcmp(a->buf.data(), b->buf.data() + 16384, 4096), 0);
+  uint64_t got = 0;
+  std::memcpy(&got, a->buf.data() + 40960, 8);
+  EXPECT_EQ(got, 40u);
+  std::memcpy(&got, b->buf.data() + 32768, 8);
+  EXPECT_EQ(got, 45u);  // added once
+  EXPECT_EQ(b->count(Counter::seq_nak_sent), 1u);
+  EXPECT_EQ(a->count(Counter::rcvd_seq_err), 1u);
+  EXPECT_EQ(a->count(Counter::local_ack_timeout_err), 0u);
+  EXPECT_EQ(sent_with_psn(a->port.sent, 0x100), 2u);
+  EXPECT_EQ(sent_with_psn(a->port.sent, 0x104), 2u);
+  EXPECT_EQ(transport::impl(a->qp).comp.retry_left, opt.retry_cnt);
+}
+
+// Send: a 64-byte WRITE (a round trip measured), then a 1 KB READ whose
+// only response is dropped once, then an atomic whose request is dropped
+// once: each is the last request in flight, so nothing later can reveal the
+// loss. Expect: each is probed (sent again) after two round trips, long
+// before the local ACK timeout; the READ's data is right and the atomic
+// executes once (its probe is its first arrival).
+TEST_F(Selective, TailReadAndAtomicAreProbedBeforeTheTimeout) {
+  open(sr_options());
+  fill(a->buf, 0, 64, 2);
+  fill(b->buf, 16384, 1024, 8);
+  uint64_t v = 70;
+  std::memcpy(b->buf.data() + 32768, &v, 8);
+  ASSERT_TRUE(post(WrOpcode::kRdmaWrite, 1, 0, 64, 0).ok());
+  EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
+  bool dropped = false;
+  b->port.hook = drop_first(wire::kRcReadResponseOnly, dropped);
+  const uint64_t t0 = now;
+  ASSERT_TRUE(post(WrOpcode::kRdmaRead, 2, 4096, 1024, 16384).ok());  // PSN 0x101
+  EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
+  EXPECT_TRUE(dropped);
+  EXPECT_EQ(std::memcmp(a->buf.data() + 4096, b->buf.data() + 16384, 1024), 0);
+  a->port.hook = drop_once({0x102});
+  ASSERT_TRUE(post_fetch_add(*a, *b, 3, 9).ok());  // PSN 0x102
+  EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
+  EXPECT_LT(now - t0, transport::local_ack_timeout_ns(opt.timeout) / 4);
+  uint64_t got = 0;
+  std::memcpy(&got, a->buf.data() + 40960, 8);
+  EXPECT_EQ(got, 70u);
+  std::memcpy(&got, b->buf.data() + 32768, 8);
+  EXPECT_EQ(got, 79u);
+  EXPECT_EQ(a->count(Counter::sr_probes), 2u);
+  EXPECT_EQ(sent_with_psn(a->port.sent, 0x101), 2u);
+  EXPECT_EQ(sent_with_psn(a->port.sent, 0x102), 2u);
+  EXPECT_EQ(a->count(Counter::local_ack_timeout_err), 0u);
+}
+
+// Send: a 64-byte WRITE (a round trip measured), then a 3 KB READ whose
+// last response is dropped once: the first two arrive, nothing follows.
+// Expect: the probe asks for the rest of the READ (its last PSN only) two
+// round trips after the last response, long before the local ACK timeout.
+TEST_F(Selective, ReadWhoseLastResponseIsLostIsProbed) {
+  open(sr_options());
+  fill(a->buf, 0, 64, 2);
+  fill(b->buf, 16384, 3072, 4);
+  ASSERT_TRUE(post(WrOpcode::kRdmaWrite, 1, 0, 64, 0).ok());
+  EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
+  bool dropped = false;
+  b->port.hook = drop_first(wire::kRcReadResponseLast, dropped);
+  const uint64_t t0 = now;
+  ASSERT_TRUE(post(WrOpcode::kRdmaRead, 2, 4096, 3072, 16384).ok());  // PSNs 0x101..0x103
+  EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
+  EXPECT_TRUE(dropped);
+  EXPECT_LT(now - t0, transport::local_ack_timeout_ns(opt.timeout) / 4);
+  EXPECT_EQ(std::memcmp(a->buf.data() + 4096, b->buf.data() + 16384, 3072), 0);
+  EXPECT_EQ(a->count(Counter::sr_probes), 1u);
+  EXPECT_EQ(sent_with_psn(a->port.sent, 0x103), 1u);  // the re-request of the rest
+  EXPECT_EQ(sent_with_psn(a->port.sent, 0x101), 1u);
+  EXPECT_EQ(a->count(Counter::local_ack_timeout_err), 0u);
 }
 
 // Receive: a SEND out of order whose receive WQE is not posted yet.
