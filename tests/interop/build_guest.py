@@ -125,13 +125,19 @@ def kernel_package() -> tuple[str, str]:
                 apt_update_once()
         if not pkg:
             raise SystemExit("cannot resolve linux-image-amd64's kernel package (apt lists?)")
+    return pkg, available_version(pkg)
+
+
+def available_version(pkg: str) -> str:
+    """apt's candidate version of pkg (the installed one without a candidate), after an apt-get
+    update if apt knows neither."""
     ver = candidate_version(pkg) or installed_version(pkg)
     if not ver:
         apt_update_once()
         ver = candidate_version(pkg)
     if not ver:
         raise SystemExit(f"no version of {pkg} available from apt")
-    return pkg, ver
+    return ver
 
 
 def deb_version(path: str) -> str:
@@ -366,16 +372,7 @@ def package_answers(cache: str, force: bool) -> dict:
             return answers
     ensure_host_packages()
     kpkg, kver = kernel_package()
-    dl_versions = {}
-    for p in DOWNLOAD_PACKAGES:
-        v = candidate_version(p) or installed_version(p)
-        if not v:
-            apt_update_once()
-            v = candidate_version(p)
-        if not v:
-            raise SystemExit(f"no version of {p} available from apt")
-        dl_versions[p] = v
-    answers = {"kpkg": kpkg, "kver": kver, "download": dl_versions,
+    answers = {"kpkg": kpkg, "kver": kver, "download": {p: available_version(p) for p in DOWNLOAD_PACKAGES},
                "installed": {p: installed_version(p) for p in IMAGE_PACKAGES}, "state": apt_state()}
     with open(memo + ".tmp", "w") as f:
         json.dump(answers, f, indent=1)
