@@ -19,7 +19,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "interop"))
-import harness  # noqa: E402
+import guest  # noqa: E402
 
 UROCE, HELPER, OUT = sys.argv[1], os.path.abspath(sys.argv[2]), os.path.abspath(sys.argv[3])
 CASES = sys.argv[5] if len(sys.argv) > 5 and sys.argv[4] == "--cases" else "*"
@@ -42,25 +42,25 @@ RXE_EITHER = {"req.local_ack_timeout_wait": ("conforms", "deviates")}
 GUEST_SCRIPT = f"""
 H=/tmp/uroce-conform-helper
 cat /sys/firmware/qemu_fw_cfg/by_name/opt/uroce/helper/raw > $H && chmod +x $H
-uroce-step helper $H --port {CONTROL_PORT} --host {harness.GUEST_IP4} --gid-index $GID4 --cc none
+uroce-step helper $H --port {CONTROL_PORT} --host {guest.GUEST_IP4} --gid-index $GID4 --cc none
 """
 
 
 def main():
-    if (rc := harness.preflight(UROCE)) is not None:
+    if (rc := guest.preflight(UROCE)) is not None:
         return rc
     os.makedirs(OUT, exist_ok=True)
-    with harness.Session(OUT) as s:
+    with guest.Session(OUT) as s:
         s.add_tap()
-        g = s.start_guest("rxe", GUEST_SCRIPT, s.tap_netdev(), ip4=harness.GUEST_IP4, mac=harness.GUEST_MAC,
+        g = s.start_guest("rxe", GUEST_SCRIPT, s.tap_netdev(), ip4=guest.GUEST_IP4, mac=guest.GUEST_MAC,
                           files={"helper": HELPER}, timeout=900)
         g.wait_ready(300)
         report = os.path.join(OUT, "report")
         tester = s.start_host("tester", " ".join([
             UROCE, "conform", "-l", "0", "--no-huge", "-m", "256", "--no-pci", "--file-prefix", s.ns,
-            f"--vdev=net_af_packet0,iface={harness.TAP}", "--",
-            "--dev", "net_af_packet0", "--ip", harness.STACK_IP4, "--mac", harness.STACK_MAC,
-            "--target", f"{harness.GUEST_IP4}:{CONTROL_PORT}", "--timeout", "120",
+            f"--vdev=net_af_packet0,iface={guest.TAP}", "--",
+            "--dev", "net_af_packet0", "--ip", guest.STACK_IP4, "--mac", guest.STACK_MAC,
+            "--target", f"{guest.GUEST_IP4}:{CONTROL_PORT}", "--timeout", "120",
             "--wait-ms", "300", "--answer-ms", "4000", "--cases", f"'{CASES}'", "--report-dir", report]), 900)
         rc = tester.wait(900)
         g.finish(120)

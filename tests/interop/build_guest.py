@@ -4,14 +4,15 @@ stock rdma-core / perftest / rdmacm-utils / qperf tools (Linux Soft-RoCE referen
 
 Only Debian packages are used:
   * host-installed (apt-get install, see install-deps.sh): rdma-core, ibverbs-utils,
-    ibverbs-providers, perftest, rdmacm-utils, qperf, iproute2 -- their binaries and the
-    libraries `ldd` names are copied into the image (host and guest are both Debian 12);
+    ibverbs-providers, perftest, rdmacm-utils, qperf, libfabric-bin, ucx-utils, iproute2 -- their
+    binaries and the libraries `ldd` names (and UCX's transport modules) are copied into the
+    image (host and guest are both Debian 12);
   * downloaded into the cache with `apt-get download` and unpacked with `dpkg -x`
     (never installed): the kernel image package (linux-image-amd64's dependency) and
     busybox-static (it conflicts with the `busybox` package many hosts have).
 
 Output (default /var/cache/uroce-interop, or $UROCE_INTEROP_CACHE, or --cache):
-  guest/vmlinuz  guest/initramfs.cpio.gz  guest/manifest.txt  guest/inputs.sha256
+  guest/vmlinux  guest/initramfs.cpio  guest/manifest.txt  guest/inputs.sha256
 Idempotent: the image is rebuilt only when an input changes (this script, guest/*, the kernel
 package version, or the version of any package whose files go into the image).
 Python 3 standard library only; module dependencies come from each .ko's .modinfo, so no
@@ -22,9 +23,9 @@ from __future__ import annotations
 import argparse
 import fcntl
 import glob
-import gzip
 import hashlib
 import io
+import json
 import lzma
 import os
 import re
@@ -40,14 +41,17 @@ DEFAULT_CACHE = "/var/cache/uroce-interop"
 
 # Host packages whose files are copied into the guest (their versions key the image) ...
 IMAGE_PACKAGES = ["rdma-core", "ibverbs-utils", "ibverbs-providers", "libibverbs1", "librdmacm1",
-                  "perftest", "rdmacm-utils", "qperf", "libfabric-bin", "libfabric1", "iproute2", "libc6",
-                  "libgcc-s1"]
+                  "perftest", "rdmacm-utils", "qperf", "libfabric-bin", "libfabric1", "ucx-utils", "libucx0",
+                  "iproute2", "libc6", "libgcc-s1"]
 # ... and the ones the harness runs on the host (Debian 12 ships dpdk-testpmd in dpdk-dev,
 # and the af_packet PMD is only a Recommends of dpdk).
 HOST_PACKAGES = IMAGE_PACKAGES + ["qemu-system-x86", "dpdk-dev", "librte-net-af-packet23",
                                   "librte-mempool-ring23", "python3"]
 # Packages whose binaries (everything they install under /usr/bin or /bin) go into the guest.
-GUEST_TOOL_PACKAGES = ["ibverbs-utils", "perftest", "rdmacm-utils", "qperf", "libfabric-bin"]
+GUEST_TOOL_PACKAGES = ["ibverbs-utils", "perftest", "rdmacm-utils", "qperf", "libfabric-bin", "ucx-utils"]
+# UCX's transports are modules it dlopen()s from <libucs's directory>/ucx/ by their soname
+# (libuct_ib.so.0: rc_verbs, ud_verbs; libuct_rdmacm.so.0; libuct_cma.so.0), so ldd names none.
+UCX_MODULES = "/usr/lib/x86_64-linux-gnu/ucx/lib*.so.0"
 GUEST_EXTRA_BINARIES = ["ip", "rdma"]          # iproute2
 # Kernel modules wanted (their dependencies are added in load order).
 WANT_MODULES = ["virtio_pci", "virtio_net", "e1000", "crc32_generic", "rdma_rxe", "ib_uverbs",
@@ -121,13 +125,19 @@ def kernel_package() -> tuple[str, str]:
                 apt_update_once()
         if not pkg:
             raise SystemExit("cannot resolve linux-image-amd64's kernel package (apt lists?)")
+    return pkg, available_version(pkg)
+
+
+def available_version(pkg: str) -> str:
+    """apt's candidate version of pkg (the installed one without a candidate), after an apt-get
+    update if apt knows neither."""
     ver = candidate_version(pkg) or installed_version(pkg)
     if not ver:
         apt_update_once()
         ver = candidate_version(pkg)
     if not ver:
         raise SystemExit(f"no version of {pkg} available from apt")
-    return pkg, ver
+    return ver
 
 
 def deb_version(path: str) -> str:
@@ -313,11 +323,69 @@ class Image:
 
 
 # ------------------------------------------------------------------------------------- build
-def inputs_key(kpkg: str, kver: str, dl_versions: dict[str, str]) -> tuple[str, list[str]]:
+def pvh_kernel(bzimage: str, config: str) -> bytes:
+    """The ELF vmlinux inside the bzImage, which QEMU's -kernel starts at its PVH entry point
+    (CONFIG_PVH). Under TCG the bzImage's own xz decompression took 8-11 s of every boot, and the
+    kernel's gunzip of the initramfs 2 s more: the image holds both uncompressed (boot to
+    UROCE-READY 9.5-11 s instead of 21-24 s, load average 6-8)."""
+    with open(config) as f:
+        if "CONFIG_PVH=y" not in f.read().splitlines():
+            raise SystemExit(f"{config}: no CONFIG_PVH=y; QEMU cannot start the vmlinux directly")
+    with open(bzimage, "rb") as f:
+        data = f.read()
+    off = data.find(b"\xfd7zXZ\x00")
+    if off < 0:
+        raise SystemExit(f"{bzimage}: no xz stream (CONFIG_KERNEL_XZ) to take the vmlinux from")
+    elf = lzma.LZMADecompressor(format=lzma.FORMAT_XZ).decompress(data[off:])
+    if not elf.startswith(b"\x7fELF"):
+        raise SystemExit(f"{bzimage}: its xz stream is not an ELF vmlinux")
+    return elf
+
+
+# What the package queries read: dpkg's status, apt's lists, cache and sources. While none of
+# them changes, the answers of the last check stand (package_answers); the queries take 2.5-8 s
+# of apt-cache and dpkg-query on a loaded host, and every interop test made them.
+APT_STATE_PATHS = ["/var/lib/dpkg/status", "/var/cache/apt/pkgcache.bin", "/var/lib/apt/lists",
+                   "/etc/apt/sources.list", "/etc/apt/sources.list.d", "/etc/apt/preferences.d"]
+
+
+def apt_state() -> list[str]:
+    state = [f"UROCE_INTEROP_KPKG={os.environ.get('UROCE_INTEROP_KPKG', '')}"]
+    for p in APT_STATE_PATHS:
+        try:
+            st = os.stat(p)
+            state.append(f"{p} {st.st_mtime_ns} {st.st_size}")
+        except OSError:
+            state.append(f"{p} -")
+    return state
+
+
+def package_answers(cache: str, force: bool) -> dict:
+    """The host packages installed (installing what is missing), the kernel package and its
+    version, DOWNLOAD_PACKAGES' versions and IMAGE_PACKAGES' installed versions; from
+    <cache>/package-answers.json while apt_state() is what it was when they were asked."""
+    memo = os.path.join(cache, "package-answers.json")
+    if not force and os.path.exists(memo):
+        with open(memo) as f:
+            answers = json.load(f)
+        if answers.get("state") == apt_state():
+            return answers
+    ensure_host_packages()
+    kpkg, kver = kernel_package()
+    answers = {"kpkg": kpkg, "kver": kver, "download": {p: available_version(p) for p in DOWNLOAD_PACKAGES},
+               "installed": {p: installed_version(p) for p in IMAGE_PACKAGES}, "state": apt_state()}
+    with open(memo + ".tmp", "w") as f:
+        json.dump(answers, f, indent=1)
+    os.replace(memo + ".tmp", memo)
+    return answers
+
+
+def inputs_key(kpkg: str, kver: str, dl_versions: dict[str, str],
+               installed: dict[str, str | None]) -> tuple[str, list[str]]:
     h = hashlib.sha256()
     lines = [f"kernel {kpkg} {kver}"]
     lines += [f"download {p} {v}" for p, v in sorted(dl_versions.items())]
-    lines += [f"host {p} {installed_version(p)}" for p in IMAGE_PACKAGES]
+    lines += [f"host {p} {installed[p]}" for p in IMAGE_PACKAGES]
     for p in [os.path.abspath(__file__)] + sorted(glob.glob(os.path.join(GUEST_SRC, "*"))):
         with open(p, "rb") as f:
             lines.append(f"file {os.path.relpath(p, HERE)} {hashlib.sha256(f.read()).hexdigest()}")
@@ -339,23 +407,14 @@ def build(cache: str, force: bool = False) -> dict[str, str]:
 def _build(cache: str, force: bool = False) -> dict[str, str]:
     os.makedirs(cache, exist_ok=True)
     guest = os.path.join(cache, "guest")
-    result = {"kernel": os.path.join(guest, "vmlinuz"),
-              "initrd": os.path.join(guest, "initramfs.cpio.gz"),
+    result = {"kernel": os.path.join(guest, "vmlinux"),
+              "initrd": os.path.join(guest, "initramfs.cpio"),
               "manifest": os.path.join(guest, "manifest.txt"), "dir": guest}
     with open(os.path.join(cache, ".lock"), "w") as lockf:
         fcntl.flock(lockf, fcntl.LOCK_EX)
-        ensure_host_packages()
-        kpkg, kver = kernel_package()
-        dl_versions = {}
-        for p in DOWNLOAD_PACKAGES:
-            v = candidate_version(p) or installed_version(p)
-            if not v:
-                apt_update_once()
-                v = candidate_version(p)
-            if not v:
-                raise SystemExit(f"no version of {p} available from apt")
-            dl_versions[p] = v
-        key, key_lines = inputs_key(kpkg, kver, dl_versions)
+        answers = package_answers(cache, force)
+        kpkg, kver, dl_versions = answers["kpkg"], answers["kver"], answers["download"]
+        key, key_lines = inputs_key(kpkg, kver, dl_versions, answers["installed"])
         keyfile = os.path.join(guest, "inputs.sha256")
         if not force and all(os.path.exists(result[k]) for k in ("kernel", "initrd")) \
                 and os.path.exists(keyfile) and open(keyfile).read().split()[0] == key:
@@ -417,6 +476,11 @@ def _build(cache: str, force: bool = False) -> dict[str, str]:
             img.add_with_libs(os.path.realpath("/usr/lib/x86_64-linux-gnu/libgcc_s.so.1"),
                               "/usr/lib/x86_64-linux-gnu/libgcc_s.so.1")
             img.add_host_file("/etc/libibverbs.d/rxe.driver")
+            ucx = sorted(glob.glob(UCX_MODULES))
+            if not ucx:
+                raise SystemExit(f"no UCX transport modules ({UCX_MODULES}; libucx0)")
+            for m in ucx:
+                img.add_with_libs(m)
             # busybox applets for every name no real binary has
             applets = run([bb, "--list"]).split()
             for a in applets:
@@ -435,7 +499,7 @@ def _build(cache: str, force: bool = False) -> dict[str, str]:
 
             # manifest: what is in the guest, with versions
             pkgs = sorted(set(GUEST_TOOL_PACKAGES + ["rdma-core", "ibverbs-providers",
-                                                     "libibverbs1", "librdmacm1", "iproute2",
+                                                     "libibverbs1", "librdmacm1", "libucx0", "iproute2",
                                                      "libc6"]))
             man = [f"kernel-package {kpkg} {kver}", f"kernel-release {kernel_release}",
                    f"busybox-static {dl_versions['busybox-static']}"]
@@ -448,10 +512,11 @@ def _build(cache: str, force: bool = False) -> dict[str, str]:
 
             stage = os.path.join(work, "out")
             os.makedirs(stage)
-            raw = img.cpio()
-            with open(os.path.join(stage, "initramfs.cpio.gz"), "wb") as f:
-                f.write(gzip.compress(raw, compresslevel=6, mtime=0))
-            shutil.copyfile(vmlinuz[0], os.path.join(stage, "vmlinuz"))
+            with open(os.path.join(stage, "initramfs.cpio"), "wb") as f:
+                f.write(img.cpio())
+            config = os.path.join(kroot, "boot", f"config-{kernel_release}")
+            with open(os.path.join(stage, "vmlinux"), "wb") as f:
+                f.write(pvh_kernel(vmlinuz[0], config))
             with open(os.path.join(stage, "manifest.txt"), "w") as f:
                 f.write("\n".join(man) + "\n")
             with open(os.path.join(stage, "inputs.sha256"), "w") as f:

@@ -2,14 +2,15 @@
 # Host packages for the interop harness (Debian 12, run as root). build_guest.py installs
 # the same set on demand (unless UROCE_INTEROP_NO_APT=1); this script is for CI images.
 #   * guest user space is copied from: rdma-core ibverbs-utils ibverbs-providers perftest
-#     rdmacm-utils qperf iproute2 (+ their libraries)
+#     rdmacm-utils qperf libfabric-bin ucx-utils iproute2 (+ their libraries, UCX's modules)
 #   * the kernel image and busybox-static are fetched with `apt-get download` into the cache
 #     by build_guest.py and unpacked with dpkg -x (busybox-static is not installed: it
 #     conflicts with the busybox package)
 #   * dpdk-testpmd is in dpdk-dev on Debian 12; the af_packet PMD is a separate library
 set -eu
 PKGS="qemu-system-x86 rdma-core ibverbs-utils ibverbs-providers libibverbs1 librdmacm1 perftest
-rdmacm-utils qperf iproute2 dpdk-dev librte-net-af-packet23 librte-mempool-ring23 python3"
+rdmacm-utils qperf libfabric-bin libfabric1 ucx-utils libucx0 iproute2 libc6 libgcc-s1 dpdk-dev
+librte-net-af-packet23 librte-mempool-ring23 python3"
 export DEBIAN_FRONTEND=noninteractive
 # shellcheck disable=SC2086
 apt-get install -y -q --no-install-recommends $PKGS || {

@@ -1,0 +1,483 @@
+"""The stock-on-uroce interop matrix (meson test interop-verbs): unmodified Debian 12 verbs,
+rdma_cm, libfabric and qperf programs on the host under `uroce run` against the same binaries on
+rxe in the guest, both roles (docs/INTEROP.md, docs/MIDDLEWARE.md)."""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import time
+
+import verify_data
+from capture import read_pcap
+from cells import (afp_eal, counters_text, guest_step, host_step, matrix_ok, md_table, perf_rows,
+                   retry_loop, run_cells, step_window, verify_text, wait_arp)
+from guest import GUEST_IP4, GUEST_IP6, KERNEL_IP4, STACK_IP4, STACK_IP6, STACK_MAC
+
+# The same unmodified Debian 12 binary on both sides: in the guest on rxe0, on the host under
+# `uroce run` (apps/run: our libibverbs.so.1 and librdmacm.so.1 first in LD_LIBRARY_PATH) on our
+# port on the tap. One guest boot for the whole matrix: every cell with our stack as server, then
+# every cell with our stack as client. GID index: rxe's $GID4 (1), ours 3 (Linux's layout: the
+# IPv4 RoCEv2 entry, docs/VERBS.md). Per cell: (stock tool, flags both sides get, loss).
+# ib_read_bw gets -o 16 on both sides: perftest 4.5 advertises -o, else its device's
+# max_qp_rd_atom (rxe 128, uroce 16), and takes the peer's value as its own max_rd_atomic at RTS
+# without bounding it by its own device's, so a uroce client of an rxe server would ask for 128
+# and ibv_modify_qp fails with EINVAL, as rxe's (rxe_qp_chk_attr) and mlx5's do beyond their caps.
+VERBS_CELLS = {
+    "rc_pingpong":    ("ibv_rc_pingpong", "-n 50 -c", 0),
+    "ud_pingpong":    ("ibv_ud_pingpong", "-s 1024 -n 50 -c", 0),
+    "write_bw":       ("ib_write_bw", "-s 16384 -n 50", 0),
+    "read_bw":        ("ib_read_bw", "-o 16 -s 16384 -n 50", 0),
+    "send_bw":        ("ib_send_bw", "-s 16384 -n 50", 0),
+    "send_lat":       ("ib_send_lat", "-s 64 -n 100", 0),
+    "rping":          ("rping", "-v -C 100", 0),
+    "uc_pingpong":    ("ibv_uc_pingpong", "-n 50 -c", 0),
+    # 4 QPs on one SRQ, 16 iterations each (iters count every QP's)
+    "srq_pingpong":   ("ibv_srq_pingpong", "-n 64 -q 4 -c", 0),
+    # -o 16 on the read and atomic tests, as ib_read_bw (above); ib_read_lat's and ib_atomic_bw's
+    # servers advertise their max_qp_rd_atom too (rxe: "Outstand reads : 128").
+    "atomic_bw":      ("ib_atomic_bw", "-o 16 -A FETCH_AND_ADD -n 100", 0),
+    "write_lat":      ("ib_write_lat", "-s 64 -n 100", 0),
+    "read_lat":       ("ib_read_lat", "-o 16 -s 64 -n 100", 0),
+    # rdma_cm: ucmatose (RC, -C SENDs each way) and udaddy (UD over SIDR); the server binds its
+    # RDMA address, the client dials it.
+    "ucmatose":       ("ucmatose", "-C 10", 0),
+    "udaddy":         ("udaddy", "-C 10", 0),
+    # perftest -R: the out-of-band exchange over a first rdma_cm connection (no TCP), the test
+    # QP connected by a second one; the client dials the server's RDMA address (no -x: the GID
+    # comes from rdma_cm's route). Ours as the server only (VERBS_ROLES).
+    "send_lat_R":     ("ib_send_lat", "-R -s 64 -n 100", 0),
+    "write_bw_R":     ("ib_write_bw", "-R -s 16384 -n 50", 0),
+    # perftest's variants: four QPs, both directions at once, every size (2 B to 8 MB, 5
+    # iterations each), completion channels, the UC and UD transports, the old post API, and
+    # the other atomic. UC keeps to 20 messages of 4 KB: a UC message lost at the tap's ring
+    # is never resent, and the SEND server would wait for it.
+    "write_bw_q4":    ("ib_write_bw", "-q 4 -s 16384 -n 50", 0),
+    "send_bw_b":      ("ib_send_bw", "-b -s 16384 -n 50", 0),
+    "write_bw_a":     ("ib_write_bw", "-a -n 5", 0),
+    "send_lat_e":     ("ib_send_lat", "-e -s 64 -n 100", 0),
+    "write_bw_uc":    ("ib_write_bw", "-c UC -s 4096 -n 20", 0),
+    "send_bw_uc":     ("ib_send_bw", "-c UC -s 4096 -n 20", 0),
+    "send_bw_ud":     ("ib_send_bw", "-c UD -s 1024 -n 50", 0),
+    "send_lat_ud":    ("ib_send_lat", "-c UD -s 64 -n 100", 0),
+    "write_bw_old":   ("ib_write_bw", "--use_old_post_send -s 16384 -n 50", 0),
+    "atomic_lat_cas": ("ib_atomic_lat", "-o 16 -A CMP_AND_SWAP -n 100", 0),
+    # IPv6 GIDs on a 9000-byte link, path MTU 4096: a boot of their own (VERBS_V6J).
+    "rc_pingpong_6j": ("ibv_rc_pingpong", "-m 4096 -s 4096 -n 50 -c", 0),
+    "write_bw_6j":    ("ib_write_bw", "-m 4096 -s 65536 -n 50", 0),
+    "read_bw_6j":     ("ib_read_bw", "-m 4096 -o 16 -s 65536 -n 50", 0),
+    "send_lat_6j":    ("ib_send_lat", "-m 4096 -s 4096 -n 100", 0),
+    # libfabric 1.17's fi_pingpong (issue 21, docs/MIDDLEWARE.md): the verbs provider's msg
+    # endpoint (rdma_cm), and ofi_rxm's rdm endpoint over it; -c checks every receive against the
+    # sender's pattern. The control channel is TCP to the other side's kernel address, where the
+    # client learns the server's fabric address (rxe0's, or uroce0's).
+    "fi_msg":         ("fi_pingpong", "-p verbs -e msg -c -I 20", 0),
+    "fi_rdm":         ("fi_pingpong", "-p verbs;ofi_rxm -e rdm -c -I 20", 0),
+    # UCX 1.13's ucx_perftest (issue 21, docs/MIDDLEWARE.md), one batch of tests (UCX_BATCHES) over
+    # rc_verbs (wired up through a ud_verbs endpoint) and one over ud_verbs alone.
+    "ucx_rc":         ("ucx_perftest", "UCX_TLS=rc_verbs,ud_verbs:aux,self", 0),
+    "ucx_ud":         ("ucx_perftest", "UCX_TLS=ud_verbs,self", 0),
+    # qperf 0.4.11 over rdma_cm (-cm1, which RoCE needs): our client against qperf's server on rxe.
+    # Ours as the client only (VERBS_ROLES): qperf reaches its server's TCP control port and its
+    # rdma_cm listener at one address, and the tap's kernel address is not uroce's.
+    "qperf":          ("qperf", "-cm1 -t 1 rc_lat rc_bw rc_rdma_write_lat rc_rdma_write_bw rc_rdma_read_lat "
+                                "rc_rdma_read_bw", 0),
+    # Loss: our port loses this fraction of the frames it receives and of those it sends
+    # (`uroce run --drop-rate`, a fixed --drop-seed per cell and role).
+    "write_bw_loss1": ("ib_write_bw", "-s 16384 -n 50", 0.01),
+    "write_bw_loss5": ("ib_write_bw", "-s 16384 -n 50", 0.05),
+    "read_bw_loss1":  ("ib_read_bw", "-o 16 -s 16384 -n 50", 0.01),
+    "read_bw_loss5":  ("ib_read_bw", "-o 16 -s 16384 -n 50", 0.05),
+    "send_bw_loss1":  ("ib_send_bw", "-s 16384 -n 50", 0.01),
+    "send_bw_loss5":  ("ib_send_bw", "-s 16384 -n 50", 0.05),
+    # rping's client checks every ping's data (-V): what the server READ from it and WROTE back.
+    # A lost frame of a ping costs a local ACK timeout (nothing follows it to show the gap):
+    # 2.1 s (19, what the REQ carries, rxe's as ours), so 20 pings (~10 of them hit at 5%).
+    "rping_loss5":    ("rping", "-v -C 20", 0.05),
+}
+# Cells run in these of our roles only (default: both). perftest -R with a stock client on uroce
+# against a stock server on rxe races perftest itself: right after the last handshake on the
+# channel the client sends the test connection's REQ, the server only then listens for it (rxe
+# under TCG: after ~5 ms; ours answered 2 ms later: REJ, reason 8); the client's retry
+# (rdma_cm_client_connection) then calls rdma_resolve_addr on the cm_ids, event channel and node
+# array that rdma_cm_destroy_cma has just destroyed and freed (perftest v4.5-0.17): our client
+# crashes there, and the rxe server, still listening for the test connection, takes the next
+# try's channel REQ as it and never posts a receive on it (RNR NAKs for ever). docs/INTEROP.md.
+VERBS_ROLES = {"send_lat_R": ("server",), "write_bw_R": ("server",), "qperf": ("client",)}
+# A loss cell's --drop-seed: 1 + its index here (+ 100 as the client), the sorted cells of the
+# first matrix, so cells added later do not change the losses of the old ones. A lost last frame
+# goes unrepaired: rping's client sends one DREQ, destroys its id and exits (the kernel CM, too,
+# stops resending a DREQ when its id is destroyed), and rxe's rping server then waits for ever;
+# with the seeds of the cells' sorted order after adding cells, client-rping_loss5 lost its DREQ.
+VERBS_SEED_ORDER = ("read_bw", "read_bw_loss1", "read_bw_loss5", "rc_pingpong", "rping", "rping_loss5",
+                    "send_bw", "send_bw_loss1", "send_bw_loss5", "send_lat", "ud_pingpong", "write_bw",
+                    "write_bw_loss1", "write_bw_loss5")
+VERBS_STEP_TIMEOUT = 150   # one stock tool run, either side (rxe retries forever: bound it)
+VERBS_RETRY = {            # what a client prints while the server is not listening yet
+    "ibv": "Couldn.t connect", "ib": "Couldn.t connect\\|Unable to init the socket",
+    "rping": "REJECTED\\|UNREACHABLE\\|ADDR_ERROR\\|ROUTE_ERROR",
+    "cma": "REJECTED\\|UNREACHABLE\\|ADDR_ERROR\\|ROUTE_ERROR",
+    "fi": "Connection refused\\|No route to host",
+    "ucx": "connect() failed",
+    # qperf 0.4.11 sends its rdma_cm port before it listens (fixed upstream after 0.4.11, 118a571
+    # "Fix rdmacm race"): a REQ that comes first is rejected, and the client runs again
+    "qperf": "failed to connect\\|No route to host\\|Event rejected",
+    # perftest -R's client gives up at once when its REQ is rejected (the server not up yet)
+    "ibR": "REJECTED\\|UNREACHABLE\\|Unable to perform rdma_client"}
+VERBS_OUR_GID = 3
+FI_PORT = 47592                                      # fi_pingpong's control port (-B / -P)
+FI_SIZES = ["64", "256", "1k", "4k", "64k", "1m"]    # fi_pingpong's default sizes, as it prints them
+QPERF_PORT = 19766
+# The guest's qperf server never ends by itself: our client ends it with qperf's quit test (the
+# server's parent exits 0); without that it is stopped after QPERF_SERVE_S. (It ran for the whole
+# 100 s of that bound before, twice as long as our client's six tests.)
+QPERF_SERVE_S = 100
+# ucx_perftest's batches: a test a line, "label args" ({dev}: the side's device and port, for the
+# UCT tests). Each side reads its own copy (the server takes each test's parameters from its own
+# line, the client's only at the start), so each names its own device. ud_verbs has no UCT put:
+# UCP's put (over active messages) instead. -w: ucx_perftest warms up with 10,000 iterations by
+# default, seconds under TCG.
+UCX_BATCHES = {
+    "ucx_rc": ["tag_lat -t tag_lat -s 64 -n 200 -w 10", "tag_bw -t tag_bw -s 65536 -n 20 -w 2",
+               "put_lat -t put_lat -d {dev} -x rc_verbs -s 64 -n 200 -w 10",
+               "put_bw -t put_bw -d {dev} -x rc_verbs -D zcopy -s 65536 -n 20 -w 2",
+               "am_lat -t am_lat -d {dev} -x rc_verbs -s 8 -n 200 -w 10"],
+    "ucx_ud": ["tag_lat -t tag_lat -s 64 -n 200 -w 10", "tag_bw -t tag_bw -s 65536 -n 20 -w 2",
+               "ucp_put_lat -t ucp_put_lat -s 64 -n 200 -w 10", "ucp_put_bw -t ucp_put_bw -s 65536 -n 20 -w 2",
+               "am_lat -t am_lat -d {dev} -x ud_verbs -s 8 -n 200 -w 10"],
+}
+UCX_PORT = 13337
+# UCX_UD_VERBS_ETH_DGID_CHECK=n on both sides: UCX 1.13 drops a RoCEv2/IPv4 UD receive unless
+# wc.sl says IPv4 as mlx5 encodes it, which neither rxe nor uroce does (docs/MIDDLEWARE.md).
+# UROCE_PROGRESS=inline on ours, as in tests/middleware/ucx_mpi.py.
+UCX_ENV = "UCX_UD_VERBS_ETH_DGID_CHECK=n"
+UCX_FINAL = re.compile(r"Final:\s+\d+\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+[\d.]+")
+# The cells on IPv6 GIDs (rxe's $GID6, our index 5: the IPv6 RoCEv2 entry after the IPv4 pair)
+# over a 9000-byte link, path MTU 4096; the out-of-band TCP stays on IPv4.
+VERBS_V6J = {c for c in VERBS_CELLS if c.endswith("_6j")}
+VERBS_OUR_GID6 = 5
+# read/atomic latency: the (non-duplex) server prints no result row; it ends after the
+# exchange with the remote address block and a dashes line (perftest's RESULT_LINE)
+VERBS_SERVER_NO_ROW = {"ib_read_lat", "ib_atomic_lat"}
+
+
+def _verbs_family(tool: str, flags: str = "") -> str:
+    """ibv (pingpong), ib (perftest over TCP), ibR (perftest -R), rping, cma (ucmatose, udaddy),
+    fi (fi_pingpong), qperf, ucx (ucx_perftest)."""
+    if tool in ("fi_pingpong", "qperf", "ucx_perftest"):
+        return {"fi_pingpong": "fi", "qperf": "qperf", "ucx_perftest": "ucx"}[tool]
+    if tool == "rping":
+        return "rping"
+    if tool in ("ucmatose", "udaddy"):
+        return "cma"
+    if tool.startswith("ibv_"):
+        return "ibv"
+    return "ibR" if re.search(r"(^| )-R( |$)", flags) else "ib"
+
+
+def _cell_family(cell: str) -> str:
+    return _verbs_family(*VERBS_CELLS[cell][:2])
+
+
+def verbs_cmd(cell: str, side: str, server: bool, files: str = "/tmp") -> str:
+    """The stock command line of one side of a cell: side 'rxe' (the guest) or 'uroce' (ours);
+    server: whether that side is the server; files: where the files it reads are (ucx_batch)."""
+    tool, flags, _ = VERBS_CELLS[cell]
+    fam = _cell_family(cell)
+    v6 = cell in VERBS_V6J
+    gid = ("$GID6" if v6 else "$GID4") if side == "rxe" else str(VERBS_OUR_GID6 if v6 else VERBS_OUR_GID)
+    peer_oob = KERNEL_IP4 if side == "rxe" else GUEST_IP4   # the other side's TCP address
+    own, other = (GUEST_IP4, STACK_IP4) if side == "rxe" else (STACK_IP4, GUEST_IP4)  # RDMA addresses
+    if fam == "rping":  # rdma_cm: the server binds its RDMA address, the client dials it
+        return f"rping -s -a {own} {flags}" if server else f"rping -c -a {other} -V {flags}"
+    if fam == "cma":
+        return f"{tool} -b {own} {flags}" if server else f"{tool} -s {other} {flags}"
+    if fam == "fi":  # the provider string has a ';': quoted for the shell (and the guest's sh -c '...')
+        flags = flags.replace("verbs;ofi_rxm", '"verbs;ofi_rxm"')
+        # ofi_rxm sizes its verbs CQ (tx + rx size) x FI_UNIVERSE_SIZE (default 256): 196,608 entries,
+        # past rxe's max_cqe (32,767), so rxe fails fi_enable ("Unable to create verbs CQ") unless the
+        # universe is smaller (docs/MIDDLEWARE.md); uroce's max_cqe takes the default.
+        env = "env FI_UNIVERSE_SIZE=16 " if side == "rxe" and "ofi_rxm" in flags else ""
+        return f"{env}{tool} {flags} -B {FI_PORT}" if server else f"{env}{tool} {flags} -P {FI_PORT} {peer_oob}"
+    if fam == "ucx":  # each side on its own port, the client's TCP to the other side's kernel address
+        dev = "rxe0:1" if side == "rxe" else "uroce0:1"
+        env = f"env {flags} UCX_NET_DEVICES={dev} {UCX_ENV}" + (" UROCE_PROGRESS=inline" if side == "uroce" else "")
+        args = f"-p {UCX_PORT} -b {files}/{cell}.batch"
+        return f"{env} ucx_perftest {args}" if server else f"{env} ucx_perftest {peer_oob} {args}"
+    if fam == "qperf":  # the server serves until the client's quit test (or QPERF_SERVE_S)
+        return f"qperf -lp {QPERF_PORT}" if server else f"qperf {peer_oob} -lp {QPERF_PORT} {flags} quit"
+    dev = "rxe0" if side == "rxe" else "uroce0"
+    if fam == "ibR":
+        cmd = f"{tool} -d {dev} -F {flags}"
+        return cmd if server else f"{cmd} {other}"
+    cmd = (f"{tool} -d {dev} -g {gid} {flags}" if fam == "ibv" else f"{tool} -d {dev} -x {gid} -F {flags}")
+    return cmd if server else f"{cmd} {peer_oob}"
+
+
+def ucx_batch(cell: str, side: str, files: str = "/tmp") -> str:
+    """sh: write side's ucx_perftest batch of cell (UCX_BATCHES) where verbs_cmd reads it."""
+    dev = "rxe0:1" if side == "rxe" else "uroce0:1"
+    lines = " ".join(f"'{line.format(dev=dev)}'" for line in UCX_BATCHES[cell])
+    return f"printf '%s\\n' {lines} >{files}/{cell}.batch"
+
+
+def verbs_ids(roles: list[str], cells: list[str]) -> list[str]:
+    """The boot's steps in order: <our role>-<cell>."""
+    return [f"{r}-{c}" for r in roles for c in cells if r in VERBS_ROLES.get(c, (r,))]
+
+
+def verbs_guest_script(ids: list[str]) -> str:
+    lines = []
+    for i in ids:
+        role, c = i.split("-", 1)
+        fam = _cell_family(c)
+        # rping prints a line per ping: keep the first and last ones on the console
+        show = ('if [ $(wc -l </tmp/o) -le 30 ]; then cat /tmp/o; else head -n 5 /tmp/o; echo ...; '
+                'tail -n 5 /tmp/o; fi' if fam == "rping" else "cat /tmp/o")
+        after = f"{show}; [ $rc = 0 ] || exit $rc; ! grep -q \"invalid data\\|mismatch\" /tmp/o"
+        timeout = VERBS_STEP_TIMEOUT
+        if fam == "qperf":  # the server's end: the quit test (0) or its stop by timeout (busybox: 143, coreutils: 124)
+            after, timeout = "cat /tmp/o; [ $rc = 0 ] || [ $rc = 143 ] || [ $rc = 124 ] || exit $rc; exit 0", QPERF_SERVE_S
+        if fam == "ucx":
+            lines.append(ucx_batch(c, "rxe"))
+        # a stock rdma_cm client: not before our server's process answers ARP (wait_arp). Not
+        # perftest -R: a REQ that then comes before the server listens is rejected, and perftest's
+        # client retry after a REJ is broken (VERBS_ROLES); an unanswered REQ resent by the
+        # kernel CM 4-6 s later instead finds the server listening.
+        first = wait_arp(STACK_IP4) if role == "server" and fam in ("rping", "cma") else ""
+        lines.append(guest_step(i, verbs_cmd(c, "rxe", role == "client"), timeout,
+                                VERBS_RETRY[fam] if role == "server" else None, after, first))
+    lines.append("exit 0")
+    return "\n".join(lines)
+
+
+def verbs_host_cmd(uroce: str, i: str, rdir: str) -> str:
+    """`uroce run` of our side of step i on the tap, its capture <rdir>/<i>.pcap, its
+    counters <rdir>/<i>.counters."""
+    role, c = i.split("-", 1)
+    loss = VERBS_CELLS[c][2]
+    mtu = 9000 if c in VERBS_V6J else 1500
+    port = (f"--dev net_af_packet0 --ip {STACK_IP4} --mac {STACK_MAC} --pcap {rdir}/{i}.pcap "
+            f"--counters {rdir}/{i}.counters")
+    if c in VERBS_V6J:
+        port += f" --ip6 {STACK_IP6} --port-mtu {mtu}"
+    if _cell_family(c) == "ucx":  # the files UCX reads to list a device (docs/MIDDLEWARE.md)
+        port += " --device-files"
+    if loss:
+        seed = 1 + VERBS_SEED_ORDER.index(c) + (100 if role == "client" else 0)
+        port += f" --drop-rate {loss} --drop-seed {seed}"
+    return (f"timeout {VERBS_STEP_TIMEOUT} {shlex.quote(uroce)} run {afp_eal(mtu)} -- {port} "
+            f"{verbs_cmd(c, 'uroce', role == 'server', rdir)}")
+
+
+def verbs_host_script(uroce: str, ids: list[str], rdir: str) -> str:
+    """Our side, step by step in the guest's order; as the client it retries (a new process
+    each time) while the stock server in the guest is not listening yet."""
+    lines = ["set -u"]
+    for i in ids:
+        role, c = i.split("-", 1)
+        out = f"{rdir}/{i}.out"
+        run = f"{verbs_host_cmd(uroce, i, rdir)} >{out} 2>&1; rc=$?"
+        if role == "client":
+            run = retry_loop(f"{run}; [ $rc != 0 ] && grep -q '{VERBS_RETRY[_cell_family(c)]}' {out}")
+        if _cell_family(c) == "ucx":
+            run = f"{ucx_batch(c, 'uroce', rdir)}; {run}"
+        lines += host_step(i, f"{run}; if [ $(wc -l <{out}) -le 40 ]; then cat {out}; "
+                              f"else head -n 20 {out}; echo ...; tail -n 10 {out}; fi")
+    return "\n".join(lines)
+
+
+def verbs_output_ok(c: str, text: str, server: bool) -> bool:
+    """One side's own success output: pingpong's iteration line, perftest's result row (the
+    write/read/atomic_bw server prints the client's; the read/atomic_lat server none: its
+    remote address block), with -R also "Data ex. method : rdma_cm", rping's last ping (-v
+    prints each), ucmatose's and udaddy's "data transfers complete" and "return status 0"."""
+    tool, flags, _ = VERBS_CELLS[c]
+    fam = _cell_family(c)
+    if "invalid data" in text or "mismatch" in text:
+        return False
+    if fam == "rping":
+        pings = int(re.search(r"-C (\d+)", flags).group(1))
+        return re.search(rf"ping data: rdma-ping-{pings - 1}: ", text) is not None
+    if fam == "cma":
+        return "data transfers complete" in text and "return status 0" in text
+    if fam == "fi":  # a row per default size, in order: "bytes #sent #ack ...", every send acknowledged
+        n = re.search(r"-I (\d+)", flags).group(1)   # (the logs stamp each line with the time)
+        rows = r"(?ms)" + r".*".join(rf"^\s*(?:\d+\.\d+\s+)?{sz}\s+{n}\s+={n}\s" for sz in FI_SIZES)
+        return re.search(rows, text) is not None and not re.search(r"error", text, re.I)
+    if fam == "ucx":  # the client: a Final line of figures per test of the batch; no UCX error either side
+        if re.search(r" ERROR |Fatal|Segmentation|Assertion", text):
+            return False
+        return server or len(UCX_FINAL.findall(text)) == len(UCX_BATCHES[c])
+    if fam == "qperf":  # the client: each test's figure ("rc_lat:" then "latency = 9.5 us"); the server: no error
+        if server:
+            return not re.search(r"error|fail|unexpected", text, re.I)
+        return all(re.search(rf"{t}:\s*\n\s*(?:\d+\.\d+\s+)?(latency|bw)\s+=\s+[\d.]+ \S+", text)
+                   for t in flags.split() if t.startswith("rc_"))
+    if fam == "ibv":
+        return re.search(r"\d+ iters in [\d.]+ seconds", text) is not None
+    if fam == "ibR" and "Data ex. method : rdma_cm" not in text:
+        return False
+    if server and tool in VERBS_SERVER_NO_ROW:
+        return re.search(r"remote address: LID .*\n.*GID: .*\n.*-{80}", text) is not None
+    return bool(perf_rows(text))
+
+
+def verbs_seed_buffer(sample: bytes, index: int, n: int, lo: int, hi: int) -> bytes | None:
+    """The buffer perftest filled after srand(t) for the t in lo..hi whose rand() stream holds
+    sample at index (verify_data: every perftest fills its buffer so, but write_lat)."""
+    seed = verify_data.find_seed(sample[:16], index, range(hi, lo - 1, -1))
+    return None if seed is None else verify_data.glibc_rand_bytes(seed, n)
+
+
+def verbs_data_check(c: str, role: str, our_frames: list[dict], guest_frames: list[dict],
+                     lo: int, hi: int) -> dict:
+    """A perftest loss cell's data, on the wire: every payload that reached the destination (our
+    capture where we receive, the guest's capture where rxe receives) must equal the sender's
+    perftest buffer, found by its srand(time) seed, and every packet of every message must have
+    arrived. WRITE: the client's area 0 at the address its RETH names; READ: the server's area
+    q=1; SEND (one buffer, no RETH, the same bytes each message): packet k of a message is
+    bytes k*MTU.. of area 0."""
+    tool, flags, _ = VERBS_CELLS[c]
+    size = int(re.search(r"-s (\d+)", flags).group(1))
+    iters = int(re.search(r"-n (\d+)", flags).group(1))
+    test = tool[3:]
+    # the sender: write/send the client, read the server; which of us is it?
+    sender_ours = (role == "client") == (test != "read_bw")
+    src, dst = (STACK_IP4, GUEST_IP4) if sender_ours else (GUEST_IP4, STACK_IP4)
+    qpns = {f["qpn"] for f in our_frames if f["src"] == STACK_IP4}  # the guest's QPN of this cell
+    arrived = ([f for f in guest_frames if f["src"] == STACK_IP4 and f["qpn"] in qpns] if sender_ours
+               else [f for f in our_frames if f["src"] == GUEST_IP4])
+    off = verify_data.slot_bytes(size) if test == "read_bw" else 0
+    n = off + verify_data.written_offsets(size, iters)[-1] + size
+    if test == "write_bw":
+        data = [f for f in arrived if verify_data.WRITE_FIRST <= f["op"] <= verify_data.WRITE_ONLY_IMM]
+        reqs = [f for f in data if "va" in f]
+    elif test == "read_bw":  # the client's READ requests, as our capture holds them (sent or received)
+        data = [f for f in arrived if verify_data.READ_RESP_FIRST <= f["op"] <= verify_data.READ_RESP_ONLY]
+        reqs = list({f["psn"]: f for f in our_frames if f["src"] == dst and f["op"] == verify_data.READ_REQ}.values())
+    else:
+        data = [f for f in arrived if verify_data.SEND_FIRST <= f["op"] <= verify_data.SEND_ONLY_IMM]
+        reqs = []
+    if not data:
+        return {"ok": False, "why": "no data frames in the capture"}
+    # The seed: from the first packet of a message that arrived (its bytes start at a known index).
+    if reqs:
+        base = min(f["va"] for f in reqs)
+        starts = [(r_["psn"], off + r_["va"] - base) for r_ in sorted(reqs, key=lambda f: f["va"])]
+    else:
+        starts = [(f["psn"], 0) for f in data if f["op"] in (verify_data.SEND_FIRST, verify_data.SEND_ONLY,
+                                                             verify_data.SEND_ONLY_IMM)]
+    by_psn = {f["psn"]: f for f in data}
+    start = next(((by_psn[p], k) for p, k in starts if p in by_psn), None)
+    if start is None:
+        return {"ok": False, "why": "no message's first packet arrived"}
+    buf = verbs_seed_buffer(start[0]["payload"], start[1], n, lo, hi)
+    if buf is None:
+        return {"ok": False, "why": f"no srand(t) seed in {lo}..{hi} gives a first payload"}
+    if test != "send_bw":
+        r = verify_data.check_wire(buf, off, reqs, data, size, iters)
+    else:
+        mtu = max(len(f["payload"]) for f in data)
+        per_msg = -(-size // mtu)
+        anchor = start[0]["psn"]   # a message's first PSN; the run's first is a whole number of messages before
+        first = (anchor + min(verify_data._psn_diff(f["psn"], anchor) for f in data) // per_msg * per_msg) \
+            % verify_data.PSN_MOD
+        bad = 0
+        for f in data:
+            k = (f["psn"] - first) % verify_data.PSN_MOD % per_msg
+            bad += f["payload"] != buf[k * mtu:k * mtu + len(f["payload"])]
+        psns = {(f["psn"] - first) % verify_data.PSN_MOD for f in data}
+        missing = sum(1 for p in range(iters * per_msg) if p not in psns)
+        r = {"ok": bad == 0 and missing == 0, "bytes": sum(len(f["payload"]) for f in data),
+             "messages": iters, "frames": len(data),
+             "why": f"{bad} payloads differ, {missing} packets never arrived" if bad or missing else ""}
+    r["peer_retransmitted"] = verify_data.peer_retransmissions(our_frames, GUEST_IP4)
+    r["where"] = "guest capture" if sender_ours else "our capture"
+    return r
+
+
+def run_verbs_matrix(out: str, uroce: str, roles: list[str], cells: list[str],
+                     timeout: float = 1200, cache: str | None = None) -> dict:
+    """One guest boot (run_cells) for every cell in every role, and one more for the IPv6 jumbo
+    cells (VERBS_V6J); per cell also both sides' own
+    success output, our counters and, under loss, that frames were lost and resent and, for
+    perftest, the data on the wire (verbs_data_check)."""
+    res: dict = {"cells": {}, "boots": {}}
+    ids = verbs_ids(roles, cells)
+
+    def check(role: str, c: str, cell: dict, ctx: dict) -> None:
+        i = f"{role}-{c}"
+        tool, flags, loss = VERBS_CELLS[c]
+        cpath = os.path.join(ctx["rdir"], f"{i}.counters")
+        counters = ({k: int(v) for k, v in (l.split() for l in open(cpath) if l.strip())}
+                    if os.path.exists(cpath) else {})
+        opath = os.path.join(ctx["rdir"], f"{i}.out")
+        our_out = open(opath).read() if os.path.exists(opath) else ""
+        stock_ok = verbs_output_ok(c, ctx["stock_out"], role == "client")
+        our_ok = verbs_output_ok(c, our_out, role == "server")
+        cell.update({"ours": role, "cell": c, "tool": f"{tool} {flags}", "counters": counters,
+                     "host_cmd": verbs_host_cmd(uroce, i, ctx["rdir"]),
+                     "stock_cmd": verbs_cmd(c, "rxe", role == "client"),
+                     "stock_output_ok": stock_ok, "our_output_ok": our_ok,
+                     "stock_rows": perf_rows(ctx["stock_out"]), "our_rows": perf_rows(our_out)})
+        cell["ok"] = cell["ok"] and stock_ok and our_ok
+        if c in VERBS_V6J:  # every RoCE frame between the two IPv6 addresses, the largest 4096 B
+            frames = [f for f in map(verify_data.roce, read_pcap(cell["pcap"])) if f]
+            v6 = bool(frames) and all({f["src"], f["dst"]} == {STACK_IP6, GUEST_IP6} for f in frames)
+            biggest = max((len(f.get("payload", b"")) for f in frames), default=0)
+            cell["path"] = {"frames": len(frames), "ipv6": v6, "largest_payload": biggest}
+            cell["ok"] = cell["ok"] and v6 and biggest == 4096
+        if loss:
+            cell["loss"] = loss
+            lost = counters.get("hook_rx_dropped", 0) + counters.get("hook_tx_dropped", 0)
+            our_frames = [f for f in map(verify_data.roce, read_pcap(cell["pcap"])) if f]
+            resent = counters.get("retransmits", 0) + verify_data.peer_retransmissions(our_frames, GUEST_IP4)
+            d: dict = {"lost": lost, "resent": resent, "ok": bool(lost and resent)}
+            if not d["ok"]:
+                d["why"] = f"no loss or no retransmission seen: {counters}"
+            elif tool != "rping":
+                guest_frames = [f for f in map(verify_data.roce, read_pcap(ctx["run"]["pcap"], step_window(cell)))
+                                if f]
+                hs = cell["host_step"]
+                d = {**verbs_data_check(c, role, our_frames, guest_frames,
+                                        hs.get("epoch_begin", int(time.time())) - 60,
+                                        hs.get("epoch_end", int(time.time())) + 60), "lost": lost, "resent": resent}
+            else:
+                d["how"] = "rping -V: the client compared every ping"
+            cell["data"] = d
+            cell["ok"] = cell["ok"] and d["ok"]
+
+    # One boot for the cells on an IPv4 1500-byte link, one for those on IPv6 and MTU 9000.
+    for boot, group, v6j in (("verbs", [i for i in ids if i.split("-", 1)[1] not in VERBS_V6J], False),
+                             ("verbs-ipv6-mtu9000", [i for i in ids if i.split("-", 1)[1] in VERBS_V6J], True)):
+        if group:
+            run_cells(res, uroce, out, boot, [tuple(i.split("-", 1)) for i in group], verbs_guest_script(group),
+                      lambda rdir, g=group: verbs_host_script(uroce, g, rdir), check, timeout=timeout,
+                      cache=cache, mtu=9000 if v6j else 1500, ipv6=v6j)
+    res["ok"] = matrix_ok(res)
+    return res
+
+
+def verbs_result(rows: list[str], ok: bool) -> str:
+    return ("; ".join(rows[-1:]) or "ok") if ok else "FAIL"
+
+
+def verbs_table(res: dict) -> str:
+    rows = [("cell", "stock tool", "uroce", "guest rc", "uroce rc", "ms (uroce)", "RoCE frames",
+             "ICRC bad", "dump --verify", "stock result", "uroce result", "uroce counters", "data",
+             "result")]
+    for cell in res["cells"].values():
+        d = cell.get("data")
+        data = "-" if not d else (("ok" if d["ok"] else "FAIL: " + d.get("why", "")) +
+                                  (f" ({d['bytes']} B, {d['where']}; rxe resent {d['peer_retransmitted']})"
+                                   if d["ok"] and "bytes" in d else f" ({d['how']})" if d["ok"] and "how" in d
+                                   else ""))
+        rows.append((cell.get("cell", "?"), cell.get("tool", "?") + (f" + {cell['loss']:.0%} loss" if "loss" in cell else ""),
+                     cell["ours"], str(cell["guest_step"].get("rc", "-")), str(cell["host_step"].get("rc", "-")),
+                     str(cell["host_step"].get("ms", "-")), str(cell["roce_frames"]), str(cell["icrc_bad"]),
+                     verify_text(cell["dump_verify_rc"]),
+                     verbs_result(cell.get("stock_rows", []), cell.get("stock_output_ok", False)),
+                     verbs_result(cell.get("our_rows", []), cell.get("our_output_ok", False)),
+                     counters_text(cell.get("counters", {})), data, "PASS" if cell["ok"] else "FAIL"))
+    return md_table(rows)
