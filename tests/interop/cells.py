@@ -43,17 +43,21 @@ def afp_eal(mtu: int = 1500) -> str:
 # `uroce dump --verify` and the ICRC check of our capture <out>/<role>-<cell>.pcap, plus the
 # matrix's own checks. One boot serves both our roles: a boot costs 10-18 s under TCG.
 
-# A client that starts before its server listens tries again after RETRY_PAUSE_S, for about
-# RETRY_S seconds of pauses: retry_loop(). The server's start-up (EAL, or a process under TCG)
-# takes 0.3-1 s; a pause of 1 s added 0.5 s to every such cell on average, 0.2 s adds 0.1 s.
+# A client that starts before its server listens tries again after RETRY_PAUSE_S, until RETRY_S
+# seconds of wall time have passed since its first try: retry_loop(). The server's start-up (EAL,
+# or a process under TCG) takes 0.3-1 s; a pause of 1 s added 0.5 s to every such cell on average,
+# 0.2 s adds 0.1 s. The bound is wall time, the tries included, so that a client that keeps
+# failing ends its own cell and leaves the boot's time to the cells after it (a bound on the
+# number of tries let a qperf client that took 2 s a try hold the boot for 1,000 s).
 RETRY_PAUSE_S = 0.2
 RETRY_S = 90
 
 
 def retry_loop(body: str, retry_s: float = RETRY_S) -> str:
-    """sh: body (a command list ending in one whose status says "try again") up to
-    retry_s / RETRY_PAUSE_S times, RETRY_PAUSE_S apart, while that status is 0."""
-    return f"for i in $(seq {round(retry_s / RETRY_PAUSE_S)}); do {body} || break; sleep {RETRY_PAUSE_S}; done"
+    """sh: body (a command list ending in one whose status says "try again") again, RETRY_PAUSE_S
+    apart, while that status is 0 and less than retry_s seconds have passed since the first try."""
+    return (f"retry_end=$(( $(date +%s) + {round(retry_s)} )); while :; do {body} || break; "
+            f"[ $(date +%s) -lt $retry_end ] || break; sleep {RETRY_PAUSE_S}; done")
 
 
 def wait_arp(ip: str, tries: int = 90) -> str:
