@@ -8,6 +8,7 @@ import contextlib
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -65,6 +66,16 @@ class Proc:
             if line.startswith(prefix):
                 out = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
         return out
+
+
+def _leave_on_sigterm(signum, _frame):
+    """meson test stops a test past its timeout with SIGTERM: leave through the
+    finally blocks below, so that namespaces, temp dirs and processes go as on
+    any other failure (a test killed outright left its namespace behind)."""
+    raise SystemExit(128 + signum)
+
+
+signal.signal(signal.SIGTERM, _leave_on_sigterm)
 
 
 @contextlib.contextmanager
