@@ -112,6 +112,7 @@ constexpr OptSpec kPingpongOptions[] = {
     UROCE_ENDPOINT_OPTIONS,
     {.name = "listen", .kind = OptKind::kString, .def = "0.0.0.0", .help = "server: out-of-band listen address", .meta = "A.B.C.D"},
     {.name = "timeout", .kind = OptKind::kUint, .def = "60", .help = "seconds to wait for the peer (TCP, ARP) and for progress of the ping-pong", .min = 1, .max = 3600},
+    {.name = "qp-timeout", .kind = OptKind::kUint, .def = "14", .help = "RC: local ACK timeout code, 4.096 us * 2^N (rdma-core's pingpong: 14)", .max = 31},
     {.name = "counters", .help = "print the device counters that are not zero at the end"},
     {.name = "zero-copy", .help = "send payloads of 512 bytes and more from the registered buffer in place, where the port takes chained mbufs (counters tx_zero_copy / tx_copied)"},
     {.name = "json", .help = "write the results as JSON on stdout (everything else goes to stderr)"},
@@ -170,6 +171,7 @@ struct Config {
   EndpointConfig ep;  // --dev, --ip, --ip6, --mac, --port-mtu, --pcap, --zero-copy, --drop-rate, --drop-seed
   std::string listen;
   uint32_t timeout_s = 0;
+  uint8_t qp_timeout = 14;  // --qp-timeout
   bool counters = false;
   bool json = false;
 };
@@ -454,10 +456,10 @@ bool Pingpong::connect_qps(std::string& err) {
     return true;
   }
   // rdma-core's attributes (QpConnect's defaults): RTR max_dest_rd_atomic 1,
-  // min_rnr_timer 12; RTS timeout 14, retry_cnt 7, rnr_retry 7, max_rd_atomic 1.
+  // min_rnr_timer 12; RTS timeout 14 (--qp-timeout), retry_cnt 7, rnr_retry 7, max_rd_atomic 1.
   for (size_t i = 0; i < qps_.size(); ++i) {
     if (!connect_qp(qps_[i], {.ah = ah, .path_mtu = cfg_.mtu, .dest_qpn = rem_[i].qpn, .rq_psn = rem_[i].psn,
-                              .sq_psn = me_[i].psn}, err)) {
+                              .sq_psn = me_[i].psn, .timeout = cfg_.qp_timeout}, err)) {
       return false;
     }
   }
@@ -730,6 +732,7 @@ int cmd_pingpong(int argc, char** argv) {
     cfg.cm_addr = SockAddr{any ? Gid{} : *g, cfg.port};
   }
   cfg.timeout_s = uint32_t(args.get_uint("timeout"));
+  cfg.qp_timeout = uint8_t(args.get_uint("qp-timeout"));
   cfg.ep.timeout_s = cfg.timeout_s;
   cfg.ep.max_qp = cfg.num_qp + 4;
   cfg.counters = args.flag("counters");
