@@ -101,7 +101,7 @@ int post_send_op(ibv_qp* ibq, ibv_send_wr* wr, ibv_send_wr** bad) {
     }
   }
   if (err) *bad = wr;
-  p.step_inline();  // the doorbell: the frames go out now
+  p.doorbell();
   return err;
 }
 

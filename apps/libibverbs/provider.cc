@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/prctl.h>
 
 #include <cerrno>
 #include <chrono>
@@ -254,6 +255,9 @@ void Provider::fork_child() {
 }
 
 void Provider::run_engine_thread() {
+  // The hot naps are short: the default timer slack (50 us) would more than double them.
+  prctl(PR_SET_TIMERSLACK, 1000UL);
+  uint64_t moved_ns = 0;  // when this thread's steps last moved frames
   while (!stop_.load(std::memory_order_relaxed)) {
     if (engine_thread() || waiters_.load(std::memory_order_relaxed) > 0) {
       // try_lock, not lock, so that stop_ is seen while a thread that holds
@@ -268,14 +272,18 @@ void Provider::run_engine_thread() {
       sched_yield();  // lets a waiting verbs call take the lock
       continue;
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
-    if (clock_->now_ns() - last_step_ns_.load(std::memory_order_relaxed) < kIdleStepNs) continue;
-    // The program is away: step while there is traffic, until kQuietSteps in a row find none.
-    constexpr uint32_t kQuietSteps = 4096;
-    for (uint32_t quiet = 0; quiet < kQuietSteps && !stop_.load(std::memory_order_relaxed);) {
-      if (!lock_.try_lock()) break;  // the program is back
-      quiet = step() ? 0 : quiet + 1;
+    const bool hot = clock_->now_ns() - moved_ns < kHotNs;
+    std::this_thread::sleep_for(std::chrono::nanoseconds(hot ? kHotNapNs : kColdNapNs));
+    if (clock_->now_ns() - last_step_ns_.load(std::memory_order_relaxed) < (hot ? kHotNapNs : kIdleStepNs)) continue;
+    // The program is away: step while there is traffic, until it is back.
+    const uint32_t quiet_steps = hot ? kHotQuietSteps : kQuietSteps;
+    const uint64_t away = clock_->now_ns();
+    for (uint32_t quiet = 0; quiet < quiet_steps && !stop_.load(std::memory_order_relaxed);) {
+      if (data_path_ns_.load(std::memory_order_relaxed) > away || !lock_.try_lock()) break;  // the program is back
+      const uint32_t n = step();
       lock_.unlock();
+      quiet = n ? 0 : quiet + 1;
+      if (n) moved_ns = clock_->now_ns();
     }
   }
 }

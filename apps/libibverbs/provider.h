@@ -8,13 +8,14 @@
 // ibv_cq_ex iterator holds it from start_poll to end_poll, as a provider holds
 // its CQ lock, and the thread may post in between (ibv_rc_pingpong -t reposts
 // its receives there), as a provider's separate QP locks allow. Progress is
-// run-to-completion by default: ibv_poll_cq, the posts and every wait run one
-// engine step (uroce::poll) under the lock before they look. While the program
-// is away (blocked in a socket, computing, or watching memory as ib_write_bw's
-// passive side does), a background thread steps the engine once no call has
-// for kIdleStepNs, and keeps stepping without a pause while frames come, so
-// the device still answers ARP, ACKs and RDMA requests as a kernel device
-// would, and steps without a pause while a call blocks (ibv_get_cq_event).
+// run-to-completion by default: ibv_poll_cq and every wait run one engine step
+// (uroce::poll) under the lock before they look, and a post rings its doorbell
+// (doorbell()). While the program is away (blocked in a socket, computing, or
+// watching memory as ib_write_bw's passive side does), a background thread
+// steps the engine once no call has for kIdleStepNs, or for kHotNapNs while
+// its own steps find traffic, so the device still answers ARP, ACKs and RDMA
+// requests as a kernel device would, and steps without a pause while a call
+// blocks (ibv_get_cq_event).
 // UROCE_PROGRESS chooses: auto (the default) is run-to-completion while the
 // data path (posts and polls) runs on one thread, and gives the engine a
 // thread of its own, for good, the first time a second thread posts or polls
@@ -94,6 +95,7 @@ class Provider {
   /// unless the engine thread makes progress. Under auto, a data-path call
   /// from a second thread hands progress to the engine thread instead.
   void step_inline() {
+    data_path_ns_.store(clock_->now_ns(), std::memory_order_relaxed);
     if (engine_thread_.load(std::memory_order_relaxed)) return;
     if (cfg_.progress == ProviderConfig::Progress::kAuto && !on_data_path_thread()) {
       engine_thread_.store(true, std::memory_order_relaxed);
@@ -104,6 +106,16 @@ class Provider {
   /// The engine has a thread of its own (thread, or auto after a second data-path thread).
   bool engine_thread() const { return engine_thread_.load(std::memory_order_relaxed); }
   uint64_t now_ns() const { return clock_->now_ns(); }
+  /// A post's doorbell (the lock held): step_inline, unless a step ran less
+  /// than kDoorbellNs ago. The posts of a burst (ib_write_bw's 128 in
+  /// flight) then share a step, whose transmit burst sends them together,
+  /// rather than a step, a lock round and a one-frame burst each; the next
+  /// poll or post, or the background thread, rings it.
+  void doorbell() {
+    const uint64_t now = clock_->now_ns();
+    if (now - last_step_ns_.load(std::memory_order_relaxed) >= kDoorbellNs) return step_inline();
+    data_path_ns_.store(now, std::memory_order_relaxed);
+  }
 
   /// A blocking call (ibv_get_cq_event) waits without the lock: while one
   /// does, the background thread steps without a pause, so what it waits for
@@ -142,8 +154,24 @@ class Provider {
     if (data_path_thread_ == std::thread::id()) data_path_thread_ = me;
     return me == data_path_thread_;
   }
-  /// Inline progress: the background thread steps after this long without a step.
+  /// Inline progress, cold: the background thread naps kColdNapNs, steps
+  /// once no step ran for kIdleStepNs, and then until kQuietSteps in a row
+  /// move no frame.
+  static constexpr uint64_t kColdNapNs = 50'000;
   static constexpr uint64_t kIdleStepNs = 200'000;
+  static constexpr uint32_t kQuietSteps = 4096;
+  /// Hot, for kHotNs after its own steps last moved frames (the program is
+  /// away while traffic flows: ib_write_lat and ib_write_bw's passive side
+  /// watch memory and call no verb): it naps kHotNapNs, steps once no step
+  /// ran for as long, and then until kHotQuietSteps in a row move none. On
+  /// 2 CPUs shared by 2 programs that spin and their 2 engine threads,
+  /// naps under about 15 us left the thread no sleeper for the scheduler, and
+  /// it waited for the 4 ms tick (ib_write_lat 4 ms); 20 us gave 21 us.
+  static constexpr uint64_t kHotNs = 2'000'000;
+  static constexpr uint64_t kHotNapNs = 20'000;
+  static constexpr uint32_t kHotQuietSteps = 32;
+  /// doorbell(): posts this soon after a step share the next one.
+  static constexpr uint64_t kDoorbellNs = 1'000;
   /// At exit, the engine steps this long so that queued frames leave.
   static constexpr uint64_t kExitDrainNs = 2'000'000;
 
@@ -157,6 +185,7 @@ class Provider {
   std::thread engine_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> last_step_ns_{0};
+  std::atomic<uint64_t> data_path_ns_{0};  // the program's last post or poll: it is back
   std::atomic<int> waiters_{0};
   std::atomic<bool> engine_thread_{false};
   std::thread::id data_path_thread_;  // the lock held
