@@ -77,6 +77,7 @@ void fill_qp_path(const net::NetStack& net, QpImpl& qp, wire::PacketDesc& d) {
   d.path = &t;
   d.l3 = t.l3;
   d.has_vlan = t.has_vlan;
+  d.udp_sport = qp.udp_sport;
   d.pkey = kDefaultPkey;
   d.dest_qp = qp.attr.dest_qp_num;
 }

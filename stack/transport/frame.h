@@ -44,7 +44,8 @@ void fill_path(const net::NetStack& net, const AhAttr& av, const net::GidEntry& 
 
 /// fill_path for a connected (RC/UC) QP's packets to its peer, by its path
 /// template: sets d.path and the fields the BTH and the ICRC need (l3,
-/// has_vlan, pkey, dest_qp); write_headers copies the rest. Remakes the
+/// has_vlan, pkey, dest_qp) and d.udp_sport, the QP's usual port (a sprayed
+/// packet sets its path's before it is built); write_headers copies the rest. Remakes the
 /// template first where modify_qp or set_qos has changed what it was made
 /// from. The same bytes as fill_path + write_headers, with a copy and three
 /// stores instead of filling and writing every field of every header.

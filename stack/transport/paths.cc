@@ -3,8 +3,6 @@
 
 #include <algorithm>
 
-#include "stack/wire/headers.h"
-
 namespace uroce::transport {
 
 void Paths::init(const QpExt& ext, uint16_t sport) {
@@ -74,12 +72,6 @@ bool Paths::lost(uint16_t i, uint64_t now_ns) {
   s.down = true;
   s.down_until_ns = now_ns + s.backoff_ns;
   return true;
-}
-
-void set_frame_sport(const wire::PacketDesc& d, uint8_t* frame, uint16_t sport) {
-  if (d.l3 == wire::L3Kind::kGrh) return;
-  const size_t ip = d.l3 == wire::L3Kind::kIpv4 ? sizeof(wire::Ipv4Hdr) : sizeof(wire::Ipv6Hdr);
-  reinterpret_cast<wire::UdpHdr*>(frame + wire::eth_len(d) + ip)->src_port.set(sport);
 }
 
 }  // namespace uroce::transport

@@ -14,8 +14,6 @@
 
 #include <uroce/verbs.h>
 
-#include "stack/wire/packet.h"
-
 namespace uroce::transport {
 
 inline constexpr uint32_t kMaxPaths = 256;
@@ -81,9 +79,5 @@ struct Paths {
   bool live(uint16_t i, uint64_t now_ns);
   uint16_t next_live(uint16_t from, uint64_t now_ns);
 };
-
-/// Overwrites the UDP source port of a built RoCEv2 frame (headers of d,
-/// before its ICRC is computed; the ICRC covers the port). No-op for RoCEv1.
-void set_frame_sport(const wire::PacketDesc& d, uint8_t* frame, uint16_t sport);
 
 }  // namespace uroce::transport

@@ -524,16 +524,8 @@ RespSend responder_send_response(Env& env, QpImpl& qp, const RespRes& res, uint3
     if (!env.mrs.check(res.rkey, qp.pd, res.word + off, d.payload_len, kAccessRemoteRead)) return RespSend::kGone;
     src = reinterpret_cast<const uint8_t*>(res.word + off);
   }
-  if (sport) {  // sprayed (uroce's extension): copied, the port written before the ICRC
-    rte_mbuf* m = nullptr;
-    uint8_t* payload = begin_frame(env, d, &m);
-    if (!payload) return RespSend::kNoRoom;
-    set_frame_sport(d, payload - wire::header_len(d), sport);
-    if (d.payload_len) std::memcpy(payload, src, d.payload_len);
-    end_frame(env, d, m);
-  } else if (!send_frame(env, d, src, res.rkey)) {
-    return RespSend::kNoRoom;
-  }
+  if (sport) d.udp_sport = sport;  // sprayed (uroce's extension)
+  if (!send_frame(env, d, src, res.rkey)) return RespSend::kNoRoom;
   qp.cc.on_sent(env.now_ns, uint32_t(wire::frame_len(d)) + kWireOverheadBytes, psn, false, false);
   return RespSend::kSent;
 }

@@ -710,10 +710,10 @@ bool ext_send_ack(Env& env, QpImpl& qp) {
     bitmap_bytes = sack_bitmap(x.resp, s.epsn, bits);
     if (bitmap_bytes) d.payload_len = uint32_t(sizeof(wire::SackHdr)) + bitmap_bytes;
   }
+  if (x.resp.ack_sport) d.udp_sport = x.resp.ack_sport;
   rte_mbuf* m = nullptr;
   uint8_t* payload = begin_frame(env, d, &m);
   if (!payload) return false;
-  if (x.resp.ack_sport) set_frame_sport(d, payload - wire::header_len(d), x.resp.ack_sport);
   if (bitmap_bytes) {
     auto* h = reinterpret_cast<wire::SackHdr*>(payload);
     h->kind = wire::kSackKind;
@@ -807,10 +807,10 @@ ExtSend ext_send_request(Env& env, QpImpl& qp, uint32_t idx, wire::PacketDesc& d
   const uint16_t path = (flags & (wire::kRead | wire::kAtomic)) && !run ? x.paths.pick_ordered(env.now_ns)
                         : resend ? x.paths.pick_other(q.path[slot(psn)], env.now_ns)
                                  : x.paths.pick(env.now_ns);
+  d.udp_sport = x.paths.sport(path);
   rte_mbuf* m = nullptr;
   uint8_t* payload = begin_frame(env, d, &m);
   if (!payload) return ExtSend::kNoRoom;
-  set_frame_sport(d, payload - wire::header_len(d), x.paths.sport(path));
   uint32_t len = d.payload_len;
   if (x.cfg.selective_repeat && (flags & (wire::kSend | wire::kWrite))) {
     const bool write = flags & wire::kWrite;

@@ -256,7 +256,8 @@ size_t l4_len(const PacketDesc& d) {
   return (d.l3 == L3Kind::kGrh ? 0 : sizeof(UdpHdr)) + d.op().hdr_len + d.payload_len + d.pad + kIcrcBytes;
 }
 
-// write_headers from d.path: the template, then this packet's lengths.
+// write_headers from d.path: the template, then this packet's lengths and
+// UDP source port.
 void write_path_from_template(const PacketDesc& d, std::span<uint8_t> out) {
   const PathTemplate& t = *d.path;
   uint8_t* p = out.data();
@@ -271,10 +272,16 @@ void write_path_from_template(const PacketDesc& d, std::span<uint8_t> out) {
     const auto total = uint16_t(sizeof(Ipv4Hdr) + l4);
     ip.total_length.set(total);
     ip.checksum.set(csum_finish(t.ipv4_sum + total));
-    reinterpret_cast<UdpHdr*>(p + l3_off + sizeof(Ipv4Hdr))->length.set(uint16_t(l4));
+    auto& udp = *reinterpret_cast<UdpHdr*>(p + l3_off + sizeof(Ipv4Hdr));
+    udp.src_port.set(d.udp_sport);
+    udp.length.set(uint16_t(l4));
   } else {
     reinterpret_cast<Ipv6Hdr*>(p + l3_off)->payload_length.set(uint16_t(l4));
-    if (d.l3 == L3Kind::kIpv6) reinterpret_cast<UdpHdr*>(p + l3_off + sizeof(Ipv6Hdr))->length.set(uint16_t(l4));
+    if (d.l3 == L3Kind::kIpv6) {
+      auto& udp = *reinterpret_cast<UdpHdr*>(p + l3_off + sizeof(Ipv6Hdr));
+      udp.src_port.set(d.udp_sport);
+      udp.length.set(uint16_t(l4));
+    }
   }
 }
 

@@ -55,9 +55,11 @@ struct PathTemplate;
 struct PacketDesc {
   // Where set, write_headers copies the Ethernet, 802.1Q, IP/GRH and UDP
   // headers from this template (made by make_path_template from a descriptor
-  // with the same fields up to the UDP header) and fills in only the lengths
-  // and the IPv4 checksum; those fields of this descriptor are not read,
-  // except has_vlan and l3, which must match the template's. parse never sets it.
+  // with the same fields up to the UDP header) and fills in only the lengths,
+  // the IPv4 checksum and the UDP source port (udp_sport, which differs per
+  // path where a QP sprays); those fields of this descriptor are not read,
+  // except has_vlan and l3, which must match the template's, and udp_sport.
+  // parse never sets it.
   const PathTemplate* path = nullptr;
 
   // Ethernet.
@@ -151,7 +153,8 @@ inline size_t frame_len(const PacketDesc& d) {
 
 /// The headers below the BTH that every packet a sender sends on one path
 /// shares (Ethernet, 802.1Q tag, IPv4/IPv6/GRH, UDP), as they go on the
-/// wire, with the length fields and the IPv4 checksum left to each packet.
+/// wire, with the length fields, the IPv4 checksum and the UDP source port
+/// left to each packet.
 struct PathTemplate {
   static constexpr size_t kMaxBytes = 14 + 4 + 40 + 8;  // Ethernet, 802.1Q, IPv6, UDP
   std::array<uint8_t, kMaxBytes> bytes{};

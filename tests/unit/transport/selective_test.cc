@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 
+#include "stack/device/context.h"
 #include "stack/transport/qp.h"
 #include "stack/wire/ext_headers.h"
 #include "tests/unit/transport/fixture.h"
@@ -386,6 +387,36 @@ TEST_F(Selective, SprayedReadSlowPathIsReorderingNotLoss) {
   EXPECT_EQ(read_requests(a->port.sent).size(), 1u);
   EXPECT_EQ(a->count(Counter::sr_resent), 0u);
   EXPECT_EQ(a->count(Counter::retransmits), 0u);
+}
+
+// Zero-copy on, spraying over 4 paths, a 32 KB READ (32 responses of 1024
+// bytes, over the 512-byte threshold).
+// Expect: every READ response leaves zero-copy (a chained frame, the port of
+// its path written by the header writer, none copied to patch the port), on
+// the 4 ports; each arrives with a valid ICRC; the data is whole and no region
+// is left referenced.
+TEST_F(Selective, SprayedReadResponsesLeaveZeroCopy) {
+  PairOptions o = sr_options(4);
+  o.device = [](DeviceConfig& c) { c.tx_zero_copy = true; };
+  open(o);
+  fill(b->buf, 0, 32768, 9);
+  ASSERT_TRUE(post(WrOpcode::kRdmaRead, 1, 0, 32768, 0).ok());
+  EXPECT_EQ(wait_wc(a->scq).status, WcStatus::kSuccess);
+  EXPECT_EQ(std::memcmp(a->buf.data(), b->buf.data(), 32768), 0);
+  std::set<uint16_t> ports;
+  uint64_t responses = 0;
+  for (const PacketDesc& d : b->port.sent) {
+    if (!(d.op().flags & wire::kRead)) continue;
+    ports.insert(d.udp_sport);
+    ++responses;
+  }
+  EXPECT_EQ(responses, 32u);
+  EXPECT_EQ(ports.size(), 4u);
+  EXPECT_EQ(b->count(Counter::tx_zero_copy), responses);
+  EXPECT_EQ(b->port.chained, responses);
+  EXPECT_EQ(b->count(Counter::tx_copied), 0u);
+  EXPECT_EQ(a->count(Counter::rx_drop_bad_icrc), 0u);
+  EXPECT_EQ(b->ctx->mrs.tx_refs(b->mr->lkey).load(), 0u);
 }
 
 // Send: three 2 KB READs; the first READ request is dropped once.

@@ -638,7 +638,8 @@ TEST(PacketBuild, Vlan8021QTaggedCapturedFrameRoundTrips) {
 }
 
 // A descriptor whose path fields (those below the BTH) are all wrong, but
-// for has_vlan and l3: with d.path set, write_headers must not read them.
+// for has_vlan, l3 and udp_sport (written per packet): with d.path set,
+// write_headers must not read them.
 PacketDesc with_path_fields_scrambled(PacketDesc d, const PathTemplate& t) {
   d.path = &t;
   d.dst_mac = d.src_mac = MacAddr{{0xde, 0xad, 0xbe, 0xef, 0x00, 0x01}};
@@ -649,7 +650,7 @@ PacketDesc with_path_fields_scrambled(PacketDesc d, const PathTemplate& t) {
   d.ip_id = 0x7777;
   d.dont_fragment = !d.dont_fragment;
   d.sgid = d.dgid = Gid{};
-  d.udp_sport = d.udp_dport = d.udp_checksum = 0x4242;
+  d.udp_dport = d.udp_checksum = 0x4242;
   return d;
 }
 
@@ -683,10 +684,13 @@ TEST(PacketBuild, PathTemplateRebuildsCapturedRxeFramesByteForByte) {
 TEST(PacketBuild, PathTemplateWritesWhatWriteHeadersWritesForEveryOpcodeAndL3) {
   // Receive: for every valid opcode, L3 kind (IPv4, IPv6, GRH), with and
   //   without 802.1Q, payloads of 0 to 4096 bytes: headers written from a
-  //   template made on another opcode, into buffers of exactly the frame's
-  //   size (the shortest frames are shorter than the template's fixed copy).
-  // Expect: the frame write_headers writes from the descriptor's fields, and
-  //   one that parses (IPv4 checksum, lengths) with a zlib-reference ICRC.
+  //   template made on another opcode and UDP source port (a sprayed QP's
+  //   packets leave on other ports than its template's), into buffers of
+  //   exactly the frame's size (the shortest frames are shorter than the
+  //   template's fixed copy).
+  // Expect: the frame write_headers writes from the descriptor's fields, its
+  //   own UDP source port included, and one that parses (IPv4 checksum,
+  //   lengths) with a zlib-reference ICRC.
   for (L3Kind l3 : {L3Kind::kIpv4, L3Kind::kIpv6, L3Kind::kGrh}) {
     for (const bool vlan : {false, true}) {
       PacketDesc base = sample_desc(l3, kRcAcknowledge);
@@ -703,6 +707,7 @@ TEST(PacketBuild, PathTemplateWritesWhatWriteHeadersWritesForEveryOpcodeAndL3) {
                        std::to_string(vlan) + " payload " + std::to_string(len));
           d.has_vlan = vlan;
           d.vlan_tci = 0x2007;
+          if (l3 != L3Kind::kGrh) d.udp_sport = uint16_t(base.udp_sport + 1 + op);
           if (d.op().flags & kPayload) {
             d.payload_len = len;
             d.pad = pad_for(len);
@@ -716,6 +721,9 @@ TEST(PacketBuild, PathTemplateWritesWhatWriteHeadersWritesForEveryOpcodeAndL3) {
           PacketDesc back;
           ASSERT_EQ(parse(got, back), ParseError::kOk) << parse_error_name(parse(got, back));
           EXPECT_EQ(back.icrc, test::reference_icrc(got));
+          if (l3 != L3Kind::kGrh) {
+            EXPECT_EQ(back.udp_sport, d.udp_sport);
+          }
         }
       }
     }
