@@ -6,8 +6,8 @@
 // max_rd_atomic and the PSN window, obeys the QP's pacer (congestion control),
 // and arms the local ACK timer. Retransmission regenerates packets from the
 // WQE and registered memory from the PSN requester_rewind sets (go-back-N);
-// a QP with uroce's extension builds its packets in selective.cc (placement
-// header, path) and resends only the PSNs found lost.
+// a QP with uroce's extension builds its packets in selective_requester.cc
+// (placement header, path) and resends only the PSNs found lost.
 #include <algorithm>
 #include <cstring>
 

@@ -33,7 +33,6 @@ struct Req {
   uint32_t flags;  // kOpcodes[pkt.opcode].flags
 };
 
-uint8_t ack_syndrome() { return wire::aeth_syndrome(AethType::kAck, wire::kAethCreditsInvalid); }
 uint8_t nak_syndrome(NakCode c) { return wire::aeth_syndrome(AethType::kNak, uint8_t(c)); }
 
 // Sets the ACK/NAK to send at the next transmit turn; a later one replaces an
@@ -312,7 +311,7 @@ RespState complete(Req& r) {
 }
 
 RespState acknowledge(Req& r) {
-  if (r.qp.qp_type == QpType::kRc && r.pkt.ack_req) set_ack(r, ack_syndrome(), r.pkt.psn);
+  if (r.qp.qp_type == QpType::kRc && r.pkt.ack_req) set_ack(r, wire::kAethAck, r.pkt.psn);
   return RespState::kDone;
 }
 
@@ -323,7 +322,7 @@ RespState acknowledge(Req& r) {
 RespState duplicate(Req& r) {
   r.env.inc(Counter::duplicate_request);
   if (r.flags & (wire::kSend | wire::kWrite)) {
-    set_ack(r, ack_syndrome(), wire::psn_add(r.s.epsn, wire::kPsnMask));
+    set_ack(r, wire::kAethAck, wire::psn_prev(r.s.epsn));
     return RespState::kDone;
   }
   RespRes* res = find_res(r, r.flags & (wire::kRead | wire::kAtomic));
@@ -507,7 +506,7 @@ RespSend responder_send_response(Env& env, QpImpl& qp, const RespRes& res, uint3
   wire::PacketDesc d;
   fill_qp_path(env.net, qp, d);
   d.psn = psn;
-  d.aeth_syndrome = ack_syndrome();
+  d.aeth_syndrome = wire::kAethAck;
   d.aeth_msn = res.msn;
   const uint8_t* src = nullptr;
   if (res.kind == wire::kAtomic) {

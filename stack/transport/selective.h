@@ -51,6 +51,8 @@ struct RespRes;
 /// window (kMaxUnackedPsns): the same, so nothing the requester sends is
 /// beyond what the responder can place.
 inline constexpr uint32_t kSrWindowPsns = 1024;
+/// A PSN's slot in the window's per-PSN arrays and bitmaps.
+inline constexpr uint32_t sr_slot(uint32_t psn) { return psn % kSrWindowPsns; }
 /// One path (or flowlets): a PSN is lost when this many later transmissions
 /// on its path were delivered (reordering inside a path is tolerated up to it).
 inline constexpr uint32_t kReorderThreshPkts = 3;

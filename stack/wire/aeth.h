@@ -26,6 +26,9 @@ inline constexpr uint8_t aeth_value(uint8_t syndrome) { return syndrome & 0x1f; 
 inline constexpr uint8_t aeth_syndrome(AethType t, uint8_t value) {
   return uint8_t(uint8_t(t) << 5 | (value & 0x1f));
 }
+/// The syndrome of the ACKs uroce's responder sends: an ACK whose credit
+/// field carries no credit information (IBA 9.7.5.1.2), as rxe's do.
+inline constexpr uint8_t kAethAck = aeth_syndrome(AethType::kAck, kAethCreditsInvalid);
 
 std::string_view nak_code_name(uint8_t code);
 

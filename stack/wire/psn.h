@@ -16,6 +16,9 @@ inline constexpr int32_t psn_cmp(uint32_t a, uint32_t b) { return int32_t((a - b
 /// a + n modulo 2^24.
 inline constexpr uint32_t psn_add(uint32_t a, uint32_t n) { return (a + n) & kPsnMask; }
 
+/// a - 1 modulo 2^24: the PSN before a (an ACK of everything before epsn).
+inline constexpr uint32_t psn_prev(uint32_t a) { return psn_add(a, kPsnMask); }
+
 /// Unsigned distance from b forward to a, modulo 2^24.
 inline constexpr uint32_t psn_diff(uint32_t a, uint32_t b) { return (a - b) & kPsnMask; }
 
@@ -23,5 +26,6 @@ static_assert(psn_cmp(0, 0xffffff) == 1);
 static_assert(psn_cmp(0xffffff, 0) == -1);
 static_assert(psn_add(0xffffff, 2) == 1);
 static_assert(psn_diff(1, 0xffffff) == 2);
+static_assert(psn_prev(0) == 0xffffff);
 
 }  // namespace uroce::wire

@@ -1,4 +1,4 @@
-// uroce's extension (stack/transport/selective.cc, paths.cc; QpAttr::ext;
+// uroce's extension (stack/transport/selective*.cc, paths.cc; QpAttr::ext;
 // docs/LOSS_RECOVERY.md): selective repeat places SEND/WRITE packets out of
 // order and completes in order, resends only what was lost, answers
 // duplicates with the current SACK; spraying puts packets on several UDP
