@@ -28,6 +28,9 @@ import tempfile
 import time
 import xml.etree.ElementTree as ET
 
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "dpdk"))
+import harness  # noqa: E402  (sanitizer_runtimes)
+
 UROCE = sys.argv[1]
 HELPER = sys.argv[2]
 TARGET_IP = "10.192.0.1"  # the helper's address under --target self
@@ -129,8 +132,7 @@ CASES = []  # --cases of every run: all but TIMING_CASES under a sanitizer
 
 
 def sanitized():
-    ldd = subprocess.run(["ldd", UROCE], capture_output=True, text=True).stdout
-    return "libasan" in ldd or "libubsan" in ldd
+    return bool(harness.sanitizer_runtimes(UROCE))
 
 
 def run(args, timeout=120, cpu=None):

@@ -1,11 +1,17 @@
-"""Process, temp-dir and network-namespace helpers for the tests/dpdk drivers.
+"""Process, temp-dir and network-namespace helpers for the tests/dpdk drivers,
+and the one lookup of a sanitizer build's runtimes every test script uses.
 
 Everything a test starts is stopped by its PID, and everything it creates (temp
 dirs, namespaces) is removed, whether the test passes or fails. Exit status
 follows meson: 0 pass, 1 fail, 77 skip (only for "not root" where root is needed).
+
+Run as a program, `harness.py preload LIB -- COMMAND...` runs COMMAND with
+LIB's sanitizer runtimes in LD_PRELOAD (none in a build without sanitizers):
+meson's tests that start a program under `uroce run` go through it.
 """
 import contextlib
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -155,3 +161,28 @@ def check(ok, msg, failures):
     print(("ok   " if ok else "FAIL ") + msg, flush=True)
     if not ok:
         failures.append(msg)
+
+
+def sanitizer_runtimes(binary):
+    """The ASan and UBSan runtimes binary (a program or a shared library) is
+    linked with, as the loader resolves them (ldd): empty in a build without
+    sanitizers. A program that was not built with them loads a sanitized
+    library (uroce's libibverbs.so.1 under `uroce run`) only with these
+    preloaded first (LD_PRELOAD)."""
+    out = subprocess.run(["ldd", binary], check=True, capture_output=True, text=True).stdout
+    return [f.split()[2] for f in out.splitlines() if re.search(r"lib(asan|ubsan)\.so", f) and "=>" in f]
+
+
+def _main(argv):
+    if len(argv) < 4 or argv[0] != "preload" or argv[2] != "--":
+        print("usage: harness.py preload LIB -- COMMAND [ARG...]", file=sys.stderr)
+        return 2
+    env = dict(os.environ)
+    runtimes = sanitizer_runtimes(argv[1])
+    if runtimes:
+        env["LD_PRELOAD"] = " ".join(runtimes)
+    os.execvpe(argv[3], argv[3:], env)
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

@@ -44,7 +44,7 @@ def over_veth(ns, name, run):
 
 def main():
     harness.need_root("af_packet on a veth pair in a network namespace")
-    sanitized = bool(st.sanitizer_env(st.OURS, leaks=False))
+    sanitized = bool(harness.sanitizer_runtimes(st.OURS))
     if sanitized:
         print(f"sanitized build: only {sorted(SANITIZED_SET)} (the main build runs every cell)")
 

@@ -35,12 +35,12 @@ failures = []
 
 def sanitizer_env(lib, leaks):
     """An ASan/UBSan build of the library needs its sanitizer runtimes loaded
-    first in binaries not built with them. Stock binaries exit without
-    freeing what they took (perftest never frees its device list), and every
-    allocation of ours has one of their frames above it, so leak checks are
-    for our own programs (wr_api, bad_calls), which free everything."""
-    out = subprocess.run(["ldd", lib], check=True, capture_output=True, text=True).stdout
-    libs = [f.split()[2] for f in out.splitlines() if re.search(r"lib(asan|ubsan)\.so", f) and "=>" in f]
+    first in binaries not built with them (harness.sanitizer_runtimes). Stock
+    binaries exit without freeing what they took (perftest never frees its
+    device list), and every allocation of ours has one of their frames above
+    it, so leak checks are for our own programs (wr_api, bad_calls), which
+    free everything."""
+    libs = harness.sanitizer_runtimes(lib)
     if not libs:
         return []
     return ["env", "LD_PRELOAD=" + " ".join(libs)] + ([] if leaks else ["ASAN_OPTIONS=detect_leaks=0"])
