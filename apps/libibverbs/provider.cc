@@ -281,8 +281,11 @@ void Provider::run_engine_thread() {
     for (uint32_t quiet = 0; quiet < quiet_steps && !stop_.load(std::memory_order_relaxed);) {
       if (data_path_ns_.load(std::memory_order_relaxed) > away || !lock_.try_lock()) break;  // the program is back
       const uint32_t n = step();
+      // A QP the pacer holds back (cc dcqcn) has frames to send in a
+      // moment: not quiet, or the hot naps would pace it instead.
+      const bool waits_to_send = ctx_->ready.size() != 0 || ctx_->pace_timers.armed_count() != 0;
       lock_.unlock();
-      quiet = n ? 0 : quiet + 1;
+      quiet = n || waits_to_send ? 0 : quiet + 1;
       if (n) moved_ns = clock_->now_ns();
     }
   }
