@@ -67,6 +67,8 @@ inline constexpr uint16_t kRejNoResources = 3;
 inline constexpr uint16_t kRejTimeout = 4;
 inline constexpr uint16_t kRejInvalidCommId = 6;
 inline constexpr uint16_t kRejInvalidServiceId = 8;
+inline constexpr uint64_t kListenGraceNs = 100'000'000;  // Agent::held_reqs
+inline constexpr size_t kMaxHeldReqs = 16;
 inline constexpr uint16_t kRejInvalidTransportType = 9;
 inline constexpr uint16_t kRejStaleConn = 10;
 inline constexpr uint16_t kRejInvalidGid = 12;
@@ -121,6 +123,17 @@ class Agent final : public Qp1Handler {
     std::array<uint8_t, kMadBytes> mad;
   };
   std::deque<OutMad> outbox;
+  /// REQs that found no listener, held up to kListenGraceNs before their
+  /// REJ (reason 8): a program that listens again between two connections
+  /// (perftest -R listens for its test connection only after the handshake
+  /// on the first) can be milliseconds late for a fast peer's REQ. A
+  /// listener that comes in time takes the REQ (replay_held_reqs).
+  struct HeldReq {
+    CmMad mad;
+    AhAttr from;
+    uint64_t until_ns;
+  };
+  std::vector<HeldReq> held_reqs;  // at most kMaxHeldReqs
   uint32_t gsi_psn = 0;       // BTH PSN of the next MAD QP1 sends (rxe counts them too)
   uint32_t comm_salt = 0;     // high bits of local comm IDs, random per agent
   uint64_t ca_guid = 0;       // our CA GUID: EUI-64 of the device MAC
@@ -162,6 +175,10 @@ inline Agent* find_agent(const Context& ctx) { return static_cast<Agent*>(ctx.qp
 void on_mad(Agent& a, const CmMad& m, const AhAttr& from, uint32_t src_qp);
 /// A CM timer of id fired.
 void on_timer(Agent& a, CmIdImpl& id);
+/// A listener came: the held REQs it takes run the state machine again.
+void replay_held_reqs(Agent& a);
+/// The held REQs whose grace ended by now_ns get their REJ.
+void expire_held_reqs(Agent& a, uint64_t now_ns);
 /// Active side: REQ (RC) or SIDR REQ (UD) from a route-resolved id with a QP.
 Status send_req(Agent& a, CmIdImpl& id, const CmConnParam& p);
 /// Passive side: accept (REP, or SIDR REP). Passive side, or active in

@@ -155,6 +155,7 @@ void Agent::poll(uint64_t now) {
   a.timers.advance(now, [&a](uint32_t index) {
     if (CmIdImpl* id = a.ids.at(index)) on_timer(a, *id);
   });
+  if (!a.held_reqs.empty()) expire_held_reqs(a, now);
   flush(a);
 }
 

@@ -181,6 +181,18 @@ void connect_request_event(Agent& a, CmIdImpl& id, std::span<const uint8_t> cons
 
 // ---------------------------------------------------------------- handlers
 
+/// A REQ no one listens for: held for a listener that may come (Agent::held_reqs), or rejected.
+void hold_req(Agent& a, const CmMad& m, const ReqDesc& r, const AhAttr& from) {
+  for (const Agent::HeldReq& h : a.held_reqs) {
+    const ReqDesc& held = std::get<ReqDesc>(h.mad.body);
+    if (held.local_comm_id == r.local_comm_id && h.from.dgid == from.dgid) {
+      return a.counters.inc(CmCounter::dup_req);  // a resend of one held
+    }
+  }
+  if (a.held_reqs.size() >= kMaxHeldReqs) return reject_req(a, m, r, from, kRejInvalidServiceId);
+  a.held_reqs.push_back({m, from, a.now_ns() + kListenGraceNs});
+}
+
 void on_req(Agent& a, const CmMad& m, const ReqDesc& r, const AhAttr& from) {
   // Duplicate (IBA 12.9.8.1): the same REQ again, matched by the sender's
   // comm ID and CA GUID. Stale (12.9.8.3.1): a new REQ from a QP that is
@@ -232,7 +244,7 @@ void on_req(Agent& a, const CmMad& m, const ReqDesc& r, const AhAttr& from) {
     }
   }
   CmIdImpl* l = a.listener_for(r.service_id);
-  if (!l) return reject_req(a, m, r, from, kRejInvalidServiceId);
+  if (!l) return hold_req(a, m, r, from);
   if (r.transport_service_type > 1) return reject_req(a, m, r, from, kRejInvalidTransportType);  // RC, UC only
   SockAddr src{}, dst{};
   std::span<const uint8_t> consumer(r.private_data);
@@ -530,6 +542,20 @@ void on_mad(Agent& a, const CmMad& m, const AhAttr& from, uint32_t src_qp) {
         else if constexpr (std::is_same_v<T, SidrRepDesc>) on_sidr_rep(a, b);
       },
       m.body);
+}
+
+void replay_held_reqs(Agent& a) {
+  std::vector<Agent::HeldReq> held;
+  held.swap(a.held_reqs);
+  for (const Agent::HeldReq& h : held) on_req(a, h.mad, std::get<ReqDesc>(h.mad.body), h.from);  // held again if still unheard
+}
+
+void expire_held_reqs(Agent& a, uint64_t now_ns) {
+  std::erase_if(a.held_reqs, [&a, now_ns](const Agent::HeldReq& h) {
+    if (now_ns < h.until_ns) return false;
+    reject_req(a, h.mad, std::get<ReqDesc>(h.mad.body), h.from, kRejInvalidServiceId);
+    return true;
+  });
 }
 
 void on_timer(Agent& a, CmIdImpl& id) {

@@ -153,6 +153,7 @@ Status cm_listen(CmId* id, int backlog) {
   }
   d.backlog = backlog;
   d.state = CmState::kListen;
+  replay_held_reqs(a);
   return {};
 }
 

@@ -353,6 +353,39 @@ TEST_F(Cm, NoListenerIsRejectedInvalidServiceId) {
   EXPECT_EQ(cm_id_count(b->ctx.get()), 0u);  // no id made for the REQ
 }
 
+// A REQ that comes before its listener is held for cm::kListenGraceNs, not
+// rejected at once (perftest -R listens for its test connection just after
+// the handshake on the first one): a listener that comes in time takes it.
+TEST_F(Cm, ReqBeforeListenIsHeldForALateListener) {
+  listen_and_resolve();
+  ASSERT_TRUE(cm_destroy_id(listener).ok());
+  CmConnParam p;
+  ASSERT_TRUE(cm_connect(client, p).ok());
+  run_for(cm::kListenGraceNs / 2);
+  EXPECT_EQ(sent(*b, CmAttr::kRej), 0u);
+  listener = must(cm_create_id(b->ctx.get(), nullptr, CmPortSpace::kTcp));
+  ASSERT_TRUE(cm_bind_addr(listener, SockAddr{Gid{}, kPort}).ok());
+  ASSERT_TRUE(cm_listen(listener, 4).ok());
+  const CmEvent ev = wait_event(*b);
+  ASSERT_EQ(ev.event, CmEventType::kConnectRequest);
+  EXPECT_EQ(sent(*b, CmAttr::kRej), 0u);
+}
+
+// ... and one that no listener takes is rejected (reason 8) when the grace ends, not before.
+TEST_F(Cm, HeldReqIsRejectedWhenTheGraceEnds) {
+  listen_and_resolve();
+  ASSERT_TRUE(cm_destroy_id(listener).ok());
+  ASSERT_TRUE(cm_connect(client, CmConnParam{}).ok());
+  const uint64_t start = now;
+  const CmEvent ev = wait_event(*a);
+  EXPECT_EQ(ev.event, CmEventType::kRejected);
+  EXPECT_EQ(ev.status, cm::kRejInvalidServiceId);
+  EXPECT_GE(now - start, cm::kListenGraceNs);
+  EXPECT_LT(now - start, cm::kListenGraceNs + 10'000'000);
+  EXPECT_EQ(sent(*b, CmAttr::kRej), 1u);
+  EXPECT_TRUE(cm::find_agent(*b->ctx)->held_reqs.empty());
+}
+
 // rdma_cm: a listener bound to one of our addresses takes only REQs whose IP
 // header names that address; another of our addresses gets REJ 8.
 TEST_F(Cm, ListenerBoundToOtherAddressRejects) {
