@@ -90,6 +90,10 @@ VERBS_CELLS = {
     # after it (the seed's comparison: the kernel's TCP between the same two hosts).
     "mpi_rc":         ("mpirun", "UCX_TLS=rc_verbs,ud_verbs:aux,self", 0),
     "mpi_ud":         ("mpirun", "UCX_TLS=ud_verbs,self", 0),
+    # A rank killed (issue 21's robustness item): rank 0, ours, SIGKILLed by its PID in the 1 MiB
+    # stream of an mpi_rc job; mpirun must end the job with an error within MPI_KILL_S, the guest's
+    # orted and rank 1 must be gone, and no process of the job left on the host (mpi_kill_job).
+    "mpi_kill":       ("mpirun", "UCX_TLS=rc_verbs,ud_verbs:aux,self", 0),
     # qperf 0.4.11 over rdma_cm (-cm1, which RoCE needs): our client against qperf's server on rxe.
     # Ours as the client only (VERBS_ROLES): qperf reaches its server's TCP control port and its
     # rdma_cm listener at one address, and the tap's kernel address is not uroce's.
@@ -117,7 +121,7 @@ VERBS_CELLS = {
 # crashes there, and the rxe server, still listening for the test connection, takes the next
 # try's channel REQ as it and never posts a receive on it (RNR NAKs for ever). docs/INTEROP.md.
 VERBS_ROLES = {"send_lat_R": ("server",), "write_bw_R": ("server",), "qperf": ("client",),
-               "mpi_rc": ("client",), "mpi_ud": ("client",)}  # mpirun on the host dials the guest
+               "mpi_rc": ("client",), "mpi_ud": ("client",), "mpi_kill": ("client",)}  # mpirun on the host dials the guest
 # A loss cell's --drop-seed: 1 + its index here (+ 100 as the client), the sorted cells of the
 # first matrix, so cells added later do not change the losses of the old ones. A lost last frame
 # goes unrepaired: rping's client sends one DREQ, destroys its id and exits (the kernel CM, too,
@@ -182,7 +186,8 @@ MPI_SIZES = [64, 4096, 65536, 1048576]
 MPI_ITERS = 20
 MPI_STEP_TIMEOUT = 240     # one mpirun; the guest's step serves MPI_JOBS of them
 MPI_GUEST_EXE = "/tmp/mpi_pingpong"    # from fw_cfg (run_verbs_matrix)
-MPI_JOBS = {"mpi_rc": ("ucx", "tcp"), "mpi_ud": ("ucx",)}
+MPI_JOBS = {"mpi_rc": ("ucx", "tcp"), "mpi_ud": ("ucx",), "mpi_kill": ("ucx",)}
+MPI_KILL_S = 30            # mpi_kill: how soon after the kill mpirun must have ended
 MPIRUN = (f"mpirun --allow-run-as-root --leave-session-attached "
           f"--mca plm_rsh_agent 'env bash {os.path.join(HERE, 'mpi_agent.sh')}' "
           f"--mca oob_tcp_if_include {NET4}.0/24")
@@ -242,6 +247,8 @@ def verbs_cmd(cell: str, side: str, server: bool, files: str = "/tmp") -> str:
         args = f"-p {UCX_PORT} -b {files}/{cell}.batch"
         return f"{env} ucx_perftest {args}" if server else f"{env} ucx_perftest {peer_oob} {args}"
     if fam == "mpi":  # the guest's side: orted, started through its listener, once a job (mpi_agent.sh)
+        if side == "rxe" and cell == "mpi_kill":  # orted's status (the job killed), then none of it left
+            return f'sh -c "nc -l -p {MPI_AGENT_PORT} -e sh; echo orted rc=\\$?; sleep 1; ! pidof orted mpi_pingpong"'
         if side == "rxe":
             jobs = " ".join(str(j) for j in range(1, len(MPI_JOBS[cell]) + 1))
             return f'sh -c "for j in {jobs}; do nc -l -p {MPI_AGENT_PORT} -e sh || exit; done"'
@@ -268,6 +275,13 @@ def mpi_rank(cell: str, side: str, job: str, exe: str) -> str:
     return f"{env} {prog}"
 
 
+def mpi_job(cell: str, job: str, rank0: str) -> str:
+    """sh: one mpirun of an MPI cell (MPI_JOBS), rank0 on the host, rank 1 in the guest; every
+    process of the job has UROCE_MPI_AGENT_PORT in its environment (mpi_kill_job's check)."""
+    return (f"timeout {MPI_STEP_TIMEOUT} env UROCE_MPI_AGENT_PORT={MPI_AGENT_PORT} {MPIRUN} {MPI_PML[job]} "
+            f"-np 1 --host {KERNEL_IP4} {rank0} : -np 1 --host {GUEST_IP4} {mpi_rank(cell, 'rxe', job, MPI_GUEST_EXE)}")
+
+
 def mpi_jobs(cell: str, uroce_rank0: str, exe: str) -> str:
     """sh: the cell's mpirun jobs one after the other (MPI_JOBS; a line "# MPI job JOB" before
     each one's output), every job run whatever the one before it did (the guest serves each), the
@@ -275,10 +289,29 @@ def mpi_jobs(cell: str, uroce_rank0: str, exe: str) -> str:
     lines = []
     for job in MPI_JOBS[cell]:
         rank0 = uroce_rank0 if job == "ucx" else mpi_rank(cell, "uroce", job, exe)
-        lines.append(f"echo '# MPI job {job}'; timeout {MPI_STEP_TIMEOUT} env UROCE_MPI_AGENT_PORT={MPI_AGENT_PORT} "
-                     f"{MPIRUN} {MPI_PML[job]} -np 1 --host {KERNEL_IP4} {rank0} "
-                     f": -np 1 --host {GUEST_IP4} {mpi_rank(cell, 'rxe', job, MPI_GUEST_EXE)}; r2=$?; [ $r != 0 ] || r=$r2")
+        lines.append(f"echo '# MPI job {job}'; {mpi_job(cell, job, rank0)}; r2=$?; [ $r != 0 ] || r=$r2")
     return "(r=0; " + "; ".join(lines) + "; exit $r)"
+
+
+def mpi_kill_job(cell: str, uroce_rank0: str, out: str, pcap: str) -> str:
+    """sh (mpi_kill): the ucx job in the background, its output in out; once rank 0 has printed
+    the 65536-byte line (the 1 MiB stream is next), rank 0 (mpirun's child; `uroce run` and env
+    exec it) is SIGKILLed by its PID. Lines: "# killed rank 0 pid P", "# mpirun rc=R M ms after
+    the kill", "# left: PIDS" (processes with UROCE_MPI_AGENT_PORT in their environment: mpirun,
+    the agent, rank 0). Status 0 if P was found and killed, mpirun ended with an error (not its
+    timeout) within MPI_KILL_S and nothing was left. Our capture, cut short by the kill, is cut
+    after its last whole frame (capture.drop_partial_record)."""
+    return (f"(echo '# MPI job ucx'; {mpi_job(cell, 'ucx', uroce_rank0)} & m=$!; "
+            f"for j in $(seq {MPI_STEP_TIMEOUT * 5}); do grep -q '^pingpong size=65536 ' {out} && break; "
+            f"kill -0 $m 2>/dev/null || break; sleep 0.2; done; "
+            f"mr=$(ps -o pid= --ppid $m); p=$(ps -o pid=,comm= --ppid ${{mr:-0}} | awk '$2 == \"mpi_pingpong\" {{print $1}}'); "
+            f"echo \"# killed rank 0 pid ${{p:-none}}\"; [ -n \"$p\" ] && kill -KILL $p; t0=$(date +%s%N); "
+            f"wait $m; r=$?; ms=$(( ($(date +%s%N) - t0) / 1000000 )); echo \"# mpirun rc=$r $ms ms after the kill\"; "
+            f"left=; for e in /proc/[0-9]*/environ; do grep -qz '^UROCE_MPI_AGENT_PORT=' $e 2>/dev/null && "
+            f"left=\"$left $(basename $(dirname $e))\"; done; echo \"# left:${{left:- none}}\"; "
+            f"python3 -c \"import sys; sys.path.insert(0, '{HERE}'); import capture; "
+            f"print('# capture: dropped', capture.drop_partial_record('{pcap}'), 'bytes of a partial last frame')\"; "
+            f"[ -n \"$p\" ] && [ $r != 0 ] && [ $r != 124 ] && [ $ms -le {MPI_KILL_S * 1000} ] && [ -z \"$left\" ])")
 
 
 def mpi_job_outputs(text: str) -> dict[str, str]:
@@ -346,7 +379,10 @@ def verbs_host_cmd(uroce: str, i: str, rdir: str) -> str:
         port += f" --drop-rate {loss} --drop-seed {seed}"
     if _cell_family(c) == "mpi":  # only rank 0 of the ucx job is ours; mpi_pingpong as run_verbs_matrix built it
         exe = os.path.join(os.path.dirname(rdir), "mpi_pingpong")
-        return mpi_jobs(c, f"{shlex.quote(uroce)} run {afp_eal(mtu)} -- {port} {verbs_cmd(c, 'uroce', False, exe)}", exe)
+        rank0 = f"{shlex.quote(uroce)} run {afp_eal(mtu)} -- {port} {verbs_cmd(c, 'uroce', False, exe)}"
+        if c == "mpi_kill":
+            return mpi_kill_job(c, rank0, f"{rdir}/{i}.out", f"{rdir}/{i}.pcap")
+        return mpi_jobs(c, rank0, exe)
     return (f"timeout {VERBS_STEP_TIMEOUT} {shlex.quote(uroce)} run {afp_eal(mtu)} -- {port} "
             f"{verbs_cmd(c, 'uroce', role == 'server', rdir)}")
 
@@ -393,7 +429,13 @@ def verbs_output_ok(c: str, text: str, server: bool) -> bool:
         return server or len(UCX_FINAL.findall(text)) == len(UCX_BATCHES[c])
     if fam == "mpi":  # the guest's side: orted's own output, no error; ours: rank 0's, every job's run passed
         if server:
-            return not re.search(r" ERROR |Fatal|Segmentation|rror:", text)
+            return not re.search(r" ERROR |Fatal|Segmentation|rror:", text) and (c != "mpi_kill" or "orted rc=" in text)
+        if c == "mpi_kill":  # mpi_kill_job's lines, and mpirun's word on rank 0
+            m = re.search(r"^# mpirun rc=(\d+) (\d+) ms after the kill$", text, re.M)
+            return (re.search(r"^# killed rank 0 pid \d+$", text, re.M) is not None and m is not None
+                    and int(m.group(1)) not in (0, 124) and int(m.group(2)) <= MPI_KILL_S * 1000
+                    and re.search(r"^# left: none$", text, re.M) is not None
+                    and re.search(r"rank 0 with PID \d+ on node \S+ exited on signal 9", text) is not None)
         jobs = mpi_job_outputs(text)
         return all(run_ok(jobs.get(j, ""), MPI_SIZES) for j in MPI_JOBS[c])
     if fam == "qperf":  # the client: each test's figure ("rc_lat:" then "latency = 9.5 us"); the server: no error
@@ -511,7 +553,7 @@ def run_verbs_matrix(out: str, uroce: str, roles: list[str], cells: list[str],
                      "stock_output_ok": stock_ok, "our_output_ok": our_ok,
                      "stock_rows": perf_rows(ctx["stock_out"]), "our_rows": perf_rows(our_out)})
         cell["ok"] = cell["ok"] and stock_ok and our_ok
-        if _cell_family(c) == "mpi":  # figures by job and size; rank 0's port carried the ucx job
+        if _cell_family(c) == "mpi" and c != "mpi_kill":  # figures by job and size; rank 0's port carried the ucx job
             jobs = mpi_job_outputs(our_out)
             cell["mpi"] = {j: pingpong_lines(t) for j, t in jobs.items()}
             cell["our_rows"] = [mpi_summary(cell["mpi"])]
