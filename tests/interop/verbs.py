@@ -85,7 +85,7 @@ VERBS_CELLS = {
     "ucx_rc":         ("ucx_perftest", "UCX_TLS=rc_verbs,ud_verbs:aux,self", 0),
     "ucx_ud":         ("ucx_perftest", "UCX_TLS=ud_verbs,self", 0),
     # Open MPI 4.1 (issue 21, docs/MIDDLEWARE.md): tests/middleware/mpi_pingpong.c, rank 0 on the
-    # host (ours: under `uroce run` on the tap), rank 1 in the guest on rxe0, one mpirun (MPI_JOB),
+    # host (ours: under `uroce run` on the tap), rank 1 in the guest on rxe0, one mpirun (mpi_job),
     # pml ucx over rc_verbs and over ud_verbs; mpi_rc runs the same program over pml ob1, btl tcp
     # after it (the seed's comparison: the kernel's TCP between the same two hosts).
     "mpi_rc":         ("mpirun", "UCX_TLS=rc_verbs,ud_verbs:aux,self", 0),
@@ -175,7 +175,7 @@ UCX_PORT = 13337
 # UROCE_PROGRESS=inline on ours, as in tests/middleware/ucx_mpi.py.
 UCX_ENV = "UCX_UD_VERBS_ETH_DGID_CHECK=n"
 UCX_FINAL = re.compile(r"Final:\s+\d+\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+[\d.]+")
-# The MPI cells (mpi_rc, mpi_ud): mpirun (in the harness's namespace) starts rank 0 there and rank
+# The MPI cells (mpi_rc, mpi_ud, mpi_kill): mpirun (in the harness's namespace) starts rank 0 there and rank
 # 1's orted in the guest through tests/interop/mpi_agent.sh, which hands orted's command line to a
 # busybox nc listener on MPI_AGENT_PORT in the guest's step, one connection a job (MPI_JOBS);
 # mpirun's and orted's out-of-band TCP and btl tcp stay on the tap's subnet. Rank 0 is on the
@@ -223,7 +223,8 @@ def _cell_family(cell: str) -> str:
 
 def verbs_cmd(cell: str, side: str, server: bool, files: str = "/tmp") -> str:
     """The stock command line of one side of a cell: side 'rxe' (the guest) or 'uroce' (ours);
-    server: whether that side is the server; files: where the files it reads are (ucx_batch)."""
+    server: whether that side is the server; files: where the files it reads are (ucx_batch), for
+    an MPI cell's uroce side the MPI program."""
     tool, flags, _ = VERBS_CELLS[cell]
     fam = _cell_family(cell)
     v6 = cell in VERBS_V6J
