@@ -372,17 +372,21 @@ def apt_state() -> list[str]:
 def package_answers(cache: str, force: bool) -> dict:
     """The host packages installed (installing what is missing), the kernel package and its
     version, DOWNLOAD_PACKAGES' versions and IMAGE_PACKAGES' installed versions; from
-    <cache>/package-answers.json while apt_state() is what it was when they were asked."""
+    <cache>/package-answers.json while apt_state() is what it was when they were asked and the
+    package lists are the ones asked about (a list that grew, as Open MPI's packages did, asks
+    again: the old answers have no version of the new packages)."""
     memo = os.path.join(cache, "package-answers.json")
+    asked = {"host": HOST_PACKAGES, "image": IMAGE_PACKAGES, "download": DOWNLOAD_PACKAGES}
     if not force and os.path.exists(memo):
         with open(memo) as f:
             answers = json.load(f)
-        if answers.get("state") == apt_state():
+        if answers.get("state") == apt_state() and answers.get("asked") == asked:
             return answers
     ensure_host_packages()
     kpkg, kver = kernel_package()
     answers = {"kpkg": kpkg, "kver": kver, "download": {p: available_version(p) for p in DOWNLOAD_PACKAGES},
-               "installed": {p: installed_version(p) for p in IMAGE_PACKAGES}, "state": apt_state()}
+               "installed": {p: installed_version(p) for p in IMAGE_PACKAGES}, "state": apt_state(),
+               "asked": asked}
     with open(memo + ".tmp", "w") as f:
         json.dump(answers, f, indent=1)
     os.replace(memo + ".tmp", memo)
