@@ -2,7 +2,8 @@
 # tests/interop/mpi_agent.sh: Open MPI's remote launcher (plm_rsh_agent) for the QEMU guest of the
 # interop harness, in place of ssh: mpirun runs it as `AGENT HOST ORTED-COMMAND...` and it hands
 # the command line to the guest's listener (a busybox `nc -l -p PORT -e sh` in the guest's step,
-# tests/interop/verbs.py), which runs it in sh with stdin and stdout on this connection. It keeps
+# tests/interop/verbs.py), which runs it in sh with stdin and stdout on this connection (its stderr
+# is the guest step's output: "mpi_agent.sh: starting orted on HOST" there, a line a job). It keeps
 # the connection, orted's output coming back on it, until orted ends (then the guest's sh reads
 # the `exit` after it) or mpirun ends this process.
 #   mpirun --mca plm_rsh_agent "env bash tests/interop/mpi_agent.sh" ...
@@ -27,5 +28,7 @@ until connect; do
   fi
   sleep 0.2
 done
-printf '%s\nexit\n' "$*" >&3
+# a line on the guest's stderr first, which the harness counts (one a job), then orted
+# shellcheck disable=SC2016  # $(hostname) is the guest's, expanded there
+printf 'echo "mpi_agent.sh: starting orted on $(hostname)" >&2\n%s\nexit\n' "$*" >&3
 cat <&3

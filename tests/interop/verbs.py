@@ -177,11 +177,13 @@ UCX_ENV = "UCX_UD_VERBS_ETH_DGID_CHECK=n"
 UCX_FINAL = re.compile(r"Final:\s+\d+\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+[\d.]+")
 # The MPI cells (mpi_rc, mpi_ud, mpi_kill): mpirun (in the harness's namespace) starts rank 0 there and rank
 # 1's orted in the guest through tests/interop/mpi_agent.sh, which hands orted's command line to a
-# busybox nc listener on MPI_AGENT_PORT in the guest's step, one connection a job (MPI_JOBS);
+# busybox nc listener in the guest's step, one connection a job (MPI_JOBS), on a port of the cell's
+# own (mpi_port: a job of a cell the guest is not in yet, after a cell that timed out, finds no
+# listener instead of another cell's);
 # mpirun's and orted's out-of-band TCP and btl tcp stay on the tap's subnet. Rank 0 is on the
 # host's kernel address (mpirun takes it for its own node), rank 1 on the guest's. Sizes as
 # tests/middleware/ucx_mpi.py's, MPI_ITERS each: rxe under TCG streams 1 MiB at 5-10 MB/s.
-MPI_AGENT_PORT = 47600
+MPI_AGENT_PORT = 47600     # + the cell's index in MPI_JOBS (mpi_port)
 MPI_SIZES = [64, 4096, 65536, 1048576]
 MPI_ITERS = 20
 MPI_STEP_TIMEOUT = 240     # one mpirun; the guest's step serves MPI_JOBS of them
@@ -249,10 +251,10 @@ def verbs_cmd(cell: str, side: str, server: bool, files: str = "/tmp") -> str:
         return f"{env} ucx_perftest {args}" if server else f"{env} ucx_perftest {peer_oob} {args}"
     if fam == "mpi":  # the guest's side: orted, started through its listener, once a job (mpi_agent.sh)
         if side == "rxe" and cell == "mpi_kill":  # orted's status (the job killed), then none of it left
-            return f'sh -c "nc -l -p {MPI_AGENT_PORT} -e sh; echo orted rc=\\$?; sleep 1; ! pidof orted mpi_pingpong"'
+            return f'sh -c "nc -l -p {mpi_port(cell)} -e sh; echo orted rc=\\$?; sleep 1; ! pidof orted mpi_pingpong"'
         if side == "rxe":
             jobs = " ".join(str(j) for j in range(1, len(MPI_JOBS[cell]) + 1))
-            return f'sh -c "for j in {jobs}; do nc -l -p {MPI_AGENT_PORT} -e sh || exit; done"'
+            return f'sh -c "for j in {jobs}; do nc -l -p {mpi_port(cell)} -e sh || exit; done"'
         return mpi_rank(cell, side, "ucx", files)
     if fam == "qperf":  # the server serves until the client's quit test (or QPERF_SERVE_S)
         return f"qperf -lp {QPERF_PORT}" if server else f"qperf {peer_oob} -lp {QPERF_PORT} {flags} quit"
@@ -262,6 +264,11 @@ def verbs_cmd(cell: str, side: str, server: bool, files: str = "/tmp") -> str:
         return cmd if server else f"{cmd} {other}"
     cmd = (f"{tool} -d {dev} -g {gid} {flags}" if fam == "ibv" else f"{tool} -d {dev} -x {gid} -F {flags}")
     return cmd if server else f"{cmd} {peer_oob}"
+
+
+def mpi_port(cell: str) -> int:
+    """The port of an MPI cell's listener in the guest (mpi_agent.sh's UROCE_MPI_AGENT_PORT)."""
+    return MPI_AGENT_PORT + list(MPI_JOBS).index(cell)
 
 
 def mpi_rank(cell: str, side: str, job: str, exe: str) -> str:
@@ -279,7 +286,7 @@ def mpi_rank(cell: str, side: str, job: str, exe: str) -> str:
 def mpi_job(cell: str, job: str, rank0: str) -> str:
     """sh: one mpirun of an MPI cell (MPI_JOBS), rank0 on the host, rank 1 in the guest; every
     process of the job has UROCE_MPI_AGENT_PORT in its environment (mpi_kill_job's check)."""
-    return (f"timeout {MPI_STEP_TIMEOUT} env UROCE_MPI_AGENT_PORT={MPI_AGENT_PORT} {MPIRUN} {MPI_PML[job]} "
+    return (f"timeout {MPI_STEP_TIMEOUT} env UROCE_MPI_AGENT_PORT={mpi_port(cell)} {MPIRUN} {MPI_PML[job]} "
             f"-np 1 --host {KERNEL_IP4} {rank0} : -np 1 --host {GUEST_IP4} {mpi_rank(cell, 'rxe', job, MPI_GUEST_EXE)}")
 
 
@@ -428,9 +435,10 @@ def verbs_output_ok(c: str, text: str, server: bool) -> bool:
         if re.search(r" ERROR |Fatal|Segmentation|Assertion", text):
             return False
         return server or len(UCX_FINAL.findall(text)) == len(UCX_BATCHES[c])
-    if fam == "mpi":  # the guest's side: orted's own output, no error; ours: rank 0's, every job's run passed
-        if server:
-            return not re.search(r" ERROR |Fatal|Segmentation|rror:", text) and (c != "mpi_kill" or "orted rc=" in text)
+    if fam == "mpi":  # the guest's side: an orted a job, started by mpi_agent.sh, and no error;
+        if server:    # ours: rank 0's output, every job's run passed
+            return (not re.search(r" ERROR |Fatal|Segmentation|rror:", text) and (c != "mpi_kill" or "orted rc=" in text)
+                    and len(re.findall(r"^(?:\s*[\d.]+ )?mpi_agent.sh: starting orted on ", text, re.M)) == len(MPI_JOBS[c]))
         if c == "mpi_kill":  # mpi_kill_job's lines, and mpirun's word on rank 0
             m = re.search(r"^# mpirun rc=(\d+) (\d+) ms after the kill$", text, re.M)
             return (re.search(r"^# killed rank 0 pid \d+$", text, re.M) is not None and m is not None
