@@ -6,7 +6,7 @@ Only Debian packages are used:
   * host-installed (apt-get install, see install-deps.sh): rdma-core, ibverbs-utils,
     ibverbs-providers, perftest, rdmacm-utils, qperf, libfabric-bin, ucx-utils, iproute2 -- their
     binaries and the libraries `ldd` names (and UCX's transport modules) are copied into the
-    image (host and guest are both Debian 12);
+    image, and Open MPI's orted, libmpi and MCA components (openmpi-bin, libopenmpi3, libpmix2) (host and guest are both Debian 12);
   * downloaded into the cache with `apt-get download` and unpacked with `dpkg -x`
     (never installed): the kernel image package (linux-image-amd64's dependency) and
     busybox-static (it conflicts with the `busybox` package many hosts have).
@@ -42,17 +42,26 @@ DEFAULT_CACHE = "/var/cache/uroce-interop"
 # Host packages whose files are copied into the guest (their versions key the image) ...
 IMAGE_PACKAGES = ["rdma-core", "ibverbs-utils", "ibverbs-providers", "libibverbs1", "librdmacm1",
                   "perftest", "rdmacm-utils", "qperf", "libfabric-bin", "libfabric1", "ucx-utils", "libucx0",
+                  "openmpi-bin", "libopenmpi3", "openmpi-common", "libpmix2", "libhwloc15", "libevent-core-2.1-7",
                   "iproute2", "libc6", "libgcc-s1"]
 # ... and the ones the harness runs on the host (Debian 12 ships dpdk-testpmd in dpdk-dev,
-# and the af_packet PMD is only a Recommends of dpdk).
+# and the af_packet PMD is only a Recommends of dpdk; mpicc builds the MPI cells' program).
 HOST_PACKAGES = IMAGE_PACKAGES + ["qemu-system-x86", "dpdk-dev", "librte-net-af-packet23",
-                                  "librte-mempool-ring23", "python3"]
+                                  "librte-mempool-ring23", "libopenmpi-dev", "python3"]
 # Packages whose binaries (everything they install under /usr/bin or /bin) go into the guest.
 GUEST_TOOL_PACKAGES = ["ibverbs-utils", "perftest", "rdmacm-utils", "qperf", "libfabric-bin", "ucx-utils"]
 # UCX's transports are modules it dlopen()s from <libucs's directory>/ucx/ by their soname
 # (libuct_ib.so.0: rc_verbs, ud_verbs; libuct_rdmacm.so.0; libuct_cma.so.0), so ldd names none.
 UCX_MODULES = "/usr/lib/x86_64-linux-gnu/ucx/lib*.so.0"
 GUEST_EXTRA_BINARIES = ["ip", "rdma"]          # iproute2
+# Open MPI 4.1's side of an MPI job across host and guest (the verbs matrix's mpi cells): the
+# daemon mpirun starts on the guest (orted), the MPI library the cells' program links, the MCA
+# components Open MPI dlopen()s from its component directory (pml ucx, btl tcp, the PMIx and
+# hwloc glue, ...), PMIx's own components, and the help texts its errors print.
+OMPI_FILES = ["/usr/bin/orted", "/usr/lib/x86_64-linux-gnu/libmpi.so.40"]
+OMPI_MODULES = ["/usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/*.so",
+                "/usr/lib/x86_64-linux-gnu/pmix2/lib/pmix/*.so"]
+OMPI_DATA = "/usr/share/openmpi/help-*.txt"
 # Kernel modules wanted (their dependencies are added in load order).
 WANT_MODULES = ["virtio_pci", "virtio_net", "e1000", "crc32_generic", "rdma_rxe", "ib_uverbs",
                 "rdma_ucm", "ib_umad", "qemu_fw_cfg"]
@@ -363,17 +372,21 @@ def apt_state() -> list[str]:
 def package_answers(cache: str, force: bool) -> dict:
     """The host packages installed (installing what is missing), the kernel package and its
     version, DOWNLOAD_PACKAGES' versions and IMAGE_PACKAGES' installed versions; from
-    <cache>/package-answers.json while apt_state() is what it was when they were asked."""
+    <cache>/package-answers.json while apt_state() is what it was when they were asked and the
+    package lists are the ones asked about (a list that grew, as Open MPI's packages did, asks
+    again: the old answers have no version of the new packages)."""
     memo = os.path.join(cache, "package-answers.json")
+    asked = {"host": HOST_PACKAGES, "image": IMAGE_PACKAGES, "download": DOWNLOAD_PACKAGES}
     if not force and os.path.exists(memo):
         with open(memo) as f:
             answers = json.load(f)
-        if answers.get("state") == apt_state():
+        if answers.get("state") == apt_state() and answers.get("asked") == asked:
             return answers
     ensure_host_packages()
     kpkg, kver = kernel_package()
     answers = {"kpkg": kpkg, "kver": kver, "download": {p: available_version(p) for p in DOWNLOAD_PACKAGES},
-               "installed": {p: installed_version(p) for p in IMAGE_PACKAGES}, "state": apt_state()}
+               "installed": {p: installed_version(p) for p in IMAGE_PACKAGES}, "state": apt_state(),
+               "asked": asked}
     with open(memo + ".tmp", "w") as f:
         json.dump(answers, f, indent=1)
     os.replace(memo + ".tmp", memo)
@@ -481,6 +494,13 @@ def _build(cache: str, force: bool = False) -> dict[str, str]:
                 raise SystemExit(f"no UCX transport modules ({UCX_MODULES}; libucx0)")
             for m in ucx:
                 img.add_with_libs(m)
+            ompi = [f for pattern in OMPI_MODULES for f in sorted(glob.glob(pattern))]
+            if len(ompi) < 100:
+                raise SystemExit(f"{len(ompi)} Open MPI / PMIx components ({OMPI_MODULES}; libopenmpi3, libpmix2)")
+            for f in OMPI_FILES + ompi:
+                img.add_with_libs(f)
+            for f in glob.glob(OMPI_DATA):
+                img.add_host_file(f)
             # busybox applets for every name no real binary has
             applets = run([bb, "--list"]).split()
             for a in applets:
@@ -500,6 +520,7 @@ def _build(cache: str, force: bool = False) -> dict[str, str]:
             # manifest: what is in the guest, with versions
             pkgs = sorted(set(GUEST_TOOL_PACKAGES + ["rdma-core", "ibverbs-providers",
                                                      "libibverbs1", "librdmacm1", "libucx0", "iproute2",
+                                                     "openmpi-bin", "libopenmpi3", "libpmix2",
                                                      "libc6"]))
             man = [f"kernel-package {kpkg} {kver}", f"kernel-release {kernel_release}",
                    f"busybox-static {dl_versions['busybox-static']}"]

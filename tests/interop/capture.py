@@ -30,6 +30,26 @@ def read_pcap(path: str, window: tuple[int, int] | None = None):
             yield f.read(incl)
 
 
+def drop_partial_record(path: str) -> int:
+    """Cut a pcap file after its last whole record (a writer killed by SIGKILL leaves the frames
+    its stdio buffer held unwritten, the last one cut short); returns the bytes dropped."""
+    size = os.path.getsize(path)
+    end = 24
+    with open(path, "rb") as f:
+        magic = struct.unpack("<I", f.read(4))[0]
+        rec = struct.Struct(("<" if magic in (0xA1B2C3D4, 0xA1B23C4D) else ">") + "IIII")
+        f.seek(24)
+        while len(r := f.read(16)) == 16:
+            incl = rec.unpack(r)[2]
+            if end + 16 + incl > size:
+                break
+            end += 16 + incl
+            f.seek(end)
+    if end < size:
+        os.truncate(path, end)
+    return size - end
+
+
 def roce_icrc(frame: bytes) -> tuple[int, int] | None:
     """(computed, carried) ICRC of an Ethernet/IPv4|IPv6/UDP:4791 frame, or None."""
     et = struct.unpack("!H", frame[12:14])[0]

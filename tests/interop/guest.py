@@ -383,8 +383,9 @@ class TestPmd:
 def run_single(out: str, guest_script: str, host_cmd: str | None = None, *, mtu: int = 1500,
                ipv6: bool = False, testpmd: bool = False, timeout: float = 300,
                nic: str = "virtio-net-pci", host_first_s: float = 1.0,
-               cache: str | None = None) -> dict:
-    """One guest on the tap + optional host command + optional testpmd. Returns a result dict."""
+               cache: str | None = None, files: dict[str, str] | None = None) -> dict:
+    """One guest on the tap + optional host command + optional testpmd; files: as start_guest's.
+    Returns a result dict."""
     res: dict = {"mode": "single", "out": os.path.abspath(out)}
     t0 = time.monotonic()
     with Session(out, cache) as s:
@@ -400,7 +401,7 @@ def run_single(out: str, guest_script: str, host_cmd: str | None = None, *, mtu:
             time.sleep(host_first_s)
         tq = time.monotonic()
         g = s.start_guest("A", guest_script, s.tap_netdev(), ip4=GUEST_IP4, mac=GUEST_MAC,
-                          ip6=GUEST_IP6 if ipv6 else None, mtu=mtu, nic=nic, timeout=timeout)
+                          ip6=GUEST_IP6 if ipv6 else None, mtu=mtu, nic=nic, timeout=timeout, files=files)
         res["boot_s"] = round(g.wait_ready(min(timeout, 180)), 2)
         g.finish()
         res["guest_s"] = round(time.monotonic() - tq, 2)

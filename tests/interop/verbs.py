@@ -6,13 +6,20 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import sys
 import time
 
 import verify_data
 from capture import read_pcap
 from cells import (afp_eal, counters_text, guest_step, host_step, matrix_ok, md_table, perf_rows,
                    RETRY_S, retry_loop, run_cells, step_window, verify_text, wait_arp)
-from guest import GUEST_IP4, GUEST_IP6, KERNEL_IP4, STACK_IP4, STACK_IP6, STACK_MAC
+from guest import GUEST_IP4, GUEST_IP6, KERNEL_IP4, NET4, STACK_IP4, STACK_IP6, STACK_MAC
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MIDDLEWARE = os.path.join(HERE, "..", "middleware")
+sys.path.insert(0, MIDDLEWARE)
+import mpi_program  # noqa: E402
+from mpi_program import min_frames, pingpong_lines, run_ok  # noqa: E402
 
 # The same unmodified Debian 12 binary on both sides: in the guest on rxe0, on the host under
 # `uroce run` (apps/run: our libibverbs.so.1 and librdmacm.so.1 first in LD_LIBRARY_PATH) on our
@@ -77,6 +84,16 @@ VERBS_CELLS = {
     # rc_verbs (wired up through a ud_verbs endpoint) and one over ud_verbs alone.
     "ucx_rc":         ("ucx_perftest", "UCX_TLS=rc_verbs,ud_verbs:aux,self", 0),
     "ucx_ud":         ("ucx_perftest", "UCX_TLS=ud_verbs,self", 0),
+    # Open MPI 4.1 (issue 21, docs/MIDDLEWARE.md): tests/middleware/mpi_pingpong.c, rank 0 on the
+    # host (ours: under `uroce run` on the tap), rank 1 in the guest on rxe0, one mpirun (mpi_job),
+    # pml ucx over rc_verbs and over ud_verbs; mpi_rc runs the same program over pml ob1, btl tcp
+    # after it (the seed's comparison: the kernel's TCP between the same two hosts).
+    "mpi_rc":         ("mpirun", "UCX_TLS=rc_verbs,ud_verbs:aux,self", 0),
+    "mpi_ud":         ("mpirun", "UCX_TLS=ud_verbs,self", 0),
+    # A rank killed (issue 21's robustness item): rank 0, ours, SIGKILLed by its PID in the 1 MiB
+    # stream of an mpi_rc job; mpirun must end the job with an error within MPI_KILL_S, the guest's
+    # orted and rank 1 must be gone, and no process of the job left on the host (mpi_kill_job).
+    "mpi_kill":       ("mpirun", "UCX_TLS=rc_verbs,ud_verbs:aux,self", 0),
     # qperf 0.4.11 over rdma_cm (-cm1, which RoCE needs): our client against qperf's server on rxe.
     # Ours as the client only (VERBS_ROLES): qperf reaches its server's TCP control port and its
     # rdma_cm listener at one address, and the tap's kernel address is not uroce's.
@@ -103,7 +120,8 @@ VERBS_CELLS = {
 # array that rdma_cm_destroy_cma has just destroyed and freed (perftest v4.5-0.17): our client
 # crashes there, and the rxe server, still listening for the test connection, takes the next
 # try's channel REQ as it and never posts a receive on it (RNR NAKs for ever). docs/INTEROP.md.
-VERBS_ROLES = {"send_lat_R": ("server",), "write_bw_R": ("server",), "qperf": ("client",)}
+VERBS_ROLES = {"send_lat_R": ("server",), "write_bw_R": ("server",), "qperf": ("client",),
+               "mpi_rc": ("client",), "mpi_ud": ("client",), "mpi_kill": ("client",)}  # mpirun on the host dials the guest
 # A loss cell's --drop-seed: 1 + its index here (+ 100 as the client), the sorted cells of the
 # first matrix, so cells added later do not change the losses of the old ones. A lost last frame
 # goes unrepaired: rping's client sends one DREQ, destroys its id and exits (the kernel CM, too,
@@ -123,7 +141,9 @@ VERBS_RETRY = {            # what a client prints while the server is not listen
     # "Fix rdmacm race"): a REQ that comes first is rejected, and the client runs again
     "qperf": "failed to connect\\|No route to host\\|Event rejected",
     # perftest -R's client gives up at once when its REQ is rejected (the server not up yet)
-    "ibR": "REJECTED\\|UNREACHABLE\\|Unable to perform rdma_client"}
+    "ibR": "REJECTED\\|UNREACHABLE\\|Unable to perform rdma_client",
+    # mpirun does not retry: tests/interop/mpi_agent.sh waits for the guest's listener
+    "mpi": None}
 VERBS_OUR_GID = 3
 FI_PORT = 47592                                      # fi_pingpong's control port (-B / -P)
 FI_SIZES = ["64", "256", "1k", "4k", "64k", "1m"]    # fi_pingpong's default sizes, as it prints them
@@ -155,6 +175,27 @@ UCX_PORT = 13337
 # UROCE_PROGRESS=inline on ours, as in tests/middleware/ucx_mpi.py.
 UCX_ENV = "UCX_UD_VERBS_ETH_DGID_CHECK=n"
 UCX_FINAL = re.compile(r"Final:\s+\d+\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+[\d.]+")
+# The MPI cells (mpi_rc, mpi_ud, mpi_kill): mpirun (in the harness's namespace) starts rank 0 there and rank
+# 1's orted in the guest through tests/interop/mpi_agent.sh, which hands orted's command line to a
+# busybox nc listener in the guest's step, one connection a job (MPI_JOBS), on a port of the cell's
+# own (mpi_port: a job of a cell the guest is not in yet, after a cell that timed out, finds no
+# listener instead of another cell's);
+# mpirun's and orted's out-of-band TCP and btl tcp stay on the tap's subnet. Rank 0 is on the
+# host's kernel address (mpirun takes it for its own node), rank 1 on the guest's. Sizes as
+# tests/middleware/ucx_mpi.py's, MPI_ITERS each: rxe under TCG streams 1 MiB at 5-10 MB/s.
+MPI_AGENT_PORT = 47600     # + the cell's index in MPI_JOBS (mpi_port)
+MPI_SIZES = [64, 4096, 65536, 1048576]
+MPI_ITERS = 20
+MPI_STEP_TIMEOUT = 240     # one mpirun; the guest's step serves MPI_JOBS of them
+MPI_GUEST_EXE = "/tmp/mpi_pingpong"    # from fw_cfg (run_verbs_matrix)
+MPI_JOBS = {"mpi_rc": ("ucx", "tcp"), "mpi_ud": ("ucx",), "mpi_kill": ("ucx",)}
+MPI_KILL_S = 30            # mpi_kill: how soon after the kill mpirun must have ended
+MPIRUN = (f"mpirun --allow-run-as-root --leave-session-attached "
+          f"--mca plm_rsh_agent 'env bash {os.path.join(HERE, 'mpi_agent.sh')}' "
+          f"--mca oob_tcp_if_include {NET4}.0/24")
+# pml ucx and no shared memory (ucx_mpi.py's MPI_UCX); ob1 over btl tcp on the tap's subnet
+MPI_PML = {"ucx": "--mca pml ucx --mca btl self --mca osc ucx",
+           "tcp": f"--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include {NET4}.0/24"}
 # The cells on IPv6 GIDs (rxe's $GID6, our index 5: the IPv6 RoCEv2 entry after the IPv4 pair)
 # over a 9000-byte link, path MTU 4096; the out-of-band TCP stays on IPv4.
 VERBS_V6J = {c for c in VERBS_CELLS if c.endswith("_6j")}
@@ -166,9 +207,9 @@ VERBS_SERVER_NO_ROW = {"ib_read_lat", "ib_atomic_lat"}
 
 def _verbs_family(tool: str, flags: str = "") -> str:
     """ibv (pingpong), ib (perftest over TCP), ibR (perftest -R), rping, cma (ucmatose, udaddy),
-    fi (fi_pingpong), qperf, ucx (ucx_perftest)."""
-    if tool in ("fi_pingpong", "qperf", "ucx_perftest"):
-        return {"fi_pingpong": "fi", "qperf": "qperf", "ucx_perftest": "ucx"}[tool]
+    fi (fi_pingpong), qperf, ucx (ucx_perftest), mpi (mpirun)."""
+    if tool in ("fi_pingpong", "qperf", "ucx_perftest", "mpirun"):
+        return {"fi_pingpong": "fi", "qperf": "qperf", "ucx_perftest": "ucx", "mpirun": "mpi"}[tool]
     if tool == "rping":
         return "rping"
     if tool in ("ucmatose", "udaddy"):
@@ -184,7 +225,8 @@ def _cell_family(cell: str) -> str:
 
 def verbs_cmd(cell: str, side: str, server: bool, files: str = "/tmp") -> str:
     """The stock command line of one side of a cell: side 'rxe' (the guest) or 'uroce' (ours);
-    server: whether that side is the server; files: where the files it reads are (ucx_batch)."""
+    server: whether that side is the server; files: where the files it reads are (ucx_batch), for
+    an MPI cell's uroce side the MPI program."""
     tool, flags, _ = VERBS_CELLS[cell]
     fam = _cell_family(cell)
     v6 = cell in VERBS_V6J
@@ -207,6 +249,13 @@ def verbs_cmd(cell: str, side: str, server: bool, files: str = "/tmp") -> str:
         env = f"env {flags} UCX_NET_DEVICES={dev} {UCX_ENV}" + (" UROCE_PROGRESS=inline" if side == "uroce" else "")
         args = f"-p {UCX_PORT} -b {files}/{cell}.batch"
         return f"{env} ucx_perftest {args}" if server else f"{env} ucx_perftest {peer_oob} {args}"
+    if fam == "mpi":  # the guest's side: orted, started through its listener, once a job (mpi_agent.sh)
+        if side == "rxe" and cell == "mpi_kill":  # orted's status (the job killed), then none of it left
+            return f'sh -c "nc -l -p {mpi_port(cell)} -e sh; echo orted rc=\\$?; sleep 1; ! pidof orted mpi_pingpong"'
+        if side == "rxe":
+            jobs = " ".join(str(j) for j in range(1, len(MPI_JOBS[cell]) + 1))
+            return f'sh -c "for j in {jobs}; do nc -l -p {mpi_port(cell)} -e sh || exit; done"'
+        return mpi_rank(cell, side, "ucx", files)
     if fam == "qperf":  # the server serves until the client's quit test (or QPERF_SERVE_S)
         return f"qperf -lp {QPERF_PORT}" if server else f"qperf {peer_oob} -lp {QPERF_PORT} {flags} quit"
     dev = "rxe0" if side == "rxe" else "uroce0"
@@ -215,6 +264,68 @@ def verbs_cmd(cell: str, side: str, server: bool, files: str = "/tmp") -> str:
         return cmd if server else f"{cmd} {other}"
     cmd = (f"{tool} -d {dev} -g {gid} {flags}" if fam == "ibv" else f"{tool} -d {dev} -x {gid} -F {flags}")
     return cmd if server else f"{cmd} {peer_oob}"
+
+
+def mpi_port(cell: str) -> int:
+    """The port of an MPI cell's listener in the guest (mpi_agent.sh's UROCE_MPI_AGENT_PORT)."""
+    return MPI_AGENT_PORT + list(MPI_JOBS).index(cell)
+
+
+def mpi_rank(cell: str, side: str, job: str, exe: str) -> str:
+    """The command of one rank of an MPI cell's job (MPI_JOBS): exe (mpi_pingpong) with the
+    UCX settings of the side (rxe: rank 1 in the guest; uroce: rank 0, run by verbs_host_cmd under
+    `uroce run`, UROCE_PROGRESS=inline as in tests/middleware/ucx_mpi.py); no UCX settings on btl tcp."""
+    prog = f"{exe} {','.join(map(str, MPI_SIZES))} {MPI_ITERS}"
+    if job == "tcp":
+        return prog
+    dev = "rxe0:1" if side == "rxe" else "uroce0:1"
+    env = f"env {VERBS_CELLS[cell][1]} UCX_NET_DEVICES={dev} {UCX_ENV}" + (" UROCE_PROGRESS=inline" if side == "uroce" else "")
+    return f"{env} {prog}"
+
+
+def mpi_job(cell: str, job: str, rank0: str) -> str:
+    """sh: one mpirun of an MPI cell (MPI_JOBS), rank0 on the host, rank 1 in the guest; every
+    process of the job has UROCE_MPI_AGENT_PORT in its environment (mpi_kill_job's check)."""
+    return (f"timeout {MPI_STEP_TIMEOUT} env UROCE_MPI_AGENT_PORT={mpi_port(cell)} {MPIRUN} {MPI_PML[job]} "
+            f"-np 1 --host {KERNEL_IP4} {rank0} : -np 1 --host {GUEST_IP4} {mpi_rank(cell, 'rxe', job, MPI_GUEST_EXE)}")
+
+
+def mpi_jobs(cell: str, uroce_rank0: str, exe: str) -> str:
+    """sh: the cell's mpirun jobs one after the other (MPI_JOBS; a line "# MPI job JOB" before
+    each one's output), every job run whatever the one before it did (the guest serves each), the
+    status the first failing job's; uroce_rank0: rank 0 of the ucx job under `uroce run`."""
+    lines = []
+    for job in MPI_JOBS[cell]:
+        rank0 = uroce_rank0 if job == "ucx" else mpi_rank(cell, "uroce", job, exe)
+        lines.append(f"echo '# MPI job {job}'; {mpi_job(cell, job, rank0)}; r2=$?; [ $r != 0 ] || r=$r2")
+    return "(r=0; " + "; ".join(lines) + "; exit $r)"
+
+
+def mpi_kill_job(cell: str, uroce_rank0: str, out: str, pcap: str) -> str:
+    """sh (mpi_kill): the ucx job in the background, its output in out; once rank 0 has printed
+    the 65536-byte line (the 1 MiB stream is next), rank 0 (mpirun's child; `uroce run` and env
+    exec it) is SIGKILLed by its PID. Lines: "# killed rank 0 pid P", "# mpirun rc=R M ms after
+    the kill", "# left: PIDS" (processes with UROCE_MPI_AGENT_PORT in their environment: mpirun,
+    the agent, rank 0). Status 0 if P was found and killed, mpirun ended with an error (not its
+    timeout) within MPI_KILL_S and nothing was left. Our capture, cut short by the kill, is cut
+    after its last whole frame (capture.drop_partial_record)."""
+    return (f"(echo '# MPI job ucx'; {mpi_job(cell, 'ucx', uroce_rank0)} & m=$!; "
+            f"for j in $(seq {MPI_STEP_TIMEOUT * 5}); do grep -q '^pingpong size=65536 ' {out} && break; "
+            f"kill -0 $m 2>/dev/null || break; sleep 0.2; done; "
+            f"mr=$(ps -o pid= --ppid $m); p=$(ps -o pid=,comm= --ppid ${{mr:-0}} | awk '$2 == \"mpi_pingpong\" {{print $1}}'); "
+            f"echo \"# killed rank 0 pid ${{p:-none}}\"; [ -n \"$p\" ] && kill -KILL $p; t0=$(date +%s%N); "
+            f"wait $m; r=$?; ms=$(( ($(date +%s%N) - t0) / 1000000 )); echo \"# mpirun rc=$r $ms ms after the kill\"; "
+            f"left=; for e in /proc/[0-9]*/environ; do grep -qz '^UROCE_MPI_AGENT_PORT=' $e 2>/dev/null && "
+            f"left=\"$left $(basename $(dirname $e))\"; done; echo \"# left:${{left:- none}}\"; "
+            f"python3 -c \"import sys; sys.path.insert(0, '{HERE}'); import capture; "
+            f"print('# capture: dropped', capture.drop_partial_record('{pcap}'), 'bytes of a partial last frame')\"; "
+            f"[ -n \"$p\" ] && [ $r != 0 ] && [ $r != 124 ] && [ $ms -le {MPI_KILL_S * 1000} ] && [ -z \"$left\" ])")
+
+
+def mpi_job_outputs(text: str) -> dict[str, str]:
+    """Rank 0's output of each job of an MPI cell (mpi_jobs' lines), by job."""
+    parts = re.split(r"^(?:\s*[\d.]+ )?# MPI job (\w+)$", text, flags=re.M)
+    return dict(zip(parts[1::2], parts[2::2]))
 
 
 def ucx_batch(cell: str, side: str, files: str = "/tmp") -> str:
@@ -231,6 +342,9 @@ def verbs_ids(roles: list[str], cells: list[str]) -> list[str]:
 
 def verbs_guest_script(ids: list[str]) -> str:
     lines = []
+    if any(_cell_family(i.split("-", 1)[1]) == "mpi" for i in ids):  # the MPI program, from fw_cfg
+        lines.append(f"cat /sys/firmware/qemu_fw_cfg/by_name/opt/uroce/mpi_pingpong/raw >{MPI_GUEST_EXE} && "
+                     f"chmod +x {MPI_GUEST_EXE}")
     for i in ids:
         role, c = i.split("-", 1)
         fam = _cell_family(c)
@@ -239,6 +353,8 @@ def verbs_guest_script(ids: list[str]) -> str:
                 'tail -n 5 /tmp/o; fi' if fam == "rping" else "cat /tmp/o")
         after = f"{show}; [ $rc = 0 ] || exit $rc; ! grep -q \"invalid data\\|mismatch\" /tmp/o"
         timeout = VERBS_STEP_TIMEOUT
+        if fam == "mpi":
+            timeout = MPI_STEP_TIMEOUT * len(MPI_JOBS[c])
         if fam == "qperf":  # the server's end: the quit test (0) or its stop by timeout (busybox: 143, coreutils: 124)
             after, timeout = "cat /tmp/o; [ $rc = 0 ] || [ $rc = 143 ] || [ $rc = 124 ] || exit $rc; exit 0", QPERF_SERVE_S
         if fam == "ucx":
@@ -264,11 +380,17 @@ def verbs_host_cmd(uroce: str, i: str, rdir: str) -> str:
             f"--counters {rdir}/{i}.counters")
     if c in VERBS_V6J:
         port += f" --ip6 {STACK_IP6} --port-mtu {mtu}"
-    if _cell_family(c) == "ucx":  # the files UCX reads to list a device (docs/MIDDLEWARE.md)
+    if _cell_family(c) in ("ucx", "mpi"):  # the files UCX reads to list a device (docs/MIDDLEWARE.md)
         port += " --device-files"
     if loss:
         seed = 1 + VERBS_SEED_ORDER.index(c) + (100 if role == "client" else 0)
         port += f" --drop-rate {loss} --drop-seed {seed}"
+    if _cell_family(c) == "mpi":  # only rank 0 of the ucx job is ours; mpi_pingpong as run_verbs_matrix built it
+        exe = os.path.join(os.path.dirname(rdir), "mpi_pingpong")
+        rank0 = f"{shlex.quote(uroce)} run {afp_eal(mtu)} -- {port} {verbs_cmd(c, 'uroce', False, exe)}"
+        if c == "mpi_kill":
+            return mpi_kill_job(c, rank0, f"{rdir}/{i}.out", f"{rdir}/{i}.pcap")
+        return mpi_jobs(c, rank0, exe)
     return (f"timeout {VERBS_STEP_TIMEOUT} {shlex.quote(uroce)} run {afp_eal(mtu)} -- {port} "
             f"{verbs_cmd(c, 'uroce', role == 'server', rdir)}")
 
@@ -281,7 +403,7 @@ def verbs_host_script(uroce: str, ids: list[str], rdir: str) -> str:
         role, c = i.split("-", 1)
         out = f"{rdir}/{i}.out"
         run = f"{verbs_host_cmd(uroce, i, rdir)} >{out} 2>&1; rc=$?"
-        if role == "client":
+        if role == "client" and VERBS_RETRY[_cell_family(c)]:
             run = retry_loop(f"{run}; [ $rc != 0 ] && grep -q '{VERBS_RETRY[_cell_family(c)]}' {out}",
                              QPERF_CONNECT_S if _cell_family(c) == "qperf" else RETRY_S)
         if _cell_family(c) == "ucx":
@@ -313,6 +435,18 @@ def verbs_output_ok(c: str, text: str, server: bool) -> bool:
         if re.search(r" ERROR |Fatal|Segmentation|Assertion", text):
             return False
         return server or len(UCX_FINAL.findall(text)) == len(UCX_BATCHES[c])
+    if fam == "mpi":  # the guest's side: an orted a job, started by mpi_agent.sh, and no error;
+        if server:    # ours: rank 0's output, every job's run passed
+            return (not re.search(r" ERROR |Fatal|Segmentation|rror:", text) and (c != "mpi_kill" or "orted rc=" in text)
+                    and len(re.findall(r"^(?:\s*[\d.]+ )?mpi_agent.sh: starting orted on ", text, re.M)) == len(MPI_JOBS[c]))
+        if c == "mpi_kill":  # mpi_kill_job's lines, and mpirun's word on rank 0
+            m = re.search(r"^# mpirun rc=(\d+) (\d+) ms after the kill$", text, re.M)
+            return (re.search(r"^# killed rank 0 pid \d+$", text, re.M) is not None and m is not None
+                    and int(m.group(1)) not in (0, 124) and int(m.group(2)) <= MPI_KILL_S * 1000
+                    and re.search(r"^# left: none$", text, re.M) is not None
+                    and re.search(r"rank 0 with PID \d+ on node \S+ exited on signal 9", text) is not None)
+        jobs = mpi_job_outputs(text)
+        return all(run_ok(jobs.get(j, ""), MPI_SIZES) for j in MPI_JOBS[c])
     if fam == "qperf":  # the client: each test's figure ("rc_lat:" then "latency = 9.5 us"); the server: no error
         if server:
             return not re.search(r"error|fail|unexpected", text, re.I)
@@ -409,6 +543,8 @@ def run_verbs_matrix(out: str, uroce: str, roles: list[str], cells: list[str],
     perftest, the data on the wire (verbs_data_check)."""
     res: dict = {"cells": {}, "boots": {}}
     ids = verbs_ids(roles, cells)
+    files = ({"mpi_pingpong": mpi_program.build(os.path.join(out, "mpi_pingpong"))}
+             if any(_cell_family(c) == "mpi" for c in cells) else None)
 
     def check(role: str, c: str, cell: dict, ctx: dict) -> None:
         i = f"{role}-{c}"
@@ -426,6 +562,14 @@ def run_verbs_matrix(out: str, uroce: str, roles: list[str], cells: list[str],
                      "stock_output_ok": stock_ok, "our_output_ok": our_ok,
                      "stock_rows": perf_rows(ctx["stock_out"]), "our_rows": perf_rows(our_out)})
         cell["ok"] = cell["ok"] and stock_ok and our_ok
+        if _cell_family(c) == "mpi" and c != "mpi_kill":  # figures by job and size; rank 0's port carried the ucx job
+            jobs = mpi_job_outputs(our_out)
+            cell["mpi"] = {j: pingpong_lines(t) for j, t in jobs.items()}
+            cell["our_rows"] = [mpi_summary(cell["mpi"])]
+            sent0 = min_frames(jobs.get("ucx", ""))[0]
+            acks = counters.get("ack_sent", 0) > 0
+            cell["frames_ok"] = counters.get("sent_pkts", 0) >= sent0 > 0 and acks == ("rc_verbs" in flags)
+            cell["ok"] = cell["ok"] and cell["frames_ok"]
         if c in VERBS_V6J:  # every RoCE frame between the two IPv6 addresses, the largest 4096 B
             frames = [f for f in map(verify_data.roce, read_pcap(cell["pcap"])) if f]
             v6 = bool(frames) and all({f["src"], f["dst"]} == {STACK_IP6, GUEST_IP6} for f in frames)
@@ -458,9 +602,19 @@ def run_verbs_matrix(out: str, uroce: str, roles: list[str], cells: list[str],
         if group:
             run_cells(res, uroce, out, boot, [tuple(i.split("-", 1)) for i in group], verbs_guest_script(group),
                       lambda rdir, g=group: verbs_host_script(uroce, g, rdir), check, timeout=timeout,
-                      cache=cache, mtu=9000 if v6j else 1500, ipv6=v6j)
+                      cache=cache, mtu=9000 if v6j else 1500, ipv6=v6j, files=files)
     res["ok"] = matrix_ok(res)
     return res
+
+
+def mpi_summary(jobs: dict[str, dict]) -> str:
+    """An MPI cell's figures at the smallest and largest size, by job: half round trip, stream."""
+    out = []
+    for job, pp in jobs.items():
+        if pp:
+            lo, hi = min(pp), max(pp)
+            out.append(f"{job}: {lo} B {pp[lo][0]:.0f} us, {hi} B {pp[hi][1]:.1f} MB/s")
+    return "; ".join(out)
 
 
 def verbs_result(rows: list[str], ok: bool) -> str:

@@ -47,6 +47,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "dpdk"))
 import harness  # noqa: E402
+import mpi_program  # noqa: E402
+from mpi_program import min_frames, pingpong_lines, run_ok  # noqa: E402
 
 UROCE = os.path.abspath(sys.argv[1])
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -265,12 +267,6 @@ def mpi_ucx_argv(cd, tls, prog):
     return MPIRUN + MPI_UCX + exports + [END, UROCE, cd] + prog
 
 
-def pingpong_lines(out):
-    """mpi_pingpong's lines: size -> (median half round trip us, MB/s, iterations)."""
-    return {int(s): (float(lat), float(bw), int(n)) for s, n, lat, bw in
-            re.findall(r"^pingpong size=(\d+) iters=(\d+) lat_us=([\d.]+) bw_MBps=([\d.]+)", out, re.M)}
-
-
 def mpi(d, exe):
     iters = 200
     prog = [exe, ",".join(map(str, SIZES)), str(iters)]
@@ -284,8 +280,7 @@ def mpi(d, exe):
         rc = p.wait(150)
         out = p.output()
         pp = pingpong_lines(out)
-        good = rc == 0 and sorted(pp) == SIZES and re.search(r"^allreduce n=\d+ ranks=2 ok=1$", out, re.M) \
-            and "mpi_pingpong: done, 0 errors" in out
+        good = rc == 0 and run_ok(out, SIZES)
         check(bool(good), f"{name}: mpirun rc {rc}, {len(pp)} sizes, allreduce checked, data checked "
                           f"({time.monotonic() - t0:.1f} s)")
         for s, (lat, bw, n) in sorted(pp.items()):
@@ -294,10 +289,7 @@ def mpi(d, exe):
             print(out[-3000:])
         if kind == "ucx":
             c = [counters(os.path.join(cd, f"end{r}.counters")) for r in (0, 1)]
-            # Rank 0 sends each size's stream and half its ping-pong, rank 1
-            # the other half: at least that many bytes / path MTU (1024) frames.
-            sent0 = sum(n * s * 2 for s, (_, _, n) in pp.items()) // 1024
-            sent1 = sum(n * s for s, (_, _, n) in pp.items()) // 1024
+            sent0, sent1 = min_frames(out)
             check(c[0].get("sent_pkts", 0) >= sent0 and c[1].get("sent_pkts", 0) >= sent1 and sent1 > 0,
                   f"{name}: over uroce: rank 0 sent {c[0].get('sent_pkts')} frames (>= {sent0}), rank 1 "
                   f"{c[1].get('sent_pkts')} (>= {sent1})")
@@ -415,9 +407,7 @@ def main():
     rounds = int(sys.argv[3]) if sys.argv[2:3] == ["--compare"] else 0
     json_path = sys.argv[4] if rounds and len(sys.argv) > 4 else ""
     with harness.tempdir("middleware") as d:
-        exe = os.path.join(d, "mpi_pingpong")
-        subprocess.run(["mpicc", "-O2", "-Wall", "-Wextra", "-Werror", "-o", exe, os.path.join(HERE, "mpi_pingpong.c")],
-                       check=True)
+        exe = mpi_program.build(os.path.join(d, "mpi_pingpong"))
         if rounds:
             compare(d, exe, rounds, json_path)
             return 0
