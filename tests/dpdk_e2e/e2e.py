@@ -37,7 +37,9 @@ results at the requester, the atomic word's final value at the target.
               matrix; the RC matrix with the fabric's seeded loss, reordering
               and duplication (retransmissions counted), whose switch capture
               must pass `uroce dump --verify` and decode in tshark as
-              InfiniBand with nothing malformed; bad --driver/--fabric input
+              InfiniBand with nothing malformed; a fabric that loses every
+              frame, whose row must name the QP's failure (retry counter
+              exceeded), not the stale bytes of a flushed receive; bad --driver/--fabric input
 The loss period is 13 (see LOSS_EVERY). Exit 0 pass, 1 fail, 77 skip (only
 the namespace cells, only when not root; af_xdp also without the PMD or XDP sockets). Everything started is stopped by PID,
 everything created is removed.
@@ -546,6 +548,18 @@ def loopback_main(uroce):
         harness.check(frames and all(":infiniband" in f for f in frames) and not bad,
                       f"tshark: {sum(':infiniband' in f for f in frames)} of {len(frames)} frames InfiniBand, "
                       f"malformed/error {bad[:3]}", failures)
+
+        # A link that loses every frame: the RC QP fails (retry_cnt spent), its
+        # receives are flushed, and the row must say so. A flushed receive's
+        # buffer holds no message (in a pingpong, the one two round trips back:
+        # "message 734 ... holds message 732's bytes" under load on 2026-12-02
+        # was such a failure, reported as a data mismatch).
+        rc, out = launch(uroce, "loopback-dead-link", d, ["--driver", "loopback", "--fabric", "loss=1", "--ops", "send",
+                                                          "--sizes", "64", "--iters", "3", "--stream-msgs", "0",
+                                                          "--ack-timeout", "3"])
+        rows = [ln for ln in out.splitlines() if ROW.match(ln)]
+        harness.check(rc == 1 and len(rows) == 1 and rows[0].endswith("# message 0: transport retry counter exceeded"),
+                      f"loopback, every frame lost: exit {rc} (want 1), rows {rows}", failures)
 
         for args, want, text in [(["--driver", "loopback", "--role", "server"], 2, "takes no --role"),
                                  (["--driver", "loopback", "--dev", "net_null0"], 2, "no --dev"),
