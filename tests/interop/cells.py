@@ -24,6 +24,14 @@ from guest import log, preflight, run_single, sh
 # ~1 s. (The frames once thought lost here were lost in the guest's qdisc: guest/init.)
 AFP_FRAMES = 16384
 
+# Our RC local ACK timeout in the cells (`--qp-timeout` of `uroce pingpong` and `uroce perf`):
+# code 18, 1.07 s a try, where rdma-core's pingpong and perftest take 14 (67 ms). rxe in the TCG
+# guest stalls for hundreds of ms on a loaded host: on 2026-12-02 a 640 ms stall spent all 7
+# retries of 67 ms (pingpong client/rc6), and another spent those of our `uroce perf` in perf
+# server/write_bw_b ("transport retry counter exceeded"). The cells check interop, not the timer:
+# the wire is the same but for when a resend goes out (a loss cell's few timeouts cost 1 s each).
+OUR_QP_TIMEOUT = 18
+
 
 def afp_eal(mtu: int = 1500) -> str:
     """The EAL arguments of one of our processes on the tap: its own EAL (--no-shconf), no
