@@ -61,11 +61,19 @@ RETRY_PAUSE_S = 0.2
 RETRY_S = 90
 
 
-def retry_loop(body: str, retry_s: float = RETRY_S) -> str:
+def retry_loop(body: str, retry_s: float = RETRY_S, keep: str | None = None) -> str:
     """sh: body (a command list ending in one whose status says "try again") again, RETRY_PAUSE_S
-    apart, while that status is 0 and less than retry_s seconds have passed since the first try."""
-    return (f"retry_end=$(( $(date +%s) + {round(retry_s)} )); while :; do {body} || break; "
-            f"[ $(date +%s) -lt $retry_end ] || break; sleep {RETRY_PAUSE_S}; done")
+    apart, while that status is 0 and less than retry_s seconds have passed since the first try;
+    $try counts the tries. keep: the file each try writes its output to (the caller reads the
+    last try's there). Every earlier try's is kept too, under a line that numbers and times it,
+    and printed once the loop ends, ahead of whatever the caller prints of the last: a client
+    that could not connect for 98 s (our qperf client in CI) shows why in every try, not only
+    in its last."""
+    save = f'{{ echo "--- try $try, retried at $(date +%T):"; cat {keep}; }} >>{keep}.tries; ' if keep else ""
+    show = f"; if [ -s {keep}.tries ]; then cat {keep}.tries; echo \"--- try $try, the last:\"; fi" if keep else ""
+    clear = f"rm -f {keep}.tries; " if keep else ""
+    return (f"{clear}try=0; retry_end=$(( $(date +%s) + {round(retry_s)} )); while :; do try=$((try + 1)); "
+            f"{body} || break; [ $(date +%s) -lt $retry_end ] || break; {save}sleep {RETRY_PAUSE_S}; done{show}")
 
 
 def wait_arp(ip: str, tries: int = 90) -> str:
@@ -83,7 +91,7 @@ def guest_step(name: str, cmd: str, timeout: int, retry_on: str | None = None,
     output matches that grep pattern (a stock client before our server listens)."""
     run = f"timeout {timeout} {cmd} >/tmp/o 2>&1; rc=$?; "
     if retry_on:
-        run = retry_loop(f'{run}grep -q "{retry_on}" /tmp/o') + "; "
+        run = retry_loop(f'{run}grep -q "{retry_on}" /tmp/o', keep="/tmp/o") + "; "
     return f"uroce-step {name} sh -c '{first}{run}{after}'"
 
 
