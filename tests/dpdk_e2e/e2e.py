@@ -600,7 +600,8 @@ def loss_recovery_main(uroce):
     with harness.tempdir("e2e-loss") as d:
         js = os.path.join(d, "loss.json")
         r = subprocess.run([sys.executable, os.path.join(HERE, "..", "..", "bench", "loss_recovery_memif.py"),
-                            "--uroce", uroce, "--rounds", "1", "--loss", "0.01", "--iters", "300", "--json", js],
+                            "--uroce", uroce, "--rounds", "1", "--loss", "0.01", "--iters", "300",
+                            "--qp-timeout", ACK_TIMEOUT, "--json", js],
                            capture_output=True, text=True, timeout=540)
         print(r.stdout + r.stderr[-2000:])
         harness.check(r.returncode == 0 and os.path.exists(js), f"loss_recovery_memif.py: exit {r.returncode}", failures)
