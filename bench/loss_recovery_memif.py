@@ -13,7 +13,7 @@ same drop seeds, so the modes are interleaved and meet the same losses; the
 table gives the median of the rounds (goodput MB/s, frames resent, local ACK
 timeouts) and SR / GBN. Exit 0 when every run completed.
 Usage: bench/loss_recovery_memif.py [--uroce build/apps/uroce] [--rounds 3]
-       [--loss 0.001,0.01,0.05] [--size 65536] [--iters 2000] [--json FILE]
+       [--loss 0.001,0.01,0.05] [--size 65536] [--iters 2000] [--qp-timeout 14] [--json FILE]
 """
 import argparse
 import json
@@ -32,7 +32,7 @@ MODES = {"gbn": [], "sr": ["--sr"], "sr-spray": ["--sr", "--paths", "4"]}
 EAL = ["--no-huge", "--no-pci", "--no-shconf", "-m", "256", "--log-level=pmd.net.memif:critical"]
 
 
-def run_pair(uroce, d, mode, loss, size, iters, seed, port):
+def run_pair(uroce, d, mode, loss, size, iters, seed, port, qp_timeout):
     """One write_bw pair: (MB/s, retransmits, local ACK timeouts, {counter: value}) of the client, or None."""
     sock = os.path.join(d, f"m-{port}.sock")
     def argv(side):
@@ -41,7 +41,8 @@ def run_pair(uroce, d, mode, loss, size, iters, seed, port):
              "--mtu", "4096", "--port-mtu", "4200", "-p", str(port), "--ip", f"10.0.0.{side + 1}",
              "--mac", f"02:00:00:00:00:0{side + 1}", "--dev",
              f"net_memif0,role={role},socket={sock},socket-abstract=no,bsize=4352", "--timeout", "120", "--counters",
-             "--drop-rate", str(loss), "--drop-seed", str(seed + 100 * side), *MODES[mode]]
+             "--drop-rate", str(loss), "--drop-seed", str(seed + 100 * side), "--qp-timeout", str(qp_timeout),
+             *MODES[mode]]
         return a + (["127.0.0.1"] if side else [])
     srv = harness.Proc(f"server-{port}", argv(0), d)
     try:
@@ -67,6 +68,8 @@ def main():
     p.add_argument("--size", type=int, default=65536)
     p.add_argument("--iters", type=int, default=2000)
     p.add_argument("--json", default="")
+    p.add_argument("--qp-timeout", type=int, default=14,
+                   help="RC local ACK timeout code of both sides (uroce perf -u; perftest's 14)")
     a = p.parse_args()
     losses = [float(x) for x in a.loss.split(",")]
     res = {(m, l): [] for m in MODES for l in losses}
@@ -77,7 +80,7 @@ def main():
             for l in losses:
                 for m in MODES:
                     port += 1
-                    got = run_pair(a.uroce, d, m, l, a.size, a.iters, 1 + r, port)
+                    got = run_pair(a.uroce, d, m, l, a.size, a.iters, 1 + r, port, a.qp_timeout)
                     if got is None:
                         failed += 1
                     else:

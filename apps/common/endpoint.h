@@ -155,6 +155,15 @@ struct QpConnect {
   QpExt ext;                       ///< RC: uroce's extension, as both sides agreed (default: none)
 };
 
+/// --qp-timeout (-u, perftest's letter), for a command's OptSpec table:
+/// QpConnect::timeout, the RC local ACK timeout code (IBA 11.2.4.2; 0: no
+/// timer). Its default is QpConnect's, rdma-core's and perftest's 14 (67 ms
+/// a try, 7 retries); read_qp_timeout reads it.
+#define UROCE_QP_TIMEOUT_OPTION                                                                                        \
+  {.name = "qp-timeout", .short_name = 'u', .kind = OptKind::kUint, .def = "14",                                   \
+   .help = "RC: local ACK timeout code, 4.096 us * 2^N (0: none; rdma-core's and perftest's 14)", .max = 31}
+inline uint8_t read_qp_timeout(const Args& args) { return uint8_t(args.get_uint("qp-timeout")); }
+
 /// Moves qp from INIT to RTR and RTS with c. UC QPs get only the attributes
 /// UC has (path, PSNs). False with err = "Failed to modify QP <qpn> to RTR|RTS: ...".
 bool connect_qp(Qp* qp, const QpConnect& c, std::string& err);

@@ -110,7 +110,7 @@ constexpr OptSpec kDemoOptions[] = {
     {.name = "ip", .kind = OptKind::kString, .def = "", .help = "this endpoint's IPv4 address, its GID (default 10.0.0.1 server, 10.0.0.2 client)", .meta = "A.B.C.D"},
     {.name = "mac", .kind = OptKind::kString, .def = "", .help = "MAC to set where the PMD allows (default: launch sets 02:00:00:00:00:01/02 on memif, else the port's)", .meta = "MAC"},
     {.name = "lcores", .kind = OptKind::kString, .def = "0,1", .help = "launch: EAL lcores of the server and the client (unless EAL args give -l/-c)", .meta = "A,B"},
-    {.name = "ack-timeout", .kind = OptKind::kUint, .def = "14", .help = "RC local ACK timeout code: 4.096 us * 2^N", .min = 1, .max = 31},
+    UROCE_QP_TIMEOUT_OPTION,
     {.name = "drop-every", .kind = OptKind::kUint, .def = "0", .help = "test hook: lose every Nth frame each process transmits (0: none)"},
     {.name = "timeout", .kind = OptKind::kUint, .def = "30", .help = "seconds any one phase may take before it fails", .min = 1, .max = 3600},
     {.name = "pcap", .kind = OptKind::kString, .def = "", .help = "capture every frame of the client's port to FILE (launch), or of this port", .meta = "FILE"},
@@ -513,7 +513,7 @@ int run(int argc, char** argv) {
     cfg.mac = parse_mac(args.get_str("mac"));
     if (!cfg.mac) return usage("--mac is not aa:bb:cc:dd:ee:ff");
   }
-  cfg.ack_timeout = uint8_t(args.get_uint("ack-timeout"));
+  cfg.qp_timeout = read_qp_timeout(args);
   cfg.drop_every = uint32_t(args.get_uint("drop-every"));
   if (cfg.drop_every == 1) return usage("--drop-every 1 would drop everything");
   cfg.timeout_s = uint32_t(args.get_uint("timeout"));

@@ -131,7 +131,7 @@ struct Config {
   uint16_t oob_port = 0;
   Gid gid;
   std::optional<MacAddr> mac;
-  uint8_t ack_timeout = 0;
+  uint8_t qp_timeout = 0;
   uint32_t drop_every = 0;
   uint32_t timeout_s = 0;
   std::string pcap;

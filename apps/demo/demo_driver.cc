@@ -148,7 +148,7 @@ bool Driver::pingpong(Row& row, uint64_t seed, std::string& err) {
       for (int c = poll_cq(ep_.scq_, 32, wc), j = 0; j < c; ++j) {
         ++wrs_reaped;
         if (wc[j].status != WcStatus::kSuccess) {
-          err = strf("message %llu: %s", (unsigned long long)wc[j].wr_id, wc_status_str(wc[j].status));
+          if (err.empty()) err = strf("message %llu: %s", (unsigned long long)wc[j].wr_id, wc_status_str(wc[j].status));
           broken_ = true;
         } else if (row.op == WrOpcode::kRdmaRead || is_atomic(row.op)) {
           t1 = rte_rdtsc();
@@ -159,9 +159,12 @@ bool Driver::pingpong(Row& row, uint64_t seed, std::string& err) {
         if (poll_cq(ep_.rcq_, 1, wc) == 1) {
           t1 = rte_rdtsc();
           done = true;
-          if (wc[0].status != WcStatus::kSuccess || wc[0].byte_len != row.size) {
+          // A receive that did not succeed was flushed: the QP failed, and the
+          // send side's completion says why (kept if it came first).
+          if ((wc[0].status != WcStatus::kSuccess || wc[0].byte_len != row.size) && err.empty()) {
             err = strf("echo %llu: %s, %u bytes", (unsigned long long)i, wc_status_str(wc[0].status), wc[0].byte_len);
           }
+          broken_ |= wc[0].status != WcStatus::kSuccess;
         }
       } else if (row.op == WrOpcode::kRdmaWrite && echo[row.size - 1] == msg_tag(i)) {
         t1 = rte_rdtsc();
@@ -174,7 +177,9 @@ bool Driver::pingpong(Row& row, uint64_t seed, std::string& err) {
         break;
       }
     }
-    if (!done) break;
+    // A failed round trip has no latency, and its buffers hold no message:
+    // the echo slot still holds the one two round trips back.
+    if (!done || !err.empty()) break;
     const bool echoed = row.op == WrOpcode::kSend || row.op == WrOpcode::kRdmaWrite;
     lat.push_back(clk.to_ns(t1 - t0) / (echoed ? 2 : 1));  // as perftest's *_lat report
     // Checks, outside the timed window.

@@ -150,7 +150,7 @@ bool DemoPeer::connect(Oob& oob, std::string& err) {
       a.sq_psn = me_.psn[i];
       mask = kQpState | kQpSqPsn;
       if (t == QpType::kRc) {
-        a.timeout = cfg_.ack_timeout;
+        a.timeout = cfg_.qp_timeout;
         a.retry_cnt = 7;
         a.rnr_retry = 7;
         a.max_rd_atomic = 16;

@@ -112,7 +112,7 @@ constexpr OptSpec kPingpongOptions[] = {
     UROCE_ENDPOINT_OPTIONS,
     {.name = "listen", .kind = OptKind::kString, .def = "0.0.0.0", .help = "server: out-of-band listen address", .meta = "A.B.C.D"},
     {.name = "timeout", .kind = OptKind::kUint, .def = "60", .help = "seconds to wait for the peer (TCP, ARP) and for progress of the ping-pong", .min = 1, .max = 3600},
-    {.name = "qp-timeout", .kind = OptKind::kUint, .def = "14", .help = "RC: local ACK timeout code, 4.096 us * 2^N (rdma-core's pingpong: 14)", .max = 31},
+    UROCE_QP_TIMEOUT_OPTION,
     {.name = "counters", .help = "print the device counters that are not zero at the end"},
     {.name = "zero-copy", .help = "send payloads of 512 bytes and more from the registered buffer in place, where the port takes chained mbufs (counters tx_zero_copy / tx_copied)"},
     {.name = "json", .help = "write the results as JSON on stdout (everything else goes to stderr)"},
@@ -732,7 +732,7 @@ int cmd_pingpong(int argc, char** argv) {
     cfg.cm_addr = SockAddr{any ? Gid{} : *g, cfg.port};
   }
   cfg.timeout_s = uint32_t(args.get_uint("timeout"));
-  cfg.qp_timeout = uint8_t(args.get_uint("qp-timeout"));
+  cfg.qp_timeout = read_qp_timeout(args);
   cfg.ep.timeout_s = cfg.timeout_s;
   cfg.ep.max_qp = cfg.num_qp + 4;
   cfg.counters = args.flag("counters");

@@ -36,7 +36,7 @@ constexpr OptSpec kPerfOptions[] = {
     {.name = "ib-dev", .short_name = 'd', .kind = OptKind::kString, .def = "", .help = "perftest's device name: accepted and ignored (the port is --dev)", .meta = "DEV"},
     {.name = "ib-port", .short_name = 'i', .kind = OptKind::kUint, .def = "1", .help = "port of the device (uroce devices have port 1 only)", .min = 1, .max = 1},
     {.name = "sl", .short_name = 'S', .kind = OptKind::kUint, .def = "0", .help = "service level (carried in the AH; RoCE sends no SL on the wire)", .max = 15},
-    {.name = "qp-timeout", .short_name = 'u', .kind = OptKind::kUint, .def = "14", .help = "local ACK timeout code: 4.096 us * 2^N", .max = 31},
+    UROCE_QP_TIMEOUT_OPTION,
     {.name = "inline_size", .short_name = 'I', .kind = OptKind::kUint, .def = "0", .help = "perftest: max inline data; accepted (inline does not change the wire)", .max = 912},
     {.name = "connection", .short_name = 'c', .kind = OptKind::kChoice, .def = "RC", .help = "transport (perftest also has UC/UD/XRC/DC; uroce perf does RC)", .choices = "RC"},
     {.name = "events", .short_name = 'e', .help = "perftest: sleep on CQ events; accepted, uroce always polls"},
@@ -140,7 +140,7 @@ std::optional<int> read_config(const Args& args, Config& cfg) {
   if (cfg.size > kCqModSizeLimit && !cfg.all && !cfg.req_cq_mod) cfg.cq_mod = 1;
   cfg.cq_mod = std::min(cfg.cq_mod, cfg.tx_depth);
   cfg.sl = uint8_t(args.get_uint("sl"));
-  cfg.qp_timeout = uint8_t(args.get_uint("qp-timeout"));
+  cfg.qp_timeout = read_qp_timeout(args);
   cfg.gbits = args.flag("report_gbits");
   if (args.get_str("tcp") != "off") {  // the kernel-TCP comparison path: perf_tcp.cc
     if (kind->verb == Verb::kRead || kind->verb == Verb::kAtomic || cfg.num_qp != 1 || cfg.duplex || cfg.duration_s ||

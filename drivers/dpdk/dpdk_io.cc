@@ -198,6 +198,7 @@ Status DpdkPort::setup(const DpdkPortConfig& cfg) {
   }
   if (cfg.device.empty()) return Status(StatusCode::kInvalidArgument, "empty device spec");
   if (cfg.n_queues == 0) return Status(StatusCode::kInvalidArgument, "n_queues must be at least 1");
+  opener_ = getpid();
 
   // 1. Find the port: a port id, a device EAL probed already, or probe it now.
   uint16_t port = 0;
@@ -486,6 +487,20 @@ Status DpdkPort::stop_capture() {
 void DpdkPort::close() {
   (void)stop_capture();  // an application that wants the capture's fate stops it first
   queues_.clear();
+  // A process forked from the one that opened the port (qperf's server forks
+  // one per test) shares EAL's memory with it: the --no-huge memfd and
+  // hugepages are MAP_SHARED, and the ethdev data, the PMD's queues and the
+  // mbuf pools live there. Stopping, closing, removing or freeing them here
+  // would take them from under the opener, whose data path still uses them
+  // (verbs_fork_exit: the parent's engine thread polled a port each forked
+  // child had closed, its queues and pool freed and zeroed, and crashed under
+  // load). The opener closes it; this process only lets go of it.
+  if (getpid() != opener_) {
+    device_ = nullptr;
+    pools_.clear();
+    started_ = configured_ = info_.probed_here = false;
+    return;
+  }
   // DPDK 22.11's memif unmaps its shared regions from the control thread when
   // the peer disconnects, unsynchronised with rx_burst on the data path: a
   // peer still polling when we close can fault inside the PMD (seen in

@@ -34,6 +34,8 @@
 #include <string>
 #include <vector>
 
+#include <sys/types.h>
+
 #include <uroce/addr.h>
 #include <uroce/packet_io.h>
 #include <uroce/status.h>
@@ -178,7 +180,9 @@ class DpdkPort {
   Status stop_capture();
 
   /// Stops and closes the port (and removes the device if open() probed it).
-  /// Idempotent.
+  /// Idempotent. In a process forked from the opener it only lets go of the
+  /// port: the port, its queues and pools are in EAL memory the two share,
+  /// and stay the opener's to close.
   void close();
 
  private:
@@ -189,6 +193,7 @@ class DpdkPort {
   bool configured_ = false;
   bool started_ = false;
   void* device_ = nullptr;  // rte_device*, for rte_dev_remove
+  pid_t opener_ = 0;        // the process that opened it, the only one that closes it
   std::vector<rte_mempool*> pools_;
   std::vector<std::unique_ptr<DpdkQueue>> queues_;
 };

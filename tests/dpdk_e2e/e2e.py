@@ -37,7 +37,9 @@ results at the requester, the atomic word's final value at the target.
               matrix; the RC matrix with the fabric's seeded loss, reordering
               and duplication (retransmissions counted), whose switch capture
               must pass `uroce dump --verify` and decode in tshark as
-              InfiniBand with nothing malformed; bad --driver/--fabric input
+              InfiniBand with nothing malformed; a fabric that loses every
+              frame, whose row must name the QP's failure (retry counter
+              exceeded), not the stale bytes of a flushed receive; bad --driver/--fabric input
 The loss period is 13 (see LOSS_EVERY). Exit 0 pass, 1 fail, 77 skip (only
 the namespace cells, only when not root; af_xdp also without the PMD or XDP sockets). Everything started is stopped by PID,
 everything created is removed.
@@ -67,7 +69,7 @@ import harness  # noqa: E402
 # from the NAKed or oldest unacknowledged PSN through the last one sent), and
 # then the same PSN is the one lost in every round until retry_cnt runs out,
 # which is the right outcome for that loss pattern. `uroce demo --workload matrix
-# --matrix-types rc --ack-timeout 10 --drop-every N` hits it for N = 5 (`send
+# --matrix-types rc --qp-timeout 10 --drop-every N` hits it for N = 5 (`send
 # 1025`: 6 PSNs, the 2nd lost, rounds of 5), 6 (`send 2048`), 9 (`write_imm` or
 # `send_imm 3071`: 9 PSNs, the 1st lost, rounds of 9) and, depending on ACK
 # timing, 7 (`send 3072`). The requester resumes at the NAKed PSN inside its
@@ -76,6 +78,24 @@ import harness  # noqa: E402
 # in both directions: C9_GoBackN_PeriodicLossBothWaysDeliversEveryMessage).
 # The capture (--pcap) is taken below the loss hook: it never shows the lost PSN.
 LOSS_EVERY = 13
+# The RC local ACK timeout code of every run here (with_qp_timeout): 16, 268 ms
+# a try, 2.1 s for all 7 retries. These are two busy-polling processes on a
+# shared 2-vCPU machine, each pinned to one CPU among other work. With 10
+# (4.2 ms a try, 34 ms in all) a peer that the scheduler kept off its CPU for
+# longer failed the RC QP with "transport retry counter exceeded":
+# dpdk_e2e_af_packet's loss step 3 of 3 at load average > 6 on 2026-12-02;
+# here, with six busy loops beside the test at nice 10, 2 of 10 with 10 and
+# still 1 of 10 with 14 (rdma-core's 67 ms), and memif's perf step, which
+# loses nothing, failed at 14 too (its p99 round trip 269 ms). The runs check
+# that lost frames are resent and every byte arrives, not how soon: each
+# timeout a lost last frame costs (about 20 a loss step unloaded) takes
+# 268 ms instead of 4; a run without loss pays nothing.
+ACK_TIMEOUT = "16"
+
+
+def with_qp_timeout(args):
+    """args with --qp-timeout ACK_TIMEOUT, unless they set one."""
+    return list(args) if "--qp-timeout" in args else [*args, "--qp-timeout", ACK_TIMEOUT]
 EAL = ["--no-huge", "--no-pci", "--no-shconf", "-m", "512", "--log-level=lib.*:error",
        "--log-level=pmd.net.memif:critical"]
 
@@ -108,7 +128,7 @@ def counters(out, prefix):
 
 def launch(uroce, tag, d, args, timeout=240):
     with harness.procs() as started:
-        p = harness.Proc(tag, [uroce, "demo", *args], d)
+        p = harness.Proc(tag, [uroce, "demo", *with_qp_timeout(args)], d)
         started.append(p)
         rc = p.wait(timeout)
         out = p.output()
@@ -124,7 +144,7 @@ def memif_main(uroce):
         rows_ok(out, failures, "memif matrix", 93)
 
         rc, out = launch(uroce, "memif-loss", d, ["--workload", "matrix", "--matrix-types", "rc", "--matrix-count", "4",
-                                                  "--drop-every", str(LOSS_EVERY), "--ack-timeout", "10", "--counters"])
+                                                  "--drop-every", str(LOSS_EVERY), "--counters"])
         harness.check(rc == 0, f"memif RC matrix with every {LOSS_EVERY}th frame lost: exit {rc}", failures)
         rows_ok(out, failures, "memif loss", 47)
         cli, srv = counters(out, "device role=client"), counters(out, "device role=server")
@@ -169,7 +189,7 @@ def memif_main(uroce):
 # ---------------------------------------------------------------- af_packet on a veth pair
 
 def endpoints(uroce, ns, d, tag, args, started, oob_port=18515, devargs=""):
-    common = ["--oob-port", str(oob_port), "--counters", *args]
+    common = ["--oob-port", str(oob_port), "--counters", *with_qp_timeout(args)]
     srv = harness.Proc(f"{tag}-server", [uroce, "demo", "-l", "0", *EAL, "--", "--role", "server", "--dev",
                                          "net_af_packet0,iface=va" + devargs, "--mac", "02:00:00:00:00:01", "--ip",
                                          "10.0.0.1", *common], d, ns=ns)
@@ -200,7 +220,7 @@ def af_packet_main(uroce):
     failures = []
     run_pair(uroce, "afp-matrix", ["--workload", "matrix"], failures, 93)
     out_c, out_s = run_pair(uroce, "afp-loss", ["--workload", "matrix", "--matrix-types", "rc", "--matrix-count", "4",
-                                                "--drop-every", str(LOSS_EVERY), "--ack-timeout", "10"], failures, 47)
+                                                "--drop-every", str(LOSS_EVERY)], failures, 47)
     cli = counters(out_c, "device role=client")
     hook = counters(out_c, "port role=client").get("hook_dropped", 0)
     harness.check(hook > 0 and cli.get("retransmits", 0) > 0,
@@ -345,7 +365,7 @@ def garbage_main(uroce):
 def pingpong_pair(uroce, ns, d, tag, dev_a, dev_b, args, failures, eal=()):
     """uroce pingpong server on dev_a (10.0.0.1), client on dev_b (10.0.0.2), out of band over lo.
     Returns (client output, server output)."""
-    common = ["--ip", None, "--mac", None, "-p", "18600", "--timeout", "30", "--counters", *args]
+    common = ["--ip", None, "--mac", None, "-p", "18600", "--timeout", "30", "--counters", *with_qp_timeout(args)]
     with harness.procs() as started:
         def one(role, lcore, dev, ip, mac, extra):
             argv = list(common)
@@ -527,7 +547,7 @@ def loopback_main(uroce):
         faults = "loss=0.02,reorder=0.05,duplicate=0.01,delay_us=2"
         rc, out = launch(uroce, "loopback-faults", d, ["--driver", "loopback", "--fabric", faults, "--seed", "7",
                                                        "--workload", "matrix", "--matrix-types", "rc",
-                                                       "--matrix-count", "4", "--ack-timeout", "10", "--counters",
+                                                       "--matrix-count", "4", "--counters",
                                                        "--pcap", pcap])
         harness.check(rc == 0, f"loopback RC matrix with {faults}: exit {rc}", failures)
         rows_ok(out, failures, "loopback faults", 47)
@@ -546,6 +566,18 @@ def loopback_main(uroce):
         harness.check(frames and all(":infiniband" in f for f in frames) and not bad,
                       f"tshark: {sum(':infiniband' in f for f in frames)} of {len(frames)} frames InfiniBand, "
                       f"malformed/error {bad[:3]}", failures)
+
+        # A link that loses every frame: the RC QP fails (retry_cnt spent), its
+        # receives are flushed, and the row must say so. A flushed receive's
+        # buffer holds no message (in a pingpong, the one two round trips back:
+        # "message 734 ... holds message 732's bytes" under load on 2026-12-02
+        # was such a failure, reported as a data mismatch).
+        rc, out = launch(uroce, "loopback-dead-link", d, ["--driver", "loopback", "--fabric", "loss=1", "--ops", "send",
+                                                          "--sizes", "64", "--iters", "3", "--stream-msgs", "0",
+                                                          "--qp-timeout", "3"])
+        rows = [ln for ln in out.splitlines() if ROW.match(ln)]
+        harness.check(rc == 1 and len(rows) == 1 and rows[0].endswith("# message 0: transport retry counter exceeded"),
+                      f"loopback, every frame lost: exit {rc} (want 1), rows {rows}", failures)
 
         for args, want, text in [(["--driver", "loopback", "--role", "server"], 2, "takes no --role"),
                                  (["--driver", "loopback", "--dev", "net_null0"], 2, "no --dev"),
@@ -568,7 +600,8 @@ def loss_recovery_main(uroce):
     with harness.tempdir("e2e-loss") as d:
         js = os.path.join(d, "loss.json")
         r = subprocess.run([sys.executable, os.path.join(HERE, "..", "..", "bench", "loss_recovery_memif.py"),
-                            "--uroce", uroce, "--rounds", "1", "--loss", "0.01", "--iters", "300", "--json", js],
+                            "--uroce", uroce, "--rounds", "1", "--loss", "0.01", "--iters", "300",
+                            "--qp-timeout", ACK_TIMEOUT, "--json", js],
                            capture_output=True, text=True, timeout=540)
         print(r.stdout + r.stderr[-2000:])
         harness.check(r.returncode == 0 and os.path.exists(js), f"loss_recovery_memif.py: exit {r.returncode}", failures)

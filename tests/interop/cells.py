@@ -24,6 +24,14 @@ from guest import log, preflight, run_single, sh
 # ~1 s. (The frames once thought lost here were lost in the guest's qdisc: guest/init.)
 AFP_FRAMES = 16384
 
+# Our RC local ACK timeout in the cells (`--qp-timeout` of `uroce pingpong` and `uroce perf`):
+# code 18, 1.07 s a try, where rdma-core's pingpong and perftest take 14 (67 ms). rxe in the TCG
+# guest stalls for hundreds of ms on a loaded host: on 2026-12-02 a 640 ms stall spent all 7
+# retries of 67 ms (pingpong client/rc6), and another spent those of our `uroce perf` in perf
+# server/write_bw_b ("transport retry counter exceeded"). The cells check interop, not the timer:
+# the wire is the same but for when a resend goes out (a loss cell's few timeouts cost 1 s each).
+OUR_QP_TIMEOUT = 18
+
 
 def afp_eal(mtu: int = 1500) -> str:
     """The EAL arguments of one of our processes on the tap: its own EAL (--no-shconf), no
@@ -53,11 +61,19 @@ RETRY_PAUSE_S = 0.2
 RETRY_S = 90
 
 
-def retry_loop(body: str, retry_s: float = RETRY_S) -> str:
+def retry_loop(body: str, retry_s: float = RETRY_S, keep: str | None = None) -> str:
     """sh: body (a command list ending in one whose status says "try again") again, RETRY_PAUSE_S
-    apart, while that status is 0 and less than retry_s seconds have passed since the first try."""
-    return (f"retry_end=$(( $(date +%s) + {round(retry_s)} )); while :; do {body} || break; "
-            f"[ $(date +%s) -lt $retry_end ] || break; sleep {RETRY_PAUSE_S}; done")
+    apart, while that status is 0 and less than retry_s seconds have passed since the first try;
+    $try counts the tries. keep: the file each try writes its output to (the caller reads the
+    last try's there). Every earlier try's is kept too, under a line that numbers and times it,
+    and printed once the loop ends, ahead of whatever the caller prints of the last: a client
+    that could not connect for 98 s (our qperf client in CI) shows why in every try, not only
+    in its last."""
+    save = f'{{ echo "--- try $try, retried at $(date +%T):"; cat {keep}; }} >>{keep}.tries; ' if keep else ""
+    show = f"; if [ -s {keep}.tries ]; then cat {keep}.tries; echo \"--- try $try, the last:\"; fi" if keep else ""
+    clear = f"rm -f {keep}.tries; " if keep else ""
+    return (f"{clear}try=0; retry_end=$(( $(date +%s) + {round(retry_s)} )); while :; do try=$((try + 1)); "
+            f"{body} || break; [ $(date +%s) -lt $retry_end ] || break; {save}sleep {RETRY_PAUSE_S}; done{show}")
 
 
 def wait_arp(ip: str, tries: int = 90) -> str:
@@ -75,7 +91,7 @@ def guest_step(name: str, cmd: str, timeout: int, retry_on: str | None = None,
     output matches that grep pattern (a stock client before our server listens)."""
     run = f"timeout {timeout} {cmd} >/tmp/o 2>&1; rc=$?; "
     if retry_on:
-        run = retry_loop(f'{run}grep -q "{retry_on}" /tmp/o') + "; "
+        run = retry_loop(f'{run}grep -q "{retry_on}" /tmp/o', keep="/tmp/o") + "; "
     return f"uroce-step {name} sh -c '{first}{run}{after}'"
 
 

@@ -169,9 +169,9 @@ def guest_script(cells: list[tuple[str, str]]) -> str:
             # not before our server's process answers ARP (wait_arp); qperf's client first
             # dials the namespace kernel's address over TCP, which our server shares; perftest -R's
             # client survives no REJ (verbs.py, VERBS_ROLES): its REQ waits for the CM's resend
-            body = (wait_arp(STACK_IP4) if c in ("rping", "rping6", "ucmatose", "udaddy") else "") + (': >/tmp/all; ' + retry_loop(
-                f'timeout {STEP_TIMEOUT} {cmd} >/tmp/o 2>/tmp/e; rc=$?; cat /tmp/o /tmp/e >>/tmp/all; '
-                f'[ $rc != 0 ] && grep -q "{retry_on}" /tmp/all && : >/tmp/all', CONNECT_S) + '; echo "attempts: $i"; ')
+            body = (wait_arp(STACK_IP4) if c in ("rping", "rping6", "ucmatose", "udaddy") else "") + (retry_loop(
+                f'timeout {STEP_TIMEOUT} {cmd} >/tmp/o 2>/tmp/e; rc=$?; cat /tmp/o /tmp/e >/tmp/all; '
+                f'[ $rc != 0 ] && grep -q "{retry_on}" /tmp/all', CONNECT_S, keep="/tmp/all") + '; echo "attempts: $try"; ')
         else:
             body = f'timeout {STEP_TIMEOUT} {spec["stock_server"]} >/tmp/o 2>/tmp/e; rc=$?; '
         # stdout and stderr apart: rping's disconnect notice would otherwise split a ping line
@@ -197,7 +197,8 @@ def host_script(uroce: str, cells: list[tuple[str, str]], out: str) -> str:
             run = f'python3 -c "{sink}" & sink=$!; {run}; kill $sink; wait $sink 2>/dev/null'
         if role == "client":
             run = retry_loop(f"{run}; [ $rc != 0 ] && "
-                             f"grep -q 'REJECTED\\|ADDR_ERROR\\|UNREACHABLE\\|timed out' {out}/{role}-{c}.out", CONNECT_S)
+                             f"grep -q 'REJECTED\\|ADDR_ERROR\\|UNREACHABLE\\|timed out' {out}/{role}-{c}.out", CONNECT_S,
+                             keep=f"{out}/{role}-{c}.out")
         lines += host_step(f"{role}-{c}", f"{run}; head -n 3 {out}/{role}-{c}.out; tail -n 6 {out}/{role}-{c}.out")
     return "\n".join(lines)
 

@@ -10,7 +10,7 @@ import time
 
 import verify_data
 from capture import read_pcap
-from cells import (afp_eal, counters_text, guest_step, host_step, matrix_ok, md_table,
+from cells import (OUR_QP_TIMEOUT, afp_eal, counters_text, guest_step, host_step, matrix_ok, md_table,
                    parse_counters, perf_rows, run_cells, step_window, verify_text)
 from guest import GUEST_IP4, KERNEL_IP4, STACK_IP4, STACK_IP6, STACK_MAC
 
@@ -99,8 +99,8 @@ def perf_buffer_path(pcap: str) -> str:
 def perf_host_cmd(uroce: str, role: str, cell: str, pcap: str) -> str:
     _, flags, test = PERF_CELLS[cell]
     mtu = 9000 if cell in PERF_JUMBO else 1500
-    ours = (f"{test} --ip {STACK_IP4} --mac {STACK_MAC} --timeout {PERF_HOST_TIMEOUT} --pcap {pcap} "
-            f"--port-mtu {mtu} {flags}")
+    ours = (f"{test} --ip {STACK_IP4} --mac {STACK_MAC} --timeout {PERF_HOST_TIMEOUT} --qp-timeout {OUR_QP_TIMEOUT} "
+            f"--pcap {pcap} --port-mtu {mtu} {flags}")
     if cell in PERF_IPV6:
         ours += f" --ip6 {STACK_IP6} -x 1"
     if cell in PERF_LOSS:

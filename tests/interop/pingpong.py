@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import shlex
 
-from cells import afp_eal, guest_step, host_step, matrix_ok, md_table, run_cells, verify_text
+from cells import OUR_QP_TIMEOUT, afp_eal, guest_step, host_step, matrix_ok, md_table, run_cells, verify_text
 from guest import GUEST_IP4, KERNEL_IP4, STACK_IP4, STACK_IP6, STACK_MAC
 
 PP_TOOLS = ("rc", "uc", "ud", "srq")
@@ -16,11 +16,6 @@ PP_FLAGS = {"rc": "-n 50 -c", "uc": "-n 50 -c", "ud": "-s 1024 -n 50 -c",
             "srq": "-n 64 -q 4 -c", "rc6": "-s 1024 -n 50 -c"}
 PP_STEP_TIMEOUT = 150      # one stock tool run in the guest (rxe retries forever: bound it)
 PP_HOST_TIMEOUT = 150      # --timeout of one `uroce pingpong`
-# Our RC local ACK timeout: code 18 (1.07 s a try) where rdma-core's pingpong takes 14 (67 ms).
-# rxe in the TCG guest stalls for hundreds of ms on a loaded host: on 2026-12-02 a 640 ms stall
-# spent all 7 retries of 67 ms (client/rc6, "transport retry counter exceeded"). The cells check
-# interop, not the timer; the wire is the same but for when a resend goes out.
-PP_QP_TIMEOUT = 18
 
 
 def _pp_tool(cell: str) -> str:
@@ -48,7 +43,7 @@ def pp_host_script(uroce: str, cells: list[tuple[str, str]], out: str) -> str:
     lines = ["set -u"]
     for role, c in cells:
         pcap = os.path.join(out, f"{role}-{c}.pcap")
-        ours = (f"--ip {STACK_IP4} --mac {STACK_MAC} --timeout {PP_HOST_TIMEOUT} --qp-timeout {PP_QP_TIMEOUT} --pcap {pcap} "
+        ours = (f"--ip {STACK_IP4} --mac {STACK_MAC} --timeout {PP_HOST_TIMEOUT} --qp-timeout {OUR_QP_TIMEOUT} --pcap {pcap} "
                 f"--transport {_pp_tool(c)} {PP_FLAGS[c]}")
         if c == "rc6":
             ours += f" --ip6 {STACK_IP6} -g 1"
