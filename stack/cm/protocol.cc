@@ -545,9 +545,15 @@ void on_mad(Agent& a, const CmMad& m, const AhAttr& from, uint32_t src_qp) {
 }
 
 void replay_held_reqs(Agent& a) {
-  std::vector<Agent::HeldReq> held;
-  held.swap(a.held_reqs);
-  for (const Agent::HeldReq& h : held) on_req(a, h.mad, std::get<ReqDesc>(h.mad.body), h.from);  // held again if still unheard
+  // Only the REQs a listener now takes leave the list: the others keep their
+  // deadline (a replay through on_req would hold them anew, for a full grace).
+  std::vector<Agent::HeldReq> taken;
+  std::erase_if(a.held_reqs, [&a, &taken](const Agent::HeldReq& h) {
+    if (!a.listener_for(std::get<ReqDesc>(h.mad.body).service_id)) return false;
+    taken.push_back(h);
+    return true;
+  });
+  for (const Agent::HeldReq& h : taken) on_req(a, h.mad, std::get<ReqDesc>(h.mad.body), h.from);
 }
 
 void expire_held_reqs(Agent& a, uint64_t now_ns) {

@@ -386,6 +386,22 @@ TEST_F(Cm, HeldReqIsRejectedWhenTheGraceEnds) {
   EXPECT_TRUE(cm::find_agent(*b->ctx)->held_reqs.empty());
 }
 
+// A listener on another port takes nothing, and the REQ keeps its deadline.
+TEST_F(Cm, ListenerOnAnotherPortLeavesTheHeldReqsDeadline) {
+  listen_and_resolve();
+  ASSERT_TRUE(cm_destroy_id(listener).ok());
+  ASSERT_TRUE(cm_connect(client, CmConnParam{}).ok());
+  const uint64_t start = now;
+  run_for(cm::kListenGraceNs / 2);
+  listener = must(cm_create_id(b->ctx.get(), nullptr, CmPortSpace::kTcp));
+  ASSERT_TRUE(cm_bind_addr(listener, SockAddr{Gid{}, uint16_t(kPort + 1)}).ok());
+  ASSERT_TRUE(cm_listen(listener, 4).ok());
+  const CmEvent ev = wait_event(*a);
+  EXPECT_EQ(ev.event, CmEventType::kRejected);
+  EXPECT_EQ(ev.status, cm::kRejInvalidServiceId);
+  EXPECT_LT(now - start, cm::kListenGraceNs + 10'000'000);
+}
+
 // rdma_cm: a listener bound to one of our addresses takes only REQs whose IP
 // header names that address; another of our addresses gets REJ 8.
 TEST_F(Cm, ListenerBoundToOtherAddressRejects) {
