@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -556,22 +557,62 @@ uint32_t icrc_generic(L3Kind kind, size_t, std::span<const uint8_t> l3,
   return icrc_isal<isal_dispatched, true>(kind, l3, rest);
 }
 
+// A CPU feature a kernel needs. __builtin_cpu_supports takes only a string
+// literal, hence the switch rather than a table of names.
+enum class Feature : uint8_t { kPclmul, kSse41, kAvx2, kVpclmul, kAvx512f, kAvx512bw, kAvx512dq, kAvx512vl };
+
+bool cpu_supports(Feature f) {
+#if defined(__x86_64__)
+  __builtin_cpu_init();  // may run before libgcc's own constructor
+  switch (f) {
+    case Feature::kPclmul: return __builtin_cpu_supports("pclmul") != 0;
+    case Feature::kSse41: return __builtin_cpu_supports("sse4.1") != 0;
+    case Feature::kAvx2: return __builtin_cpu_supports("avx2") != 0;
+    case Feature::kVpclmul: return __builtin_cpu_supports("vpclmulqdq") != 0;
+    case Feature::kAvx512f: return __builtin_cpu_supports("avx512f") != 0;
+    case Feature::kAvx512bw: return __builtin_cpu_supports("avx512bw") != 0;
+    case Feature::kAvx512dq: return __builtin_cpu_supports("avx512dq") != 0;
+    case Feature::kAvx512vl: return __builtin_cpu_supports("avx512vl") != 0;
+  }
+#endif
+  (void)f;
+  return false;
+}
+
+const char* feature_name(Feature f) {
+  switch (f) {
+    case Feature::kPclmul: return "PCLMULQDQ";
+    case Feature::kSse41: return "SSE4.1";
+    case Feature::kAvx2: return "AVX2";
+    case Feature::kVpclmul: return "VPCLMULQDQ";
+    case Feature::kAvx512f: return "AVX-512F";
+    case Feature::kAvx512bw: return "AVX-512BW";
+    case Feature::kAvx512dq: return "AVX-512DQ";
+    case Feature::kAvx512vl: return "AVX-512VL";
+  }
+  return "?";
+}
+
 struct KernelOps {
   CrcKernel kernel;
   const char* name;
-  const char* needs;  // the CPU features it needs, for messages
-  CrcFn crc;          // leaves the SIMD state clean
+  std::span<const Feature> needs;  // the CPU features it runs on
+  CrcFn crc;                       // leaves the SIMD state clean
   IcrcFn icrc;
 };
 
-constexpr KernelOps kGenericOps = {CrcKernel::kGeneric, "generic", "nothing", isal_crc32, icrc_generic};
+constexpr KernelOps kGenericOps = {CrcKernel::kGeneric, "generic", {}, isal_crc32, icrc_generic};
 #if defined(__x86_64__)
-constexpr KernelOps kSseOps = {CrcKernel::kSse, "sse", "PCLMULQDQ and SSE4.1", isal_by8,
-                               icrc_fold_or_isal<isal_by8, false>};
-constexpr KernelOps kPclmulOps = {CrcKernel::kPclmul, "pclmul", "PCLMULQDQ", crc_fold<false>, icrc_fold<false>};
-constexpr KernelOps kAvx2Ops = {CrcKernel::kAvx2, "avx2", "AVX2 and VPCLMULQDQ", crc_fold<true>, icrc_fold<true>};
-constexpr KernelOps kAvx512Ops = {CrcKernel::kAvx512, "avx512", "AVX-512 F, BW, DQ, VL, VPCLMULQDQ and AVX2",
-                                  isal_by16_10_clean, icrc_wide_or_isal512};
+constexpr std::array kFoldNeeds = {Feature::kPclmul, Feature::kSse41};
+constexpr std::array kAvx2Needs = {Feature::kPclmul, Feature::kSse41, Feature::kAvx2, Feature::kVpclmul};
+constexpr std::array kAvx512Needs = {Feature::kPclmul,   Feature::kSse41,    Feature::kAvx2,
+                                     Feature::kVpclmul,  Feature::kAvx512f,  Feature::kAvx512bw,
+                                     Feature::kAvx512dq, Feature::kAvx512vl};
+constexpr KernelOps kSseOps = {CrcKernel::kSse, "sse", kFoldNeeds, isal_by8, icrc_fold_or_isal<isal_by8, false>};
+constexpr KernelOps kPclmulOps = {CrcKernel::kPclmul, "pclmul", kFoldNeeds, crc_fold<false>, icrc_fold<false>};
+constexpr KernelOps kAvx2Ops = {CrcKernel::kAvx2, "avx2", kAvx2Needs, crc_fold<true>, icrc_fold<true>};
+constexpr KernelOps kAvx512Ops = {CrcKernel::kAvx512, "avx512", kAvx512Needs, isal_by16_10_clean,
+                                  icrc_wide_or_isal512};
 #endif
 
 // Indexed by CrcKernel (kAuto has none); null where the architecture has none.
@@ -585,25 +626,19 @@ constexpr std::array<const KernelOps*, 6> kKernels = {
     &kGenericOps,
 };
 
-bool cpu_has(CrcKernel k) {
-#if defined(__x86_64__)
-  __builtin_cpu_init();  // may run before libgcc's own constructor
-  const bool pclmul = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
-  switch (k) {
-    case CrcKernel::kSse:
-    case CrcKernel::kPclmul: return pclmul;
-    case CrcKernel::kAvx2: return pclmul && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("vpclmulqdq");
-    case CrcKernel::kAvx512:
-      return pclmul && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
-             __builtin_cpu_supports("vpclmulqdq");
-    case CrcKernel::kAuto:
-    case CrcKernel::kGeneric: return true;
+// The features `ops` needs that this CPU lacks, in words ("A, B and C";
+// "" for none).
+std::string missing_features(const KernelOps& ops) {
+  std::vector<const char*> missing;
+  for (const Feature f : ops.needs) {
+    if (!cpu_supports(f)) missing.push_back(feature_name(f));
   }
-  return false;
-#else
-  return k == CrcKernel::kAuto || k == CrcKernel::kGeneric;
-#endif
+  std::string words;
+  for (size_t i = 0; i < missing.size(); ++i) {
+    if (i > 0) words += i + 1 == missing.size() ? " and " : ", ";
+    words += missing[i];
+  }
+  return words;
 }
 
 // Constant-initialised, so a CRC taken by another file's static initialiser
@@ -631,7 +666,11 @@ std::optional<CrcKernel> crc_kernel_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-bool crc_kernel_supported(CrcKernel k) { return (k == CrcKernel::kAuto || kKernels[size_t(k)] != nullptr) && cpu_has(k); }
+bool crc_kernel_supported(CrcKernel k) {
+  if (k == CrcKernel::kAuto) return true;
+  const KernelOps* ops = kKernels[size_t(k)];
+  return ops != nullptr && missing_features(*ops).empty();
+}
 
 CrcKernel crc_kernel_best() {
   // AVX-512 ISA-L folds 64 bytes per VPCLMULQDQ to the wide fold's 32
@@ -656,7 +695,7 @@ void apply_crc_kernel_setting(const char* value) {
   const std::optional<CrcKernel> k = v.empty() ? CrcKernel::kAuto : crc_kernel_from_name(v);
   std::string has;
   for (const KernelOps* ops : kKernels) {
-    if (ops != nullptr && cpu_has(ops->kernel)) has += std::string(" ") + ops->name;
+    if (ops != nullptr && crc_kernel_supported(ops->kernel)) has += std::string(" ") + ops->name;
   }
   if (!k) {
     std::fprintf(stderr, "uroce: UROCE_CRC_KERNEL='%.*s' is not a CRC kernel; give auto or one of:%s\n", int(v.size()),
@@ -666,7 +705,8 @@ void apply_crc_kernel_setting(const char* value) {
   if (!set_crc_kernel(*k).ok()) {
     const KernelOps* ops = kKernels[size_t(*k)];
     std::fprintf(stderr, "uroce: UROCE_CRC_KERNEL=%.*s: this CPU lacks %s, which that kernel needs; it has:%s\n",
-                 int(v.size()), v.data(), ops != nullptr ? ops->needs : "its architecture", has.c_str());
+                 int(v.size()), v.data(), ops != nullptr ? missing_features(*ops).c_str() : "its architecture",
+                 has.c_str());
     std::exit(2);
   }
 }

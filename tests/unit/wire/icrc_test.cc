@@ -498,6 +498,29 @@ TEST(CrcKernel, UnknownOrMissingKernelSettingExitsWithAMessage) {
   }
 }
 
+TEST(CrcKernel, TheMessageNamesOnlyTheFeaturesTheCpuLacks) {
+  // Receive: UROCE_CRC_KERNEL=avx2 on a CPU with AVX2 but not VPCLMULQDQ
+  //   (Zen 1 and 2, Intel before Ice Lake), avx512 on one with AVX2 and
+  //   VPCLMULQDQ but not AVX-512 (Zen 3, Alder Lake). The CPU's features
+  //   are read here with the compiler's builtin, not through uroce.
+  // Expect: exit status 2, the message naming just the missing features.
+  __builtin_cpu_init();
+  const bool fold = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+  const bool avx2 = fold && __builtin_cpu_supports("avx2");
+  const bool vpclmul = __builtin_cpu_supports("vpclmulqdq");
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  if (avx2 && !vpclmul) {
+    EXPECT_EXIT(apply_crc_kernel_setting("avx2"), ::testing::ExitedWithCode(2),
+                "UROCE_CRC_KERNEL=avx2: this CPU lacks VPCLMULQDQ, which");
+  } else if (avx2 && vpclmul && !__builtin_cpu_supports("avx512f")) {
+    EXPECT_EXIT(apply_crc_kernel_setting("avx512"), ::testing::ExitedWithCode(2),
+                "UROCE_CRC_KERNEL=avx512: this CPU lacks AVX-512F, AVX-512BW, AVX-512DQ and AVX-512VL, which");
+  } else {
+    GTEST_SKIP() << "this CPU has " << (avx2 && vpclmul && avx512 ? "every kernel" : "neither such mix");
+  }
+}
+
 TEST(CrcKernel, StartUpHonoursTheSetting) {
   // Receive: the setting as start-up reads it (UROCE_CRC_KERNEL, or unset).
   // Expect: the kernel in use is the one it names, or the best where unset.
