@@ -305,21 +305,26 @@ def mpi_kill_job(cell: str, uroce_rank0: str, out: str, pcap: str) -> str:
     """sh (mpi_kill): the ucx job in the background, its output in out; once rank 0 has printed
     the 65536-byte line (the 1 MiB stream is next), rank 0 (mpirun's child; `uroce run` and env
     exec it) is SIGKILLed by its PID. Lines: "# killed rank 0 pid P", "# mpirun rc=R M ms after
-    the kill", "# left: PIDS" (processes with UROCE_MPI_AGENT_PORT in their environment: mpirun,
-    the agent, rank 0). Status 0 if P was found and killed, mpirun ended with an error (not its
-    timeout) within MPI_KILL_S and nothing was left. Our capture, cut short by the kill, is cut
-    after its last whole frame (capture.drop_partial_record)."""
+    the kill", "# left: PID(COMM)... G ms after the kill" (processes with UROCE_MPI_AGENT_PORT in
+    their environment: mpirun, the agent, rank 0; mpirun may end before its agent has, so they
+    are looked for until none is left or MPI_KILL_S after the kill). Status 0 if P was found and
+    killed, mpirun ended with an error (not its timeout) within MPI_KILL_S and nothing was left
+    by then. Our capture, cut short by the kill, is cut after its last whole frame
+    (capture.drop_partial_record)."""
     return (f"(echo '# MPI job ucx'; {mpi_job(cell, 'ucx', uroce_rank0)} & m=$!; "
             f"for j in $(seq {MPI_STEP_TIMEOUT * 5}); do grep -q '^pingpong size=65536 ' {out} && break; "
             f"kill -0 $m 2>/dev/null || break; sleep 0.2; done; "
             f"mr=$(ps -o pid= --ppid $m); p=$(ps -o pid=,comm= --ppid ${{mr:-0}} | awk '$2 == \"mpi_pingpong\" {{print $1}}'); "
             f"echo \"# killed rank 0 pid ${{p:-none}}\"; [ -n \"$p\" ] && kill -KILL $p; t0=$(date +%s%N); "
             f"wait $m; r=$?; ms=$(( ($(date +%s%N) - t0) / 1000000 )); echo \"# mpirun rc=$r $ms ms after the kill\"; "
-            f"left=; for e in /proc/[0-9]*/environ; do grep -qz '^UROCE_MPI_AGENT_PORT=' $e 2>/dev/null && "
-            f"left=\"$left $(basename $(dirname $e))\"; done; echo \"# left:${{left:- none}}\"; "
+            f"left() {{ l=; for e in /proc/[0-9]*/environ; do grep -qz '^UROCE_MPI_AGENT_PORT=' $e 2>/dev/null && "
+            f"d=${{e%/environ}} && l=\"$l ${{d#/proc/}}($(cat $d/comm 2>/dev/null))\"; done; echo \"$l\"; }}; "
+            f"while :; do l=$(left); g=$(( ($(date +%s%N) - t0) / 1000000 )); "
+            f"[ -z \"$l\" ] || [ $g -gt {MPI_KILL_S * 1000} ] && break; sleep 0.2; done; "
+            f"echo \"# left:${{l:- none}} $g ms after the kill\"; "
             f"python3 -c \"import sys; sys.path.insert(0, '{HERE}'); import capture; "
             f"print('# capture: dropped', capture.drop_partial_record('{pcap}'), 'bytes of a partial last frame')\"; "
-            f"[ -n \"$p\" ] && [ $r != 0 ] && [ $r != 124 ] && [ $ms -le {MPI_KILL_S * 1000} ] && [ -z \"$left\" ])")
+            f"[ -n \"$p\" ] && [ $r != 0 ] && [ $r != 124 ] && [ $ms -le {MPI_KILL_S * 1000} ] && [ -z \"$l\" ])")
 
 
 def mpi_job_outputs(text: str) -> dict[str, str]:
@@ -443,7 +448,7 @@ def verbs_output_ok(c: str, text: str, server: bool) -> bool:
             m = re.search(r"^# mpirun rc=(\d+) (\d+) ms after the kill$", text, re.M)
             return (re.search(r"^# killed rank 0 pid \d+$", text, re.M) is not None and m is not None
                     and int(m.group(1)) not in (0, 124) and int(m.group(2)) <= MPI_KILL_S * 1000
-                    and re.search(r"^# left: none$", text, re.M) is not None
+                    and re.search(r"^# left: none \d+ ms after the kill$", text, re.M) is not None
                     and re.search(r"rank 0 with PID \d+ on node \S+ exited on signal 9", text) is not None)
         jobs = mpi_job_outputs(text)
         return all(run_ok(jobs.get(j, ""), MPI_SIZES) for j in MPI_JOBS[c])
