@@ -12,7 +12,7 @@ import time
 import verify_data
 from capture import read_pcap
 from cells import (afp_eal, counters_text, guest_step, host_step, matrix_ok, md_table, perf_rows,
-                   RETRY_S, retry_loop, run_cells, step_window, verify_text, wait_arp)
+                   retry_loop, run_cells, step_window, verify_text, wait_arp)
 from guest import GUEST_IP4, GUEST_IP6, KERNEL_IP4, NET4, STACK_IP4, STACK_IP6, STACK_MAC
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -149,12 +149,12 @@ FI_PORT = 47592                                      # fi_pingpong's control por
 FI_SIZES = ["64", "256", "1k", "4k", "64k", "1m"]    # fi_pingpong's default sizes, as it prints them
 QPERF_PORT = 19766
 # The guest's qperf server never ends by itself: our client ends it with qperf's quit test (the
-# server's parent exits 0); without that it is stopped after QPERF_SERVE_S. Our client keeps
-# trying to connect for QPERF_CONNECT_S: in CI on 2026-12-02 (d0afbb6) its tries failed ("failed
-# to connect") for 98 s before one got through, whose six tests (about 10 s) the old 100 s bound
-# then cut short. Not explained yet; the server's bound leaves room for the tests after it.
+# server's parent exits 0); without that it is stopped after QPERF_SERVE_S. qperf 0.4.11's server
+# sends each test's rdma_cm port before it listens (VERBS_RETRY), so any test's REQ can come first
+# and be rejected: our client runs a test at a time, each tried again alone (qperf_runs). Run
+# whole and retried whole, the six tests needed 76 tries and 184 s in CI on 2026-12-04 (75 of
+# the 213 REQs rejected: all six through on one try about once in 20).
 QPERF_SERVE_S = 300
-QPERF_CONNECT_S = 240
 # ucx_perftest's batches: a test a line, "label args" ({dev}: the side's device and port, for the
 # UCT tests). Each side reads its own copy (the server takes each test's parameters from its own
 # line, the client's only at the start), so each names its own device. ud_verbs has no UCT put:
@@ -256,8 +256,9 @@ def verbs_cmd(cell: str, side: str, server: bool, files: str = "/tmp") -> str:
             jobs = " ".join(str(j) for j in range(1, len(MPI_JOBS[cell]) + 1))
             return f'sh -c "for j in {jobs}; do nc -l -p {mpi_port(cell)} -e sh || exit; done"'
         return mpi_rank(cell, side, "ucx", files)
-    if fam == "qperf":  # the server serves until the client's quit test (or QPERF_SERVE_S)
-        return f"qperf -lp {QPERF_PORT}" if server else f"qperf {peer_oob} -lp {QPERF_PORT} {flags} quit"
+    if fam == "qperf":  # the server serves until the client's quit test (or QPERF_SERVE_S); the client
+        opts = " ".join(w for w in flags.split() if not w.startswith("rc_"))  # without its tests (qperf_runs)
+        return f"qperf -lp {QPERF_PORT}" if server else f"qperf {peer_oob} -lp {QPERF_PORT} {opts}"
     dev = "rxe0" if side == "rxe" else "uroce0"
     if fam == "ibR":
         cmd = f"{tool} -d {dev} -F {flags}"
@@ -377,8 +378,10 @@ def verbs_guest_script(ids: list[str]) -> str:
 
 def verbs_host_cmd(uroce: str, i: str, rdir: str) -> str:
     """`uroce run` of our side of step i on the tap, its capture <rdir>/<i>.pcap, its
-    counters <rdir>/<i>.counters."""
+    counters <rdir>/<i>.counters (the qperf cell: qperf_runs)."""
     role, c = i.split("-", 1)
+    if _cell_family(c) == "qperf":
+        return qperf_runs(uroce, i, rdir)
     loss = VERBS_CELLS[c][2]
     mtu = 9000 if c in VERBS_V6J else 1500
     port = (f"--dev net_af_packet0 --ip {STACK_IP4} --mac {STACK_MAC} --pcap {rdir}/{i}.pcap "
@@ -400,6 +403,32 @@ def verbs_host_cmd(uroce: str, i: str, rdir: str) -> str:
             f"{verbs_cmd(c, 'uroce', role == 'server', rdir)}")
 
 
+def qperf_runs(uroce: str, i: str, rdir: str) -> str:
+    """sh (the qperf cell, ours the client): a `uroce run` of the stock qperf client a test of the
+    cell's (the last one with qperf's quit test), each tried again alone (retry_loop) while its
+    connection fails (VERBS_RETRY: the server not up yet, or a REQ that came before the server's
+    listen, QPERF_SERVE_S); test T's output, capture and counters in <rdir>/<i>.T.*. Then each
+    test's output, in order, on stdout; the captures joined into <rdir>/<i>.pcap (one pcap header,
+    then every test's frames in order: one writer, one header) and the counters summed into
+    <rdir>/<i>.counters (engine_thread: the tests whose engine ran a thread). Status: the first
+    failing test's."""
+    c = i.split("-", 1)[1]
+    tests = [w for w in VERBS_CELLS[c][1].split() if w.startswith("rc_")]
+    base = [f"{rdir}/{i}.{t}" for t in tests]
+    lines = ["r=0"]
+    for n, (t, b) in enumerate(zip(tests, base)):
+        qperf = f"{verbs_cmd(c, 'uroce', False)} {t}" + (" quit" if n == len(tests) - 1 else "")
+        run = (f"timeout {VERBS_STEP_TIMEOUT} {shlex.quote(uroce)} run {afp_eal(1500)} -- --dev net_af_packet0 "
+               f"--ip {STACK_IP4} --mac {STACK_MAC} --pcap {b}.pcap --counters {b}.counters {qperf} >{b}.out 2>&1")
+        again = f"[ $rc != 0 ] && grep -q {shlex.quote(VERBS_RETRY['qperf'])} {b}.out"
+        lines.append(f"{retry_loop(f'{run}; rc=$?; {again}')}; cat {b}.out; [ $r != 0 ] || r=$rc")
+    lines.append(f"{{ head -c 24 {base[0]}.pcap; for p in {' '.join(b + '.pcap' for b in base)}; do tail -c +25 $p; done; }}"
+                 f" >{rdir}/{i}.pcap")
+    lines.append(f"cat {' '.join(b + '.counters' for b in base)} | awk '{{s[$1] += $2}} END {{for (k in s) print k, s[k]}}'"
+                 f" >{rdir}/{i}.counters")
+    return "(" + "; ".join(lines) + "; exit $r)"
+
+
 def verbs_host_script(uroce: str, ids: list[str], rdir: str) -> str:
     """Our side, step by step in the guest's order; as the client it retries (a new process
     each time) while the stock server in the guest is not listening yet."""
@@ -408,9 +437,8 @@ def verbs_host_script(uroce: str, ids: list[str], rdir: str) -> str:
         role, c = i.split("-", 1)
         out = f"{rdir}/{i}.out"
         run = f"{verbs_host_cmd(uroce, i, rdir)} >{out} 2>&1; rc=$?"
-        if role == "client" and VERBS_RETRY[_cell_family(c)]:
-            run = retry_loop(f"{run}; [ $rc != 0 ] && grep -q '{VERBS_RETRY[_cell_family(c)]}' {out}",
-                             QPERF_CONNECT_S if _cell_family(c) == "qperf" else RETRY_S)
+        if role == "client" and VERBS_RETRY[_cell_family(c)] and _cell_family(c) != "qperf":  # qperf_runs: its own
+            run = retry_loop(f"{run}; [ $rc != 0 ] && grep -q '{VERBS_RETRY[_cell_family(c)]}' {out}")
         if _cell_family(c) == "ucx":
             run = f"{ucx_batch(c, 'uroce', rdir)}; {run}"
         lines += host_step(i, f"{run}; if [ $(wc -l <{out}) -le 40 ]; then cat {out}; "
