@@ -183,13 +183,8 @@ Provider* Provider::get() {
 std::string Provider::open() {
   const SignalsBlocked quiet;  // for the threads open() starts
   if (std::string err = read_provider_config(cfg_); !err.empty()) return err;
-  // rte_eal_init pins the calling thread to the main lcore; the program's
-  // thread keeps the CPUs it had.
-  cpu_set_t cpus;
-  const bool had_affinity = pthread_getaffinity_np(pthread_self(), sizeof cpus, &cpus) == 0;
   const std::vector<std::string> eal = cfg_.eal.empty() ? default_eal_args() : split_spaces(cfg_.eal);
-  const Status st = init_eal(eal);
-  if (had_affinity) pthread_setaffinity_np(pthread_self(), sizeof cpus, &cpus);
+  const Status st = init_eal_unpinned(eal);  // the program's thread keeps the CPUs it had
   if (!st.ok()) return std::string("UROCE_EAL: ") + st.message();
   clock_.emplace();
 

@@ -24,6 +24,12 @@ std::vector<std::string> default_eal_args();
 /// (/var/run/dpdk/<--file-prefix> for root), with or without --no-shconf.
 Status init_eal(const std::vector<std::string>& args = default_eal_args());
 
+/// init_eal, but the calling thread keeps the CPUs it had (rte_eal_init pins
+/// it to the main lcore): for a program that places its threads itself, such
+/// as a verbs program under `uroce run` or fuzzers run side by side (pinned,
+/// every one of them would share the first CPU).
+Status init_eal_unpinned(const std::vector<std::string>& args = default_eal_args());
+
 /// Mbuf data room for any RoCE frame up to a 4096-byte path MTU (plus VLAN,
 /// IPv6, the largest transport headers and ICRC), after the headroom.
 inline constexpr unsigned kFrameRoomBytes = 4352;

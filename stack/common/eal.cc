@@ -1,5 +1,8 @@
 #include <uroce/eal.h>
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_mbuf.h>
@@ -23,6 +26,14 @@ Status init_eal(const std::vector<std::string>& args) {
   }
   done = true;
   return {};
+}
+
+Status init_eal_unpinned(const std::vector<std::string>& args) {
+  cpu_set_t cpus;
+  const bool had = pthread_getaffinity_np(pthread_self(), sizeof cpus, &cpus) == 0;
+  const Status st = init_eal(args);
+  if (had) pthread_setaffinity_np(pthread_self(), sizeof cpus, &cpus);
+  return st;
 }
 
 Result<rte_mempool*> create_frame_pool(const std::string& name, unsigned n) {

@@ -447,7 +447,7 @@ std::array<uint8_t, kMadBytes> make_mad(CmAttr attr, uint8_t fix, const uint8_t 
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  if (!init_eal().ok()) uroce::fuzz::fail(kFuzzTarget, "init_eal");
+  if (!init_eal_unpinned().ok()) uroce::fuzz::fail(kFuzzTarget, "init_eal");  // run.sh runs fuzzers side by side
   auto pool = create_frame_pool("fuzz_cm_protocol", kPoolFrames);
   if (!pool.ok()) uroce::fuzz::fail(kFuzzTarget, "create_frame_pool");
   g_port = new FuzzPort(*pool);

@@ -401,7 +401,7 @@ void drain_cq(Cq* cq) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  if (!init_eal().ok()) uroce::fuzz::fail(kFuzzTarget, "init_eal");
+  if (!init_eal_unpinned().ok()) uroce::fuzz::fail(kFuzzTarget, "init_eal");  // run.sh runs fuzzers side by side
   auto pool = create_frame_pool("fuzz_rx", kPoolFrames);
   if (!pool.ok()) uroce::fuzz::fail(kFuzzTarget, "create_frame_pool");
   g_port = new FuzzPort(*pool);
