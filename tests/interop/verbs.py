@@ -376,23 +376,30 @@ def verbs_guest_script(ids: list[str]) -> str:
     return "\n".join(lines)
 
 
+def our_port(i: str, base: str) -> str:
+    """`uroce run`'s port options of our side of step i: the tap, the capture <base>.pcap and
+    the counters <base>.counters; IPv6 and MTU 9000, UCX's device files, loss as the cell has."""
+    role, c = i.split("-", 1)
+    loss = VERBS_CELLS[c][2]
+    port = f"--dev net_af_packet0 --ip {STACK_IP4} --mac {STACK_MAC} --pcap {base}.pcap --counters {base}.counters"
+    if c in VERBS_V6J:
+        port += f" --ip6 {STACK_IP6} --port-mtu 9000"
+    if _cell_family(c) in ("ucx", "mpi"):  # the files UCX reads to list a device (docs/MIDDLEWARE.md)
+        port += " --device-files"
+    if loss:
+        seed = 1 + VERBS_SEED_ORDER.index(c) + (100 if role == "client" else 0)
+        port += f" --drop-rate {loss} --drop-seed {seed}"
+    return port
+
+
 def verbs_host_cmd(uroce: str, i: str, rdir: str) -> str:
     """`uroce run` of our side of step i on the tap, its capture <rdir>/<i>.pcap, its
     counters <rdir>/<i>.counters (the qperf cell: qperf_runs)."""
     role, c = i.split("-", 1)
     if _cell_family(c) == "qperf":
         return qperf_runs(uroce, i, rdir)
-    loss = VERBS_CELLS[c][2]
     mtu = 9000 if c in VERBS_V6J else 1500
-    port = (f"--dev net_af_packet0 --ip {STACK_IP4} --mac {STACK_MAC} --pcap {rdir}/{i}.pcap "
-            f"--counters {rdir}/{i}.counters")
-    if c in VERBS_V6J:
-        port += f" --ip6 {STACK_IP6} --port-mtu {mtu}"
-    if _cell_family(c) in ("ucx", "mpi"):  # the files UCX reads to list a device (docs/MIDDLEWARE.md)
-        port += " --device-files"
-    if loss:
-        seed = 1 + VERBS_SEED_ORDER.index(c) + (100 if role == "client" else 0)
-        port += f" --drop-rate {loss} --drop-seed {seed}"
+    port = our_port(i, f"{rdir}/{i}")
     if _cell_family(c) == "mpi":  # only rank 0 of the ucx job is ours; mpi_pingpong as run_verbs_matrix built it
         exe = os.path.join(os.path.dirname(rdir), "mpi_pingpong")
         rank0 = f"{shlex.quote(uroce)} run {afp_eal(mtu)} -- {port} {verbs_cmd(c, 'uroce', False, exe)}"
@@ -418,8 +425,7 @@ def qperf_runs(uroce: str, i: str, rdir: str) -> str:
     lines = ["r=0"]
     for n, (t, b) in enumerate(zip(tests, base)):
         qperf = f"{verbs_cmd(c, 'uroce', False)} {t}" + (" quit" if n == len(tests) - 1 else "")
-        run = (f"timeout {VERBS_STEP_TIMEOUT} {shlex.quote(uroce)} run {afp_eal(1500)} -- --dev net_af_packet0 "
-               f"--ip {STACK_IP4} --mac {STACK_MAC} --pcap {b}.pcap --counters {b}.counters {qperf} >{b}.out 2>&1")
+        run = f"timeout {VERBS_STEP_TIMEOUT} {shlex.quote(uroce)} run {afp_eal(1500)} -- {our_port(i, b)} {qperf} >{b}.out 2>&1"
         again = f"[ $rc != 0 ] && grep -q {shlex.quote(VERBS_RETRY['qperf'])} {b}.out"
         lines.append(f"{retry_loop(f'{run}; rc=$?; {again}')}; cat {b}.out; [ $r != 0 ] || r=$rc")
     lines.append(f"{{ head -c 24 {base[0]}.pcap; for p in {' '.join(b + '.pcap' for b in base)}; do tail -c +25 $p; done; }}"
