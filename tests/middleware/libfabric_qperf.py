@@ -29,7 +29,6 @@ Checks:
     outstanding. Nothing is left: no process of the cell, no memif socket.
 Usage: libfabric_qperf.py UROCE_BIN LIBIBVERBS_SO LIBRDMACM_SO
 """
-import json
 import os
 import re
 import signal
@@ -171,9 +170,8 @@ def peer_killed(d):
     argv = ["fi_pingpong", "-p", "verbs", "-e", "msg", "-S", "64", "-I", "1000000000"]
     port = str(BASE_PORT + 4)
     prefix = f"uroce-mw-killed-{os.getpid()}"  # the server's EAL, for `uroce stat`
-    eal = st.AfPacketLink.EAL + [f"--file-prefix={prefix}", "--"]
     with harness.procs() as started:
-        srv = harness.Proc("killed-server", st.RUN + eal + st.port(cd, "server", *st.ENDS["server"])
+        srv = harness.Proc("killed-server", st.RUN + st.stat_eal(prefix) + st.port(cd, "server", *st.ENDS["server"])
                            + argv + ["-B", port], cd)
         started.append(srv)
         time.sleep(1.5)
@@ -191,9 +189,7 @@ def peer_killed(d):
             rc = None
         took = time.monotonic() - start
         if rc is None:  # no request of the server's left unacknowledged?
-            r = subprocess.run([st.UROCE, "stat", "--file-prefix", prefix, "--json"], capture_output=True,
-                               text=True, timeout=20)
-            qps = list(json.loads(r.stdout).get("/uroce/qps", {}).values()) if r.returncode == 0 else []
+            qps = list((st.stat(prefix) or {}).get("/uroce/qps", {}).values())
             idle = [q for q in qps if q.get("type") == "RC" and q.get("state") == "RTS"
                     and q.get("outstanding_wqes") == 0]
             st.check(len(qps) == 1 and len(idle) == 1,

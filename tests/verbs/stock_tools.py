@@ -297,6 +297,17 @@ def wire(d, tcp_port):
     check(not bad, f"tshark: no malformed frame, no expert error ({len(bad)}: {bad[:3]})")
 
 
+def stat_eal(prefix):
+    """EAL arguments (and the "--" after them) for an end `uroce stat --file-prefix prefix` reads."""
+    return ["--no-huge", "--no-pci", "-m", "256", "--log-level=lib.*:error", f"--file-prefix={prefix}", "--"]
+
+
+def stat(prefix):
+    """`uroce stat --json` of the process whose EAL has --file-prefix prefix: its telemetry, or None."""
+    r = subprocess.run([UROCE, "stat", "--file-prefix", prefix, "--json"], capture_output=True, text=True, timeout=20)
+    return json.loads(r.stdout) if r.returncode == 0 else None
+
+
 def telemetry(d, tcp_port):
     """While a stock ibv_rc_pingpong pair runs, `uroce stat` reads the
     server's DPDK telemetry (/uroce/ports, /uroce/qps, /uroce/counters) as it
@@ -309,20 +320,17 @@ def telemetry(d, tcp_port):
     argv = ["ibv_rc_pingpong", "-g", "3", "-n", "5000000"] + tcp  # stopped once read
 
     def end(role):
-        eal = ["--no-huge", "--no-pci", "-m", "256", "--log-level=lib.*:error", f"--file-prefix={prefix}-{role}", "--"]
-        return RUN + eal + port(d, role, *ENDS[role]) + argv + (["127.0.0.1"] if role == "client" else [])
+        return RUN + stat_eal(f"{prefix}-{role}") + port(d, role, *ENDS[role]) + argv + (["127.0.0.1"] if role == "client" else [])
 
     srv = harness.Proc("telemetry-server", end("server"), d)
     time.sleep(1.5)
     cli = harness.Proc("telemetry-client", end("client"), d)
-    stat = [UROCE, "stat", "--file-prefix", f"{prefix}-server", "--json"]
     snaps = []
     try:
         end_t = time.monotonic() + 30
         while len(snaps) < 2 and time.monotonic() < end_t and srv.p.poll() is None:
-            r = subprocess.run(stat, capture_output=True, text=True, timeout=20)
-            if r.returncode == 0:
-                doc = json.loads(r.stdout)
+            doc = stat(f"{prefix}-server")
+            if doc is not None:
                 qps = [q for q in doc.get("/uroce/qps", {}).values() if q.get("state") == "RTS"]
                 if qps:
                     snaps.append((qps[0], doc))
