@@ -189,16 +189,39 @@ def native(d, role, argv):
 
 
 NO_LISTENER = "Couldn't connect to"  # what the stock clients print when nothing listens yet
+SERVER_START_S = 1.5  # the most the client waits for its server to listen before it starts anyway
 
 
-def run_pair(d, name, srv_argv, cli_argv, ok_re):
-    """The server, then the client once the server's device is up; both must
-    exit 0 with their success output. The stock clients do not retry their
-    TCP connect, and uroce's own tools listen only once their link is up,
-    which needs the client's device: a client that found no listener is
-    started again (as the interop harness retries the stock tools)."""
+def listening(pid, port):
+    """Whether a TCP socket listens on port in the network namespace of process pid
+    (/proc/PID/net/tcp and tcp6: local address in hex, state 0A)."""
+    for table in ("tcp", "tcp6"):
+        try:
+            with open(f"/proc/{pid}/net/{table}") as f:
+                rows = [line.split() for line in f.readlines()[1:]]
+        except OSError:  # the process has ended
+            return False
+        if any(r[1].endswith(f":{port:04X}") and r[3] == "0A" for r in rows):
+            return True
+    return False
+
+
+def wait_listening(srv, tcp_port):
+    """Until srv listens on tcp_port (None: nothing to wait for), ends, or SERVER_START_S has passed."""
+    harness.wait_for(lambda: tcp_port is not None and (srv.p.poll() is not None or listening(srv.p.pid, tcp_port)),
+                     SERVER_START_S)
+
+
+def run_pair(d, name, srv_argv, cli_argv, ok_re, tcp_port=None):
+    """The server, then the client once the server listens on tcp_port (the
+    stock tools listen once their device and QPs are up) or SERVER_START_S
+    has passed, whichever comes first; both must exit 0 with their success
+    output. The stock clients do not retry their TCP connect, and uroce's own
+    tools listen only once their link is up, which needs the client's device:
+    a client that found no listener is started again (as the interop harness
+    retries the stock tools)."""
     srv = harness.Proc(name + "-server", srv_argv, d, ns=LINK.ns)
-    time.sleep(1.5)
+    wait_listening(srv, tcp_port)
     start = time.monotonic()
     for attempt in range(10):
         cli = harness.Proc(f"{name}-client{attempt or ''}", cli_argv, d, ns=LINK.ns)
@@ -229,7 +252,7 @@ def pair(d, tcp_port, name, argv, ok_re, cli_port_args=(), run=RUN):
     d = cell_dir(d, name)
     tcp = ["-p", str(tcp_port)]
     return run_pair(d, name, stock(d, "server", argv + tcp, run),
-                    stock(d, "client", list(cli_port_args) + argv + tcp + ["127.0.0.1"], run), ok_re)
+                    stock(d, "client", list(cli_port_args) + argv + tcp + ["127.0.0.1"], run), ok_re, tcp_port)
 
 
 # Stock against uroce's own tools, which speak the stock ones' wire and
@@ -259,7 +282,7 @@ def native_pairs(d, base_port):
         end = {"stock": stock, "native": native}
         # uroce's tools print the stock ones' result lines.
         run_pair(cd, name, end[srv_kind](cd, "server", srv + tcp), end[cli_kind](cd, "client", cli + tcp + ["127.0.0.1"]),
-                 PINGPONG_OK if "pingpong" in name else PERF_OK)
+                 PINGPONG_OK if "pingpong" in name else PERF_OK, base_port + i)
 
 
 def roce_v1(d, tcp_port):
@@ -323,7 +346,7 @@ def telemetry(d, tcp_port):
         return RUN + stat_eal(f"{prefix}-{role}") + port(d, role, *ENDS[role]) + argv + (["127.0.0.1"] if role == "client" else [])
 
     srv = harness.Proc("telemetry-server", end("server"), d)
-    time.sleep(1.5)
+    wait_listening(srv, tcp_port)
     cli = harness.Proc("telemetry-client", end("client"), d)
     snaps = []
     try:
