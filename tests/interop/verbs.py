@@ -376,6 +376,11 @@ def verbs_guest_script(ids: list[str]) -> str:
     return "\n".join(lines)
 
 
+def cell_mtu(c: str) -> int:
+    """The MTU of cell c's link: 9000 for the IPv6 cells (VERBS_V6J), else 1500."""
+    return 9000 if c in VERBS_V6J else 1500
+
+
 def our_port(i: str, base: str) -> str:
     """`uroce run`'s port options of our side of step i: the tap, the capture <base>.pcap and
     the counters <base>.counters; IPv6 and MTU 9000, UCX's device files, loss as the cell has."""
@@ -383,7 +388,7 @@ def our_port(i: str, base: str) -> str:
     loss = VERBS_CELLS[c][2]
     port = f"--dev net_af_packet0 --ip {STACK_IP4} --mac {STACK_MAC} --pcap {base}.pcap --counters {base}.counters"
     if c in VERBS_V6J:
-        port += f" --ip6 {STACK_IP6} --port-mtu 9000"
+        port += f" --ip6 {STACK_IP6} --port-mtu {cell_mtu(c)}"
     if _cell_family(c) in ("ucx", "mpi"):  # the files UCX reads to list a device (docs/MIDDLEWARE.md)
         port += " --device-files"
     if loss:
@@ -398,7 +403,7 @@ def verbs_host_cmd(uroce: str, i: str, rdir: str) -> str:
     role, c = i.split("-", 1)
     if _cell_family(c) == "qperf":
         return qperf_runs(uroce, i, rdir)
-    mtu = 9000 if c in VERBS_V6J else 1500
+    mtu = cell_mtu(c)
     port = our_port(i, f"{rdir}/{i}")
     if _cell_family(c) == "mpi":  # only rank 0 of the ucx job is ours; mpi_pingpong as run_verbs_matrix built it
         exe = os.path.join(os.path.dirname(rdir), "mpi_pingpong")

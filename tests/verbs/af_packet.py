@@ -44,12 +44,11 @@ def over_veth(ns, name, run):
 
 def main():
     harness.need_root("af_packet on a veth pair in a network namespace")
-    sanitized = bool(harness.sanitizer_runtimes(st.OURS))
-    if sanitized:
+    if st.SANITIZED:
         print(f"sanitized build: only {sorted(SANITIZED_SET)} (the main build runs every cell)")
 
     def wanted(name):
-        return name not in UNRELIABLE_BW and (not sanitized or name in SANITIZED_SET)
+        return name not in UNRELIABLE_BW and (not st.SANITIZED or name in SANITIZED_SET)
 
     with harness.netns("verbs-afp") as ns, harness.tempdir("verbs-afp") as d:
         harness.VethPair(ns)
