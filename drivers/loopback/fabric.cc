@@ -11,7 +11,7 @@
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 
-#include <uroce/eal.h>
+#include "drivers/loopback/pool_shelf.h"
 
 namespace uroce::loopback {
 namespace {
@@ -44,7 +44,7 @@ Result<std::unique_ptr<Fabric>> Fabric::create(const FabricConfig& cfg) {
   std::unique_ptr<Fabric> f(new Fabric(cfg));
   char name[32];
   std::snprintf(name, sizeof(name), "lb%u_copy", f->id_);
-  auto pool = create_frame_pool(name, std::max<uint32_t>(cfg.copy_pool_size, 64));
+  auto pool = take_frame_pool(name, std::max<uint32_t>(cfg.copy_pool_size, 64));
   if (!pool.ok()) return pool.status();
   f->copy_pool_ = *pool;
   if (!cfg.pcap_path.empty()) {
@@ -82,7 +82,7 @@ Result<Port*> Fabric::add_port(MacAddr mac, const PortConfig& cfg) {
   p->leaf_ = cfg.leaf;
   char name[32];
   std::snprintf(name, sizeof(name), "lb%u_p%u", id_, index);
-  auto pool = create_frame_pool(name, std::max<uint32_t>(cfg.pool_size, 64));
+  auto pool = take_frame_pool(name, std::max<uint32_t>(cfg.pool_size, 64));
   if (!pool.ok()) return pool.status();
   p->pool_ = *pool;
   ports_.push_back(std::move(p));
@@ -97,8 +97,8 @@ Fabric::~Fabric() {
     }
   }
   (void)pcap_.close();  // whoever wants the capture's fate calls close_capture() first
-  for (auto& p : ports_) rte_mempool_free(p->pool_);
-  rte_mempool_free(copy_pool_);
+  for (auto& p : ports_) give_back_frame_pool(p->pool_);
+  give_back_frame_pool(copy_pool_);
 }
 
 void Fabric::set_link(uint32_t port, bool up) { ports_.at(port)->up_ = up; }

@@ -52,10 +52,10 @@
 // sequences are those of a single-switch fabric with the same seed.
 //
 // Construction: Fabric::create(cfg), then add_port(mac, port_cfg) per device
-// (each port gets its own tx mempool). Single-threaded: one thread drives the
-// fabric and every device attached to it. Ports live as long as the fabric;
-// destroy every device (which may hold mbufs) before the fabric, whose
-// destructor frees the mempools.
+// (each port gets its own tx mempool, from pool_shelf.h). Single-threaded:
+// one thread drives the fabric and every device attached to it. Ports live as
+// long as the fabric; destroy every device (which may hold mbufs) before the
+// fabric, whose destructor gives the mempools back.
 #pragma once
 
 #include <array>
