@@ -1,5 +1,5 @@
 // Frame pools kept for this process's next fabric. DPDK zeroes a mempool's
-// memory as it frees it, about 9.4 MB for a port's 2,048 frames: that was
+// memory as it frees it, about 9.5 MB for a port's 2,048 frames: that was
 // more than half the time of a `uroce sim` seed, which builds a fabric and
 // tears it down. A fabric takes its pools here and gives them back as it
 // goes; a pool is kept only with every frame back in it (so a frame leaked
