@@ -22,6 +22,11 @@ Shelf& shelf() {
   return *s;
 }
 
+void free_all(Shelf& s) {  // s.mu held
+  for (rte_mempool* mp : s.pools) rte_mempool_free(mp);
+  s.pools.clear();
+}
+
 }  // namespace
 
 Result<rte_mempool*> take_frame_pool(const std::string& name, uint32_t n) {
@@ -35,8 +40,7 @@ Result<rte_mempool*> take_frame_pool(const std::string& name, uint32_t n) {
   }
   Result<rte_mempool*> pool = create_frame_pool(name, n);
   if (pool.ok() || s.pools.empty()) return pool;
-  for (rte_mempool* mp : s.pools) rte_mempool_free(mp);
-  s.pools.clear();
+  free_all(s);
   return create_frame_pool(name, n);
 }
 
@@ -55,6 +59,12 @@ size_t kept_frame_pools() {
   Shelf& s = shelf();
   const std::lock_guard<std::mutex> g(s.mu);
   return s.pools.size();
+}
+
+void free_kept_frame_pools() {
+  Shelf& s = shelf();
+  const std::lock_guard<std::mutex> g(s.mu);
+  free_all(s);
 }
 
 }  // namespace uroce::loopback
