@@ -32,8 +32,8 @@ void give_back_frame_pool(rte_mempool* mp);
 /// How many pools are kept now.
 size_t kept_frame_pools();
 
-/// Frees the kept pools: for a program done with fabrics, and for a pool
-/// that does not fit beside them.
+/// Frees the kept pools (what take_frame_pool does for a pool that does not
+/// fit beside them).
 void free_kept_frame_pools();
 
 }  // namespace uroce::loopback
