@@ -14,12 +14,18 @@
 #       Prints every run, the median per N, the speed-up over N = 1 and the
 #       target (8 engines >= 6x one engine); exit 1 if a run failed. Results
 #       also go to $OUT/multicore.txt when OUT is set (the device tool's folder).
+#       KINDS (default "engines pairs"): pairs is, for each N, the machine's own floor:
+#       N independent one-engine pairs at once (2N processes, N memif links,
+#       nothing shared, on the CPUs the N-engine run uses), their rates summed.
+#       Its speed-up is what the CPUs themselves allow (all-core clock, shared
+#       caches, the host under the VM); engines/pairs is the group's own cost.
 #
 # With the lead's device tool (one H200 box, 16 cores, 15 minutes per session):
 #   bench/multicore_device.sh bundle
 #   run(command="bench/multicore_device.sh run", carry=["build-mc-bundle"], timeout_s=480)
-# The sweep takes about 1 minute per engine count (3 runs of ~6 s plus start-up);
-# ENGINES="1 2 4 8 12" REPS=5 widen it.
+# Each run takes about 5 s (start-up, warm-up, 3 s measured): on the 16-core
+# machine the default sweep (4 counts x 3 runs x 2 kinds) about 2.5 minutes,
+# plus about 1.5 minutes to start the machine. ENGINES="1 2 4 8 12" REPS=5 widen it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cmd=${1:-}
@@ -95,39 +101,91 @@ run_sweep() {
       say "# skipping $n engines: only $cpus CPUs"
     fi
   done
-  local failed=0 base=0
+  local rate_args=(--depth "$depth" --seconds "$secs" --timeout 30)
+  rate_of() { awk '/^#engines/ {getline; print $6}' <<<"$1"; }
+  # One bench-mc run of n engines a side; prints its rate.
+  engines_rate() {
+    local out
+    if out=$("$uroce" bench-mc "${eal[@]}" -- --engines "$1" --qps $((qpe * $1)) "${rate_args[@]}" --warmup 1 2>&1); then
+      rate_of "$out"
+    else
+      tail -n 8 <<<"$out" >&2
+      return 1
+    fi
+  }
+  # n one-engine pairs at once, pair k on the CPUs of engine k+1 in an n-engine
+  # run (server k, client n+k; each process's main lcore beside its engine);
+  # a 2 s warm-up covers their staggered starts. As `uroce bench-mc` does, a
+  # client starts once its server has made the memif socket (a memif client
+  # does not retry). Prints the summed rate.
+  pairs_rate() {
+    local n=$1 k dirs=() pids=() sum=0 bad=0
+    start_side() {  # side, pair, CPU
+      "$uroce" bench-mc "${eal[@]}" --lcores="0@$3,1@$3" -- --role="$1" --dir="${dirs[$2]}" --engines 1 \
+        --qps "$qpe" "${rate_args[@]}" --warmup 2 > "${dirs[$2]}/$1.out" 2>&1 &
+      pids+=($!)
+    }
+    for ((k = 0; k < n; ++k)); do
+      dirs+=("$(mktemp -d)")
+      start_side server "$k" "$k"
+    done
+    for ((k = 0; k < n; ++k)); do
+      local tries=0
+      while [[ ! -S ${dirs[k]}/memif.sock ]] && (( tries++ < 300 )); do sleep 0.1; done
+      start_side client "$k" $((n + k))
+    done
+    local p
+    for p in "${pids[@]}"; do wait "$p" || bad=1; done
+    for d in "${dirs[@]}"; do
+      local r
+      r=$(rate_of "$(cat "$d/client.out")")
+      if [[ -z $r ]]; then bad=1; tail -n 8 "$d/client.out" "$d/server.out" >&2; fi
+      sum=$(awk -v a="$sum" -v b="${r:-0}" 'BEGIN {print a + b}')
+      rm -rf "$d"
+    done
+    (( bad == 0 )) && echo "$sum"
+  }
+  local failed=0 base=0 pbase=0 kinds
+  read -r -a kinds <<<"${KINDS:-engines pairs}"
   declare -A med
   for n in "${engines[@]}"; do
-    local rates=()
-    for ((r = 1; r <= reps; ++r)); do
-      local out
-      if out=$("$uroce" bench-mc "${eal[@]}" -- --engines "$n" --qps $((qpe * n)) --depth "$depth" \
-                 --seconds "$secs" --warmup 1 --timeout 30 2>&1); then
-        local rate
-        rate=$(awk '/^#engines/ {getline; print $6}' <<<"$out")
-        rates+=("$rate")
-        say "engines=$n run=$r Mmsg/s=$rate"
-      else
-        failed=1
-        say "engines=$n run=$r FAILED"
-        tail -n 8 <<<"$out" | tee -a "$log"
+    local kind
+    for kind in "${kinds[@]}"; do
+      if [[ $kind == pairs ]] && (( 2 * n > cpus )); then
+        say "# pairs=$n: needs $((2 * n)) CPUs, this machine has $cpus"
+        continue
       fi
+      local rates=() rate
+      for ((r = 1; r <= reps; ++r)); do
+        if rate=$("${kind}_rate" "$n" 2> >(tee -a "$log" >&2)); then
+          rates+=("$rate")
+          say "$kind=$n run=$r Mmsg/s=$rate"
+        else
+          failed=1
+          say "$kind=$n run=$r FAILED"
+        fi
+      done
+      (( ${#rates[@]} )) || continue
+      med[$kind$n]=$(printf '%s\n' "${rates[@]}" | median)
     done
-    (( ${#rates[@]} )) || continue
-    med[$n]=$(printf '%s\n' "${rates[@]}" | median)
-    if [[ $n == 1 ]]; then base=${med[$n]}; fi
   done
+  base=${med[engines1]:-0}
+  pbase=${med[pairs1]:-0}
+  ratio() { awk -v a="${1:-}" -v b="${2:-}" 'BEGIN {print (a != "" && b > 0 ? sprintf("%.2f", a / b) : "-")}'; }
   say ""
   say "# median of $reps runs, $qpe QPs per engine, depth $depth, 64 B RDMA WRITE, $secs s each"
-  say "$(printf '%-8s %-12s %s' engines Mmsg/s 'x one engine')"
+  say "$(printf '%-8s %-12s %-14s %-14s %-12s %s' engines Mmsg/s 'x one engine' 'pairs Mmsg/s' 'x one pair' 'engines/pairs')"
   for n in "${engines[@]}"; do
-    [[ -n ${med[$n]:-} ]] || continue
-    say "$(printf '%-8s %-12s %s' "$n" "${med[$n]}" "$(awk -v a="${med[$n]}" -v b="$base" 'BEGIN {print (b > 0 ? sprintf("%.2f", a / b) : "-")}')")"
+    local e=${med[engines$n]:-} p=${med[pairs$n]:-}
+    say "$(printf '%-8s %-12s %-14s %-14s %-12s %s' "$n" "${e:--}" "$(ratio "$e" "$base")" "${p:--}" \
+           "$(ratio "$p" "$pbase")" "$(ratio "$e" "$p")")"
   done
-  if [[ -n ${med[8]:-} && $base != 0 ]]; then
-    say "# target: 8 engines >= 6x one engine: $(awk -v a="${med[8]}" -v b="$base" 'BEGIN {printf "%.2fx: %s", a / b, (a / b >= 6 ? "met" : "missed")}')"
-  else
+  if [[ -n ${med[engines8]:-} && $base != 0 ]]; then
+    say "# target: 8 engines >= 6x one engine: $(awk -v a="${med[engines8]}" -v b="$base" 'BEGIN {printf "%.2fx: %s", a / b, (a / b >= 6 ? "met" : "missed")}')"
+  elif (( cpus < 16 )); then
     say "# target (8 engines >= 6x one engine) not measured: needs 16 CPUs, this machine has $cpus"
+  else
+    say "# target (8 engines >= 6x one engine) not measured: needs 1 and 8 in ENGINES and engines in KINDS"
   fi
   local top=${engines[${#engines[@]}-1]}
   if "$uroce" bench-mc "${eal[@]}" -- --engines "$top" --qps $((qpe * top)) --workload verify --rounds 20 \
