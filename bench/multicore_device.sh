@@ -19,10 +19,14 @@
 #       nothing shared, on the CPUs the N-engine run uses), their rates summed.
 #       Its speed-up is what the CPUs themselves allow (all-core clock, shared
 #       caches, the host under the VM); engines/pairs is the group's own cost.
+#   bench/multicore_device.sh compare [BUNDLE]      there (or here): `uroce compare`
+#       from the bundle, the stack against kernel TCP and the memif floor (see
+#       run_compare below); the JSON also to $OUT/compare.json.
 #
 # With the lead's device tool (one H200 box, 16 cores, 15 minutes per session):
 #   bench/multicore_device.sh bundle
-#   run(command="bench/multicore_device.sh run", carry=["build-mc-bundle"], timeout_s=480)
+#   run(command="bench/multicore_device.sh run; bench/multicore_device.sh compare",
+#       carry=["build-mc-bundle"], timeout_s=540)
 # Each run takes about 5 s (start-up, warm-up, 3 s measured): on the 16-core
 # machine the default sweep (4 counts x 3 runs x 2 kinds) about 2.5 minutes,
 # plus about 1.5 minutes to start the machine. ENGINES="1 2 4 8 12" REPS=5 widen it.
@@ -62,27 +66,39 @@ make_bundle() {
 
 median() { sort -g | awk '{v[NR]=$1} END {if (NR == 0) print 0; else if (NR % 2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
 
-run_sweep() {
-  [[ -x $bundle/bin/uroce ]] || { echo "no bundle at $bundle: run '$0 bundle' first" >&2; exit 2; }
-  # A machine with DPDK installed (this one, when the script is tested here)
-  # would load its own plugins beside the bundle's and EAL panics on the
-  # duplicates: hide them in a private mount namespace, as on the lent box.
-  if [[ -d $pmd_dir && -z ${UROCE_BUNDLE_NS:-} ]]; then
-    if [[ $(id -u) == 0 ]] && command -v unshare > /dev/null; then
-      local empty
-      empty=$(mktemp -d)
-      echo "# DPDK is installed here: running with $pmd_dir hidden (private mount namespace)"
-      UROCE_BUNDLE_NS=1 unshare -m bash -c 'mount --bind "$1" "$2" && exec "$3" run "$4"' _ "$empty" "$pmd_dir" "$0" "$bundle"
-      local rc=$?
-      rmdir "$empty"
-      return $rc
-    fi
+# A machine with DPDK installed (this one, when the script is tested here)
+# would load its own plugins beside the bundle's (EAL panics on the
+# duplicates) or instead of them: the command ($1) runs again in a private
+# mount namespace with DPDK's plugin directory hidden under an empty one, as
+# bare as on the lent box. Returns only where there is nothing to hide (or
+# no way to hide it); else exits with the command's status.
+rerun_with_dpdk_hidden() {
+  [[ -d $pmd_dir && -z ${UROCE_BUNDLE_NS:-} ]] || return 0
+  if [[ $(id -u) != 0 ]] || ! command -v unshare > /dev/null; then
     echo "# DPDK is installed here and its plugins cannot be hidden (needs root): the bundle's may clash" >&2
+    return 0
   fi
-  local b
+  local empty rc=0
+  empty=$(mktemp -d)
+  echo "# DPDK is installed here: running with $pmd_dir hidden (private mount namespace)"
+  UROCE_BUNDLE_NS=1 unshare -m bash -c 'mount --bind "$1" "$2" && exec "$3" "$4" "$5"' _ "$empty" "$pmd_dir" \
+    "$0" "$1" "$bundle" || rc=$?
+  rm -rf "$empty"
+  exit $rc
+}
+
+# The bundle's uroce, with its libraries on the path; sets b and uroce.
+use_bundle() {
+  [[ -x $bundle/bin/uroce ]] || { echo "no bundle at $bundle: run '$0 bundle' first" >&2; exit 2; }
   b=$(cd "$bundle" && pwd)
   export LD_LIBRARY_PATH=$b/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  local uroce=$b/bin/uroce
+  uroce=$b/bin/uroce
+}
+
+run_sweep() {
+  rerun_with_dpdk_hidden run
+  local b uroce
+  use_bundle
   local cpus engines reps=${REPS:-3} qpe=${QPS_PER_ENGINE:-8} depth=${DEPTH:-32} secs=${SECONDS_PER_RUN:-3}
   cpus=$(nproc)
   local log=${OUT:-/tmp}/multicore.txt
@@ -198,8 +214,41 @@ run_sweep() {
   return $failed
 }
 
+# `uroce compare` from the bundle, which issue 20 asks for on the 16-core
+# machine beside the sweep: the stack, kernel TCP (blocking and busy-polling,
+# on 127.0.0.1) and the multi-frame memif floor, ROUNDS (3) interleaved
+# rounds at SIZES (64,65536,1048576) on COMPARE_CPUS (2,3; 0,1 where
+# fewer than 4), each measurement shorter than
+# compare's defaults to fit the lease (COMPARE_ARGS replaces those limits).
+# Its children take uroce's default EAL arguments, which find the PMDs in
+# DPDK's own plugin directory only: where that is missing (the lent box)
+# the bundle's are put there for the run and removed after. The table goes
+# to stdout, the JSON to $OUT/compare.json.
+run_compare() {
+  rerun_with_dpdk_hidden compare
+  local b uroce
+  use_bundle
+  local made="" rc=0
+  if [[ ! -d $pmd_dir ]]; then
+    made=$pmd_dir
+    while [[ ! -d $(dirname "$made") ]]; do made=$(dirname "$made"); done
+    mkdir -p "$pmd_dir"
+  fi
+  [[ -n $(ls -A "$pmd_dir") ]] || cp "$b"/pmds/*.so "$pmd_dir/"
+  local limits
+  read -r -a limits <<<"${COMPARE_ARGS:---lat-iters 5000 --lat-bytes 268435456 --bw-msgs 100000 --bw-bytes 67108864 --floor-seconds 0.5}"
+  local json=${OUT:-/tmp}/compare.json cpus=${COMPARE_CPUS:-2,3}
+  (( $(nproc) >= 4 )) || cpus=${COMPARE_CPUS:-0,1}
+  echo "# uroce compare: $(hostname), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), bundle commit $(cat "$b/COMMIT"); load: $(cut -d' ' -f1-3 /proc/loadavg)"
+  "$uroce" compare --rounds "${ROUNDS:-3}" --sizes "${SIZES:-64,65536,1048576}" --kinds stack,tcp-block,tcp-busy,floor \
+    --cpus "$cpus" "${limits[@]}" --json > "$json" || rc=$?
+  [[ -z $made ]] || rm -rf "$made"
+  return $rc
+}
+
 case $cmd in
   bundle) make_bundle ;;
   run) run_sweep ;;
-  *) sed -n '2,22p' "$0"; exit 2 ;;
+  compare) run_compare ;;
+  *) sed -n '2,32p' "$0"; exit 2 ;;
 esac
