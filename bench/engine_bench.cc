@@ -12,6 +12,13 @@
 //                                 in flight on one QP, every 16th signaled
 //   engine/qps/<qps>/<depth>      64-byte WRITEs, <depth> in flight on each of
 //                                 <qps> QPs (bench-mc's many-QP workload)
+//   engine/group/<engines>        bench-mc's load of one engine (8 QPs, 32
+//                                 64-byte WRITEs in flight on each) on engine 0
+//                                 of an EngineGroup of <engines> a side, the
+//                                 others idle and not polled: what belonging to
+//                                 a group costs an engine (each frame's DestQP
+//                                 peek and owner, the empty rings from the
+//                                 others), with one engine's working set
 //
 // items_per_second is WRITEs per CPU second for both sides together and
 // ns_per_write its inverse (the time column is per engine round, which
@@ -28,6 +35,7 @@
 #include <vector>
 
 #include <uroce/eal.h>
+#include <uroce/engine_group.h>
 #include <uroce/packet_io.h>
 #include <uroce/verbs.h>
 #include <uroce/wr.h>
@@ -84,8 +92,10 @@ T must(Result<T> r, const char* what) {
 struct End {
   MacAddr mac;
   Gid gid;
-  std::unique_ptr<RingPort> port;
-  ContextPtr ctx;
+  std::vector<std::unique_ptr<RingPort>> ports;  // ports[0] is the wire; the others idle (groups)
+  ContextPtr own;                                // the device, or
+  std::unique_ptr<EngineGroup> group;            // the group whose engine 0 carries the QPs
+  Context* ctx = nullptr;
   Pd* pd = nullptr;
   Cq* cq = nullptr;
   std::vector<Qp*> qps;
@@ -93,13 +103,16 @@ struct End {
   std::vector<uint8_t> buf = std::vector<uint8_t>(1 << 20);
 };
 
-// Two devices with n_qps connected RC QPs each (a sends, b receives).
+// Two devices with n_qps connected RC QPs each (a sends, b receives); with
+// n_engines > 0 each device is an EngineGroup of that many engines and the
+// QPs are engine 0's.
 struct Rig {
   Fifo ab, ba;
+  std::vector<Fifo> idle;  // the idle engines' queues: nothing ever arrives
   End a, b;
   uint64_t now = 1'000'000;
 
-  Rig(uint32_t n_qps, uint32_t sq_depth) {
+  Rig(uint32_t n_qps, uint32_t sq_depth, uint32_t n_engines = 0) : idle(std::max(1u, n_engines)) {
     static rte_mempool* pool_a = must(create_frame_pool("engine_bench_a", 8191), "pool");
     static rte_mempool* pool_b = must(create_frame_pool("engine_bench_b", 8191), "pool");
     End* ends[2] = {&a, &b};
@@ -108,13 +121,23 @@ struct Rig {
       e.mac = MacAddr{{0x02, 0, 0, 0, 0, uint8_t(i + 1)}};
       const uint8_t v4[4] = {10, 0, 0, uint8_t(i + 1)};
       e.gid = Gid::from_ipv4(v4);
-      e.port = std::make_unique<RingPort>(e.mac, i == 0 ? pool_a : pool_b, i == 0 ? &ba : &ab, i == 0 ? &ab : &ba);
+      rte_mempool* pool = i == 0 ? pool_a : pool_b;
+      e.ports.push_back(std::make_unique<RingPort>(e.mac, pool, i == 0 ? &ba : &ab, i == 0 ? &ab : &ba));
+      for (uint32_t k = 1; k < n_engines; ++k) e.ports.push_back(std::make_unique<RingPort>(e.mac, pool, &idle[k], &idle[0]));
       DeviceConfig cfg;
       cfg.gid = e.gid;
       cfg.max_qp = n_qps;
-      e.ctx = must(open_device(*e.port, cfg), "open_device");
-      e.pd = must(alloc_pd(e.ctx.get()), "alloc_pd");
-      e.cq = must(create_cq(e.ctx.get(), std::max(4096u, n_qps * sq_depth)), "create_cq");
+      if (n_engines == 0) {
+        e.own = must(open_device(*e.ports[0], cfg), "open_device");
+        e.ctx = e.own.get();
+      } else {
+        std::vector<PacketIo*> queues;
+        for (auto& p : e.ports) queues.push_back(p.get());
+        e.group = must(EngineGroup::open(queues, cfg), "EngineGroup::open");
+        e.ctx = e.group->engine(0);
+      }
+      e.pd = must(alloc_pd(e.ctx), "alloc_pd");
+      e.cq = must(create_cq(e.ctx, std::max(4096u, n_qps * sq_depth)), "create_cq");
       e.mr = must(reg_mr(e.pd, e.buf.data(), e.buf.size(), kAccessLocalWrite | kAccessRemoteWrite), "reg_mr");
       QpInitAttr ia;
       ia.send_cq = e.cq;
@@ -124,7 +147,9 @@ struct Rig {
       ia.cap.max_recv_wr = 16;
       ia.cap.max_send_sge = 1;
       ia.cap.max_recv_sge = 1;
-      for (uint32_t q = 0; q < n_qps; ++q) e.qps.push_back(must(create_qp(e.pd, ia), "create_qp"));
+      for (uint32_t q = 0; q < n_qps; ++q) {
+        e.qps.push_back(must(e.group ? e.group->create_qp(e.pd, ia) : create_qp(e.pd, ia), "create_qp"));
+      }
     }
     for (uint32_t q = 0; q < n_qps; ++q) connect(q);
   }
@@ -161,17 +186,22 @@ struct Rig {
   }
   void step() {
     now += 100;
-    poll(a.ctx.get(), now);
-    poll(b.ctx.get(), now);
+    for (End* e : {&a, &b}) {
+      if (e->group) {
+        e->group->poll(0, now);
+      } else {
+        poll(e->ctx, now);
+      }
+    }
   }
 };
 
 // WRITEs of `size` bytes, `depth` in flight on each of `n_qps` QPs; every
 // WRITE signaled where depth < 16 (a QP's next WRITE waits for a completion),
 // else every 16th.
-void run_writes(benchmark::State& state, uint32_t size, uint32_t n_qps, uint32_t depth) {
+void run_writes(benchmark::State& state, uint32_t size, uint32_t n_qps, uint32_t depth, uint32_t engines = 0) {
   const uint32_t signal_every = std::min<uint32_t>(16, depth);
-  Rig rig(n_qps, depth);
+  Rig rig(n_qps, depth, engines);
   Sge g{uint64_t(uintptr_t(rig.a.buf.data())), size, rig.a.mr->lkey};
   SendWr wr = write_wr(0, &g, uint64_t(uintptr_t(rig.b.buf.data())), rig.b.mr->rkey);
   // Per QP: WRITEs posted and completed. wr_id = QP << 32 | its WRITE number.
@@ -210,7 +240,7 @@ void run_writes(benchmark::State& state, uint32_t size, uint32_t n_qps, uint32_t
   bool ok = true;
   while (ok && done < uint64_t(n_qps) * depth) ok = round();
   const uint64_t done0 = done;
-  const uint64_t acks0 = query_counters(rig.b.ctx.get()).get(Counter::ack_sent);
+  const uint64_t acks0 = query_counters(rig.b.ctx).get(Counter::ack_sent);
   for (auto _ : state) {
     if (ok) ok = round();
     if (!ok) {
@@ -228,7 +258,7 @@ void run_writes(benchmark::State& state, uint32_t size, uint32_t n_qps, uint32_t
   state.SetItemsProcessed(int64_t(timed));
   state.counters["ns_per_write"] =
       benchmark::Counter(double(timed) * 1e-9, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
-  const uint64_t acks = query_counters(rig.b.ctx.get()).get(Counter::ack_sent) - acks0;
+  const uint64_t acks = query_counters(rig.b.ctx).get(Counter::ack_sent) - acks0;
   state.counters["ack_per_write"] = timed ? double(acks) / double(timed) : 0;
   // Let what is in flight finish so the pools are whole for the next case.
   const uint64_t all = std::accumulate(posted.begin(), posted.end(), uint64_t(0));
@@ -240,6 +270,7 @@ void run_writes(benchmark::State& state, uint32_t size, uint32_t n_qps, uint32_t
 
 void bm_write(benchmark::State& state) { run_writes(state, uint32_t(state.range(0)), 1, uint32_t(state.range(1))); }
 void bm_qps(benchmark::State& state) { run_writes(state, 64, uint32_t(state.range(0)), uint32_t(state.range(1))); }
+void bm_group(benchmark::State& state) { run_writes(state, 64, 8, 32, uint32_t(state.range(0))); }
 
 }  // namespace
 
@@ -247,6 +278,8 @@ BENCHMARK(bm_write)->Name("engine/write")->Args({64, 32})->Args({64, 128})->Args
     ->MeasureProcessCPUTime()->Unit(benchmark::kNanosecond);
 BENCHMARK(bm_qps)->Name("engine/qps")->Args({1, 1})->Args({1000, 1})->Args({16000, 1})->Args({1000, 4})
     ->Args({1, 32})->Args({1000, 32})->Args({16000, 32})
+    ->MeasureProcessCPUTime()->Unit(benchmark::kNanosecond);
+BENCHMARK(bm_group)->Name("engine/group")->Arg(1)->Arg(2)->Arg(8)
     ->MeasureProcessCPUTime()->Unit(benchmark::kNanosecond);
 
 int main(int argc, char** argv) {
