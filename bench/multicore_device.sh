@@ -3,9 +3,11 @@
 # run on a lent machine that has no DPDK and no package registry.
 #
 #   bench/multicore_device.sh bundle [BUNDLE]       here: release build of uroce, then
-#       BUNDLE (default build-mc-bundle) = bin/uroce (stripped), lib/ (every shared
-#       library it and the PMDs load except glibc's), pmds/ (the EAL plugins the
-#       sweep needs: bus_vdev, mempool_ring, net_memif, loaded with EAL -d).
+#       BUNDLE (default build-mc-bundle) = bin/uroce (stripped) and beside it
+#       uroce's libibverbs/ and librdmacm/, perftest/ (Debian's ib_send_lat,
+#       ib_write_lat, ib_write_bw), lib/ (every shared library those and the
+#       PMDs load except glibc's and the verbs ones), pmds/ (the EAL plugins
+#       the runs need: bus_vdev, mempool_ring, net_memif, loaded with EAL -d).
 #   bench/multicore_device.sh run [BUNDLE]          there (or here): the sweep.
 #       uroce bench-mc --workload rate at ENGINES (default "1 2 4 8", those that
 #       fit: each side needs N engine CPUs) x REPS (3) runs each, QPS_PER_ENGINE
@@ -22,39 +24,62 @@
 #   bench/multicore_device.sh compare [BUNDLE]      there (or here): `uroce compare`
 #       from the bundle, the stack against kernel TCP and the memif floor (see
 #       run_compare below); the JSON also to $OUT/compare.json.
+#   bench/multicore_device.sh cost [BUNDLE]         there (or here): bench/verbs_cost.sh
+#       from the bundle, stock perftest under `uroce run` against `uroce perf`.
+#   bench/multicore_device.sh all [BUNDLE]          run, compare and cost (twice, see run_all).
 #
 # With the lead's device tool (one H200 box, 16 cores, 15 minutes per session):
 #   bench/multicore_device.sh bundle
-#   run(command="bench/multicore_device.sh run; bench/multicore_device.sh compare",
-#       carry=["build-mc-bundle"], timeout_s=540)
-# Each run takes about 5 s (start-up, warm-up, 3 s measured): on the 16-core
-# machine the default sweep (4 counts x 3 runs x 2 kinds) about 2.5 minutes,
-# plus about 1.5 minutes to start the machine. ENGINES="1 2 4 8 12" REPS=5 widen it.
+#   run(command="bench/multicore_device.sh all", carry=["build-mc-bundle"], timeout_s=540)
+# Each sweep run takes about 5 s (start-up, warm-up, 3 s measured): on the
+# 16-core machine the default sweep (4 counts x 3 runs x 2 kinds) about 2.5
+# minutes, compare and each cost about 1 minute, plus about 1.5 minutes to
+# start the machine. ENGINES="1 2 4 8 12" REPS=5 widen the sweep.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cmd=${1:-}
 bundle=${2:-build-mc-bundle}
 pmd_dir=/usr/lib/x86_64-linux-gnu/dpdk/pmds-23.0
 pmds=(librte_bus_vdev librte_mempool_ring librte_net_memif)
+perftest=(ib_send_lat ib_write_lat ib_write_bw)  # the tests bench/verbs_cost.sh runs
 
 make_bundle() {
   local build=build-bench
   [[ -f $build/build.ninja ]] || meson setup "$build" --buildtype=release
-  ninja -C "$build" apps/uroce
+  # uroce's libibverbs and librdmacm: the files meson names for the targets.
+  local abi
+  mapfile -t abi < <(meson introspect --targets "$build" | python3 -c '
+import json, os, sys
+for t in json.load(sys.stdin):
+    if t["name"] in ("ibverbs", "rdmacm") and t["type"] == "shared library":
+        print(os.path.relpath(t["filename"][0], sys.argv[1]))' "$build")
+  ninja -C "$build" apps/uroce "${abi[@]}"
   rm -rf "$bundle"
-  mkdir -p "$bundle/bin" "$bundle/lib" "$bundle/pmds"
+  mkdir -p "$bundle/bin" "$bundle/lib" "$bundle/pmds" "$bundle/perftest"
   cp "$build/apps/uroce" "$bundle/bin/uroce"
   strip "$bundle/bin/uroce"
   local objs=("$build/apps/uroce")
+  # Where `uroce run` looks for them: beside its own binary.
+  for d in libibverbs librdmacm; do
+    mkdir -p "$bundle/bin/$d"
+    cp -L "$build/apps/$d/$d.so.1" "$bundle/bin/$d/"
+    strip "$bundle/bin/$d/$d.so.1"
+    objs+=("$build/apps/$d/$d.so.1")
+  done
+  for t in "${perftest[@]}"; do
+    cp "$(command -v "$t")" "$bundle/perftest/"
+    objs+=("$(command -v "$t")")
+  done
   for p in "${pmds[@]}"; do
     cp -L "$pmd_dir/$p.so.23" "$bundle/pmds/$p.so"  # EAL -d DIR loads *.so and *.so.23.0 only
     objs+=("$pmd_dir/$p.so.23")
   done
   # Every library those load, but glibc's own (the target runs its glibc; a
-  # bundled libc would need the bundled ld.so, and bench-mc re-executes itself).
+  # bundled libc would need the bundled ld.so, and bench-mc re-executes itself)
+  # and the verbs libraries (`uroce run` puts uroce's first).
   ldd "${objs[@]}" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u | while read -r lib; do
     case $(basename "$lib") in
-      libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*) ;;
+      libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*|libibverbs.so.*|librdmacm.so.*) ;;
       *) cp -L "$lib" "$bundle/lib/" ;;
     esac
   done
@@ -85,6 +110,20 @@ rerun_with_dpdk_hidden() {
     "$0" "$1" "$bundle" || rc=$?
   rm -rf "$empty"
   exit $rc
+}
+
+# Processes that take uroce's default EAL arguments (compare's children, the
+# verbs library in a perftest) find the PMDs in DPDK's own plugin directory
+# only: where it is missing (the lent box) the bundle's go there, and made
+# (the caller's) names what to remove after; where it is hidden (here) they
+# go into the empty directory over it.
+install_bundle_pmds() {
+  if [[ ! -d $pmd_dir ]]; then
+    made=$pmd_dir
+    while [[ ! -d $(dirname "$made") ]]; do made=$(dirname "$made"); done
+    mkdir -p "$pmd_dir"
+  fi
+  [[ -n $(ls -A "$pmd_dir") ]] || cp "$b"/pmds/*.so "$pmd_dir/"
 }
 
 # The bundle's uroce, with its libraries on the path; sets b and uroce.
@@ -220,21 +259,14 @@ run_sweep() {
 # rounds at SIZES (64,65536,1048576) on COMPARE_CPUS (2,3; 0,1 where
 # fewer than 4), each measurement shorter than
 # compare's defaults to fit the lease (COMPARE_ARGS replaces those limits).
-# Its children take uroce's default EAL arguments, which find the PMDs in
-# DPDK's own plugin directory only: where that is missing (the lent box)
-# the bundle's are put there for the run and removed after. The table goes
-# to stdout, the JSON to $OUT/compare.json.
+# Its children take uroce's default EAL arguments (install_bundle_pmds). The table goes
+# to stderr, the JSON to $OUT/compare.json. About 1 minute (one round at
+# the three sizes: 20 s on AMD EPYC Zen 1).
 run_compare() {
   rerun_with_dpdk_hidden compare
-  local b uroce
+  local b uroce made="" rc=0
   use_bundle
-  local made="" rc=0
-  if [[ ! -d $pmd_dir ]]; then
-    made=$pmd_dir
-    while [[ ! -d $(dirname "$made") ]]; do made=$(dirname "$made"); done
-    mkdir -p "$pmd_dir"
-  fi
-  [[ -n $(ls -A "$pmd_dir") ]] || cp "$b"/pmds/*.so "$pmd_dir/"
+  install_bundle_pmds
   local limits
   read -r -a limits <<<"${COMPARE_ARGS:---lat-iters 5000 --lat-bytes 268435456 --bw-msgs 100000 --bw-bytes 67108864 --floor-seconds 0.5}"
   local json=${OUT:-/tmp}/compare.json cpus=${COMPARE_CPUS:-2,3}
@@ -246,9 +278,44 @@ run_compare() {
   return $rc
 }
 
+# Issue 19's cost of the verbs ABI layer, bench/verbs_cost.sh, from the
+# bundle: stock perftest (the bundle's copies of Debian's) under `uroce run`
+# beside `uroce perf`, COST_ROUNDS (3) interleaved rounds; on the 16-core
+# machine every thread has a CPU of its own, which the 2-CPU machines here
+# never gave write_lat. The rows also go to $OUT/verbs_cost.txt, or with
+# UROCE_PROGRESS set (the library's progress mode) verbs_cost-MODE.txt.
+run_cost() {
+  rerun_with_dpdk_hidden cost
+  local b uroce made="" rc=0
+  use_bundle
+  install_bundle_pmds
+  PATH=$b/perftest:$PATH UROCE=$uroce bench/verbs_cost.sh "" "${COST_ROUNDS:-3}" |
+    tee "${OUT:-/tmp}/verbs_cost${UROCE_PROGRESS:+-$UROCE_PROGRESS}.txt" || rc=$?
+  [[ -z $made ]] || rm -rf "$made"
+  return $rc
+}
+
+# All of it in one call of the device tool: the sweep first (it loads the
+# PMDs with -d; after compare has put them in DPDK's directory too, here,
+# EAL would find each twice), then compare, then cost in the library's
+# default progress mode and with an engine thread of its own
+# (UROCE_PROGRESS=thread, which needs a CPU for each busy thread). Exit 1 if
+# one failed.
+run_all() {
+  rerun_with_dpdk_hidden all
+  local rc=0
+  run_sweep || rc=1
+  run_compare || rc=1
+  run_cost || rc=1
+  UROCE_PROGRESS=thread run_cost || rc=1
+  return $rc
+}
+
 case $cmd in
   bundle) make_bundle ;;
   run) run_sweep ;;
   compare) run_compare ;;
-  *) sed -n '2,32p' "$0"; exit 2 ;;
+  cost) run_cost ;;
+  all) run_all ;;
+  *) sed -n '2,37p' "$0"; exit 2 ;;
 esac
