@@ -86,7 +86,7 @@ for t in json.load(sys.stdin):
   git rev-parse --short HEAD > "$bundle/COMMIT"
   ldd --version | head -1 > "$bundle/GLIBC"
   du -sh "$bundle"
-  echo "bundle: $bundle (commit $(cat "$bundle/COMMIT")); run it with: bench/multicore_device.sh run $bundle"
+  echo "bundle: $bundle (commit $(cat "$bundle/COMMIT")); run it with: bench/multicore_device.sh all $bundle"
 }
 
 median() { sort -g | awk '{v[NR]=$1} END {if (NR == 0) print 0; else if (NR % 2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
@@ -130,7 +130,7 @@ install_bundle_pmds() {
 use_bundle() {
   [[ -x $bundle/bin/uroce ]] || { echo "no bundle at $bundle: run '$0 bundle' first" >&2; exit 2; }
   b=$(cd "$bundle" && pwd)
-  export LD_LIBRARY_PATH=$b/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  [[ :${LD_LIBRARY_PATH:-}: == *":$b/lib:"* ]] || export LD_LIBRARY_PATH=$b/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   uroce=$b/bin/uroce
 }
 
