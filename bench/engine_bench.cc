@@ -108,11 +108,11 @@ struct End {
 // QPs are engine 0's.
 struct Rig {
   Fifo ab, ba;
-  std::vector<Fifo> idle;  // the idle engines' queues: nothing ever arrives
+  Fifo idle;  // the idle engines' queues, in and out: they are never polled
   End a, b;
   uint64_t now = 1'000'000;
 
-  Rig(uint32_t n_qps, uint32_t sq_depth, uint32_t n_engines = 0) : idle(std::max(1u, n_engines)) {
+  Rig(uint32_t n_qps, uint32_t sq_depth, uint32_t n_engines = 0) {
     static rte_mempool* pool_a = must(create_frame_pool("engine_bench_a", 8191), "pool");
     static rte_mempool* pool_b = must(create_frame_pool("engine_bench_b", 8191), "pool");
     End* ends[2] = {&a, &b};
@@ -123,7 +123,7 @@ struct Rig {
       e.gid = Gid::from_ipv4(v4);
       rte_mempool* pool = i == 0 ? pool_a : pool_b;
       e.ports.push_back(std::make_unique<RingPort>(e.mac, pool, i == 0 ? &ba : &ab, i == 0 ? &ab : &ba));
-      for (uint32_t k = 1; k < n_engines; ++k) e.ports.push_back(std::make_unique<RingPort>(e.mac, pool, &idle[k], &idle[0]));
+      for (uint32_t k = 1; k < n_engines; ++k) e.ports.push_back(std::make_unique<RingPort>(e.mac, pool, &idle, &idle));
       DeviceConfig cfg;
       cfg.gid = e.gid;
       cfg.max_qp = n_qps;

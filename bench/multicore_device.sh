@@ -112,19 +112,25 @@ rerun_with_dpdk_hidden() {
   exit $rc
 }
 
-# Processes that take uroce's default EAL arguments (compare's children, the
-# verbs library in a perftest) find the PMDs in DPDK's own plugin directory
-# only: where it is missing (the lent box) the bundle's go there, and made
-# (the caller's) names what to remove after; where it is hidden (here) they
-# go into the empty directory over it.
-install_bundle_pmds() {
+# Runs a command whose processes take uroce's default EAL arguments
+# (compare's children, the verbs library in a perftest): they find the PMDs
+# in DPDK's own plugin directory only. Where it is missing (the lent box) the
+# bundle's go there for the command and are removed after; where it is hidden
+# (here) they go into the empty directory over it. Returns the command's status.
+with_bundle_pmds() {
+  local made="" rc=0
   if [[ ! -d $pmd_dir ]]; then
     made=$pmd_dir
     while [[ ! -d $(dirname "$made") ]]; do made=$(dirname "$made"); done
     mkdir -p "$pmd_dir"
   fi
   [[ -n $(ls -A "$pmd_dir") ]] || cp "$b"/pmds/*.so "$pmd_dir/"
+  "$@" || rc=$?
+  [[ -z $made ]] || rm -rf "$made"
+  return $rc
 }
+
+cpu_model() { grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'; }
 
 # The bundle's uroce, with its libraries on the path; sets b and uroce.
 use_bundle() {
@@ -143,7 +149,7 @@ run_sweep() {
   local log=${OUT:-/tmp}/multicore.txt
   : > "$log"
   say() { echo "$*" | tee -a "$log"; }
-  say "# multicore sweep: $(hostname), $cpus CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), bundle commit $(cat "$b/COMMIT"), built with $(cat "$b/GLIBC")"
+  say "# multicore sweep: $(hostname), $cpus CPUs ($(cpu_model)), bundle commit $(cat "$b/COMMIT"), built with $(cat "$b/GLIBC")"
   say "# target machine: $(ldd --version | head -1); load: $(cut -d' ' -f1-3 /proc/loadavg)"
   # EAL: the PMD plugins from the bundle; bench-mc adds each side's lcore map.
   local eal=(--no-huge --no-pci --no-shconf -m 1024 -d "$b/pmds" --log-level=lib.*:error --log-level=pmd.net.memif:critical)
@@ -257,25 +263,21 @@ run_sweep() {
 # machine beside the sweep: the stack, kernel TCP (blocking and busy-polling,
 # on 127.0.0.1) and the multi-frame memif floor, ROUNDS (3) interleaved
 # rounds at SIZES (64,65536,1048576) on COMPARE_CPUS (2,3; 0,1 where
-# fewer than 4), each measurement shorter than
-# compare's defaults to fit the lease (COMPARE_ARGS replaces those limits).
-# Its children take uroce's default EAL arguments (install_bundle_pmds). The table goes
-# to stderr, the JSON to $OUT/compare.json. About 1 minute (one round at
-# the three sizes: 20 s on AMD EPYC Zen 1).
+# fewer than 4), each measurement shorter than compare's defaults to fit the
+# lease (COMPARE_ARGS replaces those limits). The table goes to stderr, the
+# JSON to $OUT/compare.json. About 1 minute (one round at the three sizes:
+# 20 s on AMD EPYC Zen 1).
 run_compare() {
   rerun_with_dpdk_hidden compare
-  local b uroce made="" rc=0
+  local b uroce
   use_bundle
-  install_bundle_pmds
   local limits
   read -r -a limits <<<"${COMPARE_ARGS:---lat-iters 5000 --lat-bytes 268435456 --bw-msgs 100000 --bw-bytes 67108864 --floor-seconds 0.5}"
   local json=${OUT:-/tmp}/compare.json cpus=${COMPARE_CPUS:-2,3}
   (( $(nproc) >= 4 )) || cpus=${COMPARE_CPUS:-0,1}
-  echo "# uroce compare: $(hostname), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), bundle commit $(cat "$b/COMMIT"); load: $(cut -d' ' -f1-3 /proc/loadavg)"
-  "$uroce" compare --rounds "${ROUNDS:-3}" --sizes "${SIZES:-64,65536,1048576}" --kinds stack,tcp-block,tcp-busy,floor \
-    --cpus "$cpus" "${limits[@]}" --json > "$json" || rc=$?
-  [[ -z $made ]] || rm -rf "$made"
-  return $rc
+  echo "# uroce compare: $(hostname), $(nproc) CPUs ($(cpu_model)), bundle commit $(cat "$b/COMMIT"); load: $(cut -d' ' -f1-3 /proc/loadavg)"
+  with_bundle_pmds "$uroce" compare --rounds "${ROUNDS:-3}" --sizes "${SIZES:-64,65536,1048576}" \
+    --kinds stack,tcp-block,tcp-busy,floor --cpus "$cpus" "${limits[@]}" --json > "$json"
 }
 
 # Issue 19's cost of the verbs ABI layer, bench/verbs_cost.sh, from the
@@ -286,13 +288,10 @@ run_compare() {
 # UROCE_PROGRESS set (the library's progress mode) verbs_cost-MODE.txt.
 run_cost() {
   rerun_with_dpdk_hidden cost
-  local b uroce made="" rc=0
+  local b uroce
   use_bundle
-  install_bundle_pmds
-  PATH=$b/perftest:$PATH UROCE=$uroce bench/verbs_cost.sh "" "${COST_ROUNDS:-3}" |
-    tee "${OUT:-/tmp}/verbs_cost${UROCE_PROGRESS:+-$UROCE_PROGRESS}.txt" || rc=$?
-  [[ -z $made ]] || rm -rf "$made"
-  return $rc
+  with_bundle_pmds env PATH="$b/perftest:$PATH" UROCE="$uroce" bench/verbs_cost.sh "" "${COST_ROUNDS:-3}" |
+    tee "${OUT:-/tmp}/verbs_cost${UROCE_PROGRESS:+-$UROCE_PROGRESS}.txt"
 }
 
 # All of it in one call of the device tool: the sweep first (it loads the
