@@ -33,8 +33,6 @@ Dcqcn::Dcqcn(uint64_t line_rate_bps, const DcqcnParams& p)
       max_bps_(p.rpg_max_rate == 0 ? line_rate_bps
                                    : std::min(line_rate_bps, mbps_to_bps(p.rpg_max_rate))),
       min_bps_(mbps_to_bps(p.rpg_min_rate)),
-      ai_bps_(mbps_to_bps(p.rpg_ai_rate)),
-      hai_bps_(mbps_to_bps(p.rpg_hai_rate)),
       time_reset_ns_(us_to_ns(p.rpg_time_reset)),
       alpha_period_ns_(us_to_ns(p.dce_tcp_rtt)),
       monitor_ns_(us_to_ns(p.rate_reduce_monitor_period)),
@@ -50,15 +48,21 @@ void Dcqcn::on_cnp(uint64_t now_ns) {
     limited_ = true;
     alpha_ = p_.initial_alpha_value << (kAlphaShift - 10);
     alpha_cnp_ = false;
+    alpha_cnps_late_ = 0;
     alpha_deadline_ns_ = now_ns + alpha_period_ns_;
     if (p_.rate_to_set_on_first_cnp != 0) {
       rc_bps_ = std::clamp(mbps_to_bps(p_.rate_to_set_on_first_cnp), min_bps_, line_bps_);
       rt_bps_ = rc_bps_;
     }
   } else {
-    alpha_cnp_ = true;  // the next alpha update raises alpha
+    // The next alpha update raises alpha. A second CNP read at the same
+    // instant came in an earlier receive than the software RP took: it is
+    // owed a raise of its own (update_alpha).
+    if (alpha_cnp_ && now_ns == last_cnp_ns_ && alpha_cnps_late_ != UINT16_MAX) ++alpha_cnps_late_;
+    alpha_cnp_ = true;
     if (alpha_deadline_ns_ == kNeverNs) alpha_deadline_ns_ = now_ns + alpha_period_ns_;
   }
+  last_cnp_ns_ = now_ns;
   if (!have_cut_ || now_ns >= last_cut_ns_ + monitor_ns_) {
     cut(now_ns);
   } else if (!cut_pending_) {
@@ -99,7 +103,10 @@ void Dcqcn::update_alpha() {
   // Once per dce_tcp_rtt: alpha = (1-g)*alpha + g if a CNP arrived in the
   // period, else (1-g)*alpha, with (1-g) = dce_tcp_g / 1024.
   const uint64_t keep = p_.dce_tcp_g;
-  const uint64_t add = alpha_cnp_ ? (1024 - keep) * uint64_t(kAlphaOne) : 0;
+  // A period with no CNP of its own raises alpha for a CNP owed one.
+  const bool raise = alpha_cnp_ || alpha_cnps_late_ != 0;
+  if (!alpha_cnp_ && raise) --alpha_cnps_late_;
+  const uint64_t add = raise ? (1024 - keep) * uint64_t(kAlphaOne) : 0;
   alpha_ = uint32_t((uint64_t(alpha_) * keep + add) >> 10);
   alpha_cnp_ = false;
 }
@@ -110,10 +117,10 @@ void Dcqcn::increase(Event e) {
     stage_ = DcqcnStage::kFastRecovery;
   } else if (std::min(t_, bc_) > f) {
     stage_ = DcqcnStage::kHyperIncrease;
-    rt_bps_ = std::min(rt_bps_ + hai_bps_, max_bps_);
+    rt_bps_ = std::min(rt_bps_ + mbps_to_bps(p_.rpg_hai_rate), max_bps_);
   } else {
     stage_ = DcqcnStage::kAdditiveIncrease;
-    rt_bps_ = std::min(rt_bps_ + ai_bps_, max_bps_);
+    rt_bps_ = std::min(rt_bps_ + mbps_to_bps(p_.rpg_ai_rate), max_bps_);
   }
   if (e == Event::kTimer) {
     ++t_;

@@ -28,6 +28,10 @@
 //   alpha timer, every dce_tcp_rtt from the first CNP:
 //          alpha = (1-g)*alpha + g  if a CNP arrived in the period, else
 //          alpha = (1-g)*alpha   (so alpha rises at most once per period).
+//          CNPs read at one instant (one receive burst of a software RP that
+//          ran late) arrived apart, as a notification point spaces them
+//          (min_time_between_cnps): each but the first raises alpha in a
+//          period of its own, one per period, after the missed ones are replayed.
 //   rate-increase events, from the timer (every rpg_time_reset, counter T) and
 //   the byte counter (every rpg_byte_reset x 64 bytes sent, counter BC); both
 //   reset at every cut. The stage is chosen from (T, BC) before the event counts:
@@ -111,8 +115,6 @@ class Dcqcn {
   uint64_t line_bps_;
   uint64_t max_bps_;       // rpg_max_rate or line rate
   uint64_t min_bps_;       // rpg_min_rate
-  uint64_t ai_bps_;
-  uint64_t hai_bps_;
   uint64_t time_reset_ns_;
   uint64_t alpha_period_ns_;
   uint64_t monitor_ns_;
@@ -129,6 +131,8 @@ class Dcqcn {
   bool cut_pending_ = false;
   bool have_cut_ = false;
   DcqcnStage stage_ = DcqcnStage::kIdle;
+  uint16_t alpha_cnps_late_ = 0;  // CNPs read at one instant with another, each owed a raise
+  uint64_t last_cnp_ns_ = kNeverNs;
   uint64_t last_cut_ns_ = 0;
   uint64_t alpha_deadline_ns_ = kNeverNs;
   uint64_t increase_deadline_ns_ = kNeverNs;

@@ -4,6 +4,7 @@
 #include "stack/cc/dcqcn.h"
 
 #include <cstdint>
+#include <initializer_list>
 
 #include <gtest/gtest.h>
 
@@ -359,28 +360,53 @@ TEST(Dcqcn, ByteResetCountsSixtyFourByteUnits) {
   EXPECT_EQ(d.rate_bps(), 75'024'414'063u);
 }
 
-TEST(Dcqcn, AlphaRisesAtMostOncePerPeriod) {
-  // Events: g = 1/4 (dce_tcp_g 768), dce_tcp_rtt 10 us, alpha starts at 0.5
-  // (512); first CNP at 0, then three CNPs at 1, 2, 3 us; alpha updates at
-  // 10 us (CNP seen) and 20 us (none).
-  // Expect: the first CNP sets alpha = 0.5 (Q20 524288) and does not raise
-  // it; at 10 us one raise for the three CNPs: 0.5 * 3/4 + 1/4 = 0.625
-  // (655360); at 20 us one decay: 0.625 * 3/4 = 0.46875 (491520).
+/// The alpha-period tests' RP: g = 1/4 (dce_tcp_g 768), dce_tcp_rtt 10 us,
+/// alpha 0.5 (initial_alpha_value 512) from its first CNP, at 0.
+Dcqcn quarter_gain_after_first_cnp() {
   DcqcnParams p = fixed_alpha_params();
   p.initial_alpha_value = 512;
   p.dce_tcp_g = 768;
   p.dce_tcp_rtt = 10;
   Dcqcn d(100 * kG, p);
   d.on_cnp(0);
+  return d;
+}
+
+/// Runs d's alpha updates at 10, 20, ... us and expects alpha (Q20) after each.
+void expect_alpha_per_period(Dcqcn& d, std::initializer_list<uint32_t> alpha_q20) {
+  uint64_t t = 0;
+  for (const uint32_t a : alpha_q20) {
+    t += 10 * kUs;
+    d.on_timer(t);
+    EXPECT_EQ(d.alpha_q20(), a) << "at " << t / kUs << " us";
+  }
+}
+
+TEST(Dcqcn, AlphaRisesAtMostOncePerPeriod) {
+  // Events: quarter_gain_after_first_cnp, then three CNPs at 1, 2, 3 us;
+  // alpha updates at 10 us (CNP seen) and 20 us (none).
+  // Expect: the first CNP sets alpha = 0.5 (Q20 524288) and does not raise
+  // it; at 10 us one raise for the three CNPs: 0.5 * 3/4 + 1/4 = 0.625
+  // (655360); at 20 us one decay: 0.625 * 3/4 = 0.46875 (491520).
+  Dcqcn d = quarter_gain_after_first_cnp();
   EXPECT_EQ(d.alpha_q20(), 524288u);
   d.on_cnp(1 * kUs);
   d.on_cnp(2 * kUs);
   d.on_cnp(3 * kUs);
   EXPECT_EQ(d.alpha_q20(), 524288u);
-  d.on_timer(10 * kUs);
-  EXPECT_EQ(d.alpha_q20(), 655360u);
-  d.on_timer(20 * kUs);
-  EXPECT_EQ(d.alpha_q20(), 491520u);
+  expect_alpha_per_period(d, {655360, 491520});
+}
+
+TEST(Dcqcn, CnpsReadAtOneInstantRaiseAlphaOnceEach) {
+  // Events: quarter_gain_after_first_cnp, then three CNPs read at 3 us, all
+  // three (one receive burst of an RP that ran late: they came apart);
+  // alpha updates at 10, 20, 30 and 40 us.
+  // Expect: one raise per CNP of the burst, one per period: 0.5 -> 0.625
+  // (655360) -> 0.71875 (753664) -> 0.7890625 (827392), then a decay at
+  // 40 us: 0.591796875 (620544).
+  Dcqcn d = quarter_gain_after_first_cnp();
+  for (int i = 0; i < 3; ++i) d.on_cnp(3 * kUs);
+  expect_alpha_per_period(d, {655360, 753664, 827392, 620544});
 }
 
 TEST(Dcqcn, ByteCounterIncreaseClampsTargetOnNextCut) {
@@ -446,6 +472,35 @@ TEST(Dcqcn, CnpEvery4UsReachesMinRateFromAnyState) {
     for (const uint64_t end = t + 600 * kUs; t <= end; t += 4 * kUs) d.on_cnp(t);
     EXPECT_EQ(d.rate_bps(), min_bps);
   }
+}
+
+TEST(Dcqcn, CnpsReadInBurstsReachMinRate) {
+  // What cc.cnp_slows_target relies on when the target is a software RP on a
+  // busy CPU (uroce's libibverbs on a shared core): CNPs every 4 us, but read
+  // 5 at a time every 20 us. Events, ConnectX defaults: CNPs every 4 us for
+  // 2 ms, none for 5 ms (alpha decays to 0 and the timer brings RC back to
+  // half the line rate or more, the limiter still on), then the bursts.
+  // Expect: RC at most 10 Mb/s after 1 ms of bursts, rpg_min_rate after
+  // 1.2 ms. (With a burst's CNPs counted as one, alpha stayed near 0.05 and
+  // RC at 13 Gb/s after 1 ms.)
+  const DcqcnParams p = DcqcnParams::connectx();
+  const uint64_t min_bps = uint64_t(p.rpg_min_rate) * 1'000'000;
+  Dcqcn d(100 * kG, p);
+  uint64_t t = 0;
+  for (; t < 2000 * kUs; t += 4 * kUs) d.on_cnp(t);
+  t += 5000 * kUs;
+  d.on_timer(t);
+  EXPECT_EQ(d.alpha_q20(), 0u);
+  EXPECT_TRUE(d.limited());
+  EXPECT_GE(d.rate_bps(), 50 * kG);
+  const uint64_t bursts = t;
+  for (; t <= bursts + 1200 * kUs; t += 20 * kUs) {
+    for (int i = 0; i < 5; ++i) d.on_cnp(t);
+    if (t == bursts + 1000 * kUs) {
+      EXPECT_LE(d.rate_bps(), 10'000'000u);
+    }
+  }
+  EXPECT_EQ(d.rate_bps(), min_bps);
 }
 
 }  // namespace
