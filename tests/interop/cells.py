@@ -76,6 +76,13 @@ def retry_loop(body: str, retry_s: float = RETRY_S, keep: str | None = None) -> 
             f"{body} || break; [ $(date +%s) -lt $retry_end ] || break; {save}sleep {RETRY_PAUSE_S}; done{show}")
 
 
+def last_try(text: str) -> str:
+    """The last try's part of a retry_loop output: what follows its "--- try N, the last:" line
+    (the whole text when there was one try). An earlier try's "Connection refused" is why the
+    loop tried again, not the run's result."""
+    return re.split(r"^(?:\s*[\d.]+ )?--- try \d+, the last:$", text, flags=re.M)[-1]
+
+
 def wait_arp(ip: str, tries: int = 90) -> str:
     """sh (the guest): wait, up to tries ARP requests a second apart, until ip answers. Our stack
     answers ARP for its address only while one of our processes runs, and an rdma_cm REQ sent
