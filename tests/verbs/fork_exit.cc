@@ -10,6 +10,13 @@
 //    it (the engine thread would run exit() and abort joining itself); it
 //    waits for the main thread, and the process exits 0.
 // Prints one line per check; exits 1 if any fails.
+// Under AddressSanitizer the forked children are not run (a "skip" line says
+// so): GCC 12's ASan allocator takes no lock around fork(), so a child whose
+// engine thread allocates can wait forever on a size-class mutex that one of
+// the parent's threads held at the fork (seen in CI, 2026-12-04: 3 of 6 runs,
+// child 0 in __sanitizer::SizeClassAllocator64::GetFromAllocator from calloc
+// on its engine thread, its main thread joining it at exit). glibc's malloc
+// takes its locks around fork(); the main build runs the children.
 #include <infiniband/verbs.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -54,8 +61,13 @@ int main() {
   check(pd != nullptr, "device opened, PD allocated");
   if (!pd) return 1;
 
-  int good = 0;
+#ifdef __SANITIZE_ADDRESS__
+  constexpr int kChildren = 0;
+  std::printf("skip forked children: ASan's allocator is not fork-safe (see the top of this file)\n");
+#else
   constexpr int kChildren = 20;
+#endif
+  int good = 0;
   for (int i = 0; i < kChildren; ++i) {
     std::fflush(stdout);  // else each child's exit prints the parent's lines again
     const pid_t pid = fork();
@@ -69,7 +81,7 @@ int main() {
   }
   char what[96];
   std::snprintf(what, sizeof what, "%d of %d forked children queried the port and exited 0", good, kChildren);
-  check(good == kChildren, what);
+  if (kChildren > 0) check(good == kChildren, what);
 
   sigset_t urg, old;
   sigemptyset(&urg);
