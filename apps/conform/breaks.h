@@ -56,18 +56,15 @@ std::optional<Break> break_from_name(std::string_view name);
 /// Wraps io (which must outlive this); passes every burst through until set()
 /// names a break. Frames of more than one segment pass unchanged. Test-only:
 /// with a break set, frames go to the port one at a time.
-class BreakIo final : public PacketIo {
+class BreakIo final : public PacketIoWrapper {
  public:
-  explicit BreakIo(PacketIo& io) : io_(io) {}
+  explicit BreakIo(PacketIo& io) : PacketIoWrapper(io) {}
   ~BreakIo() override { drop_early(); }
   /// The break from now on (the helper sets it at each case's setup).
   void set(Break b);
 
   uint16_t rx_burst(rte_mbuf** out, uint16_t n) override;
   uint16_t tx_burst(rte_mbuf** in, uint16_t n) override;
-  rte_mempool* tx_pool() override { return io_.tx_pool(); }
-  IoCaps caps() const override { return io_.caps(); }
-  MacAddr mac() const override { return io_.mac(); }
 
  private:
   /// Changes a received frame in place. Returns false to drop it.
@@ -82,7 +79,6 @@ class BreakIo final : public PacketIo {
   /// 0 (drop), 1, or 2 (kTxNakTwice).
   int tx_one(rte_mbuf* m);
 
-  PacketIo& io_;
   Break brk_ = Break::kNone;
   bool answered_ = false;  // kTxFirstAnswerOnly: a RoCE frame went out since set()
   bool sent_any_ = false;  // a request went out since set()

@@ -20,12 +20,10 @@
 
 namespace uroce::dpdk {
 
-class DropEveryNthIo final : public PacketIo {
+class DropEveryNthIo final : public PacketIoWrapper {
  public:
   /// Wraps io (which must outlive this); drops frames n, 2n, 3n, ... (1-based).
-  DropEveryNthIo(PacketIo& io, uint32_t n) : io_(io), n_(n) {}
-
-  uint16_t rx_burst(rte_mbuf** out, uint16_t n) override { return io_.rx_burst(out, n); }
+  DropEveryNthIo(PacketIo& io, uint32_t n) : PacketIoWrapper(io), n_(n) {}
 
   uint16_t tx_burst(rte_mbuf** in, uint16_t n) override {
     if (n_ == 0) return io_.tx_burst(in, n);
@@ -47,15 +45,10 @@ class DropEveryNthIo final : public PacketIo {
     return done;
   }
 
-  rte_mempool* tx_pool() override { return io_.tx_pool(); }
-  IoCaps caps() const override { return io_.caps(); }
-  MacAddr mac() const override { return io_.mac(); }
-
   /// Frames dropped so far.
   uint64_t dropped() const { return dropped_; }
 
  private:
-  PacketIo& io_;
   uint64_t n_;
   uint64_t seq_ = 0;  // frames consumed (sent or dropped)
   uint64_t dropped_ = 0;
@@ -71,11 +64,11 @@ class DropEveryNthIo final : public PacketIo {
 /// to make rxe and the stack retransmit to each other. With rate 0 both bursts
 /// pass straight through. Data path: no allocation, one call of the wrapped
 /// burst per run of kept frames.
-class RandomDropIo final : public PacketIo {
+class RandomDropIo final : public PacketIoWrapper {
  public:
   /// Wraps io (which must outlive this). rate in [0, 1].
   RandomDropIo(PacketIo& io, double rate, uint64_t seed)
-      : io_(io),
+      : PacketIoWrapper(io),
         threshold_(rate <= 0 ? 0 : rate >= 1 ? UINT64_MAX : uint64_t(rate * 18446744073709551616.0)),
         state_(seed) {}
 
@@ -119,10 +112,6 @@ class RandomDropIo final : public PacketIo {
     return done;
   }
 
-  rte_mempool* tx_pool() override { return io_.tx_pool(); }
-  IoCaps caps() const override { return io_.caps(); }
-  MacAddr mac() const override { return io_.mac(); }
-
   uint64_t rx_dropped() const { return rx_dropped_; }
   uint64_t tx_dropped() const { return tx_dropped_; }
 
@@ -130,7 +119,6 @@ class RandomDropIo final : public PacketIo {
   bool lose() { return next() < threshold_; }
   uint64_t next() { return splitmix64(state_); }
 
-  PacketIo& io_;
   uint64_t threshold_;  // a frame is lost when a draw falls below it: rate * 2^64
   uint64_t state_;
   uint64_t rx_dropped_ = 0;

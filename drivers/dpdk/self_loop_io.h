@@ -19,10 +19,10 @@
 
 namespace uroce::dpdk {
 
-class SelfLoopIo final : public PacketIo {
+class SelfLoopIo final : public PacketIoWrapper {
  public:
   /// Wraps io (which must outlive this); frames to self go back to the stack.
-  SelfLoopIo(PacketIo& io, const MacAddr& self) : io_(io), self_(self) {}
+  SelfLoopIo(PacketIo& io, const MacAddr& self) : PacketIoWrapper(io), self_(self) {}
   ~SelfLoopIo() override {
     for (; head_ != tail_; ++head_) rte_pktmbuf_free(ring_[head_ % kRing]);
   }
@@ -54,10 +54,6 @@ class SelfLoopIo final : public PacketIo {
     return done;
   }
 
-  rte_mempool* tx_pool() override { return io_.tx_pool(); }
-  IoCaps caps() const override { return io_.caps(); }
-  MacAddr mac() const override { return io_.mac(); }
-
   /// Frames delivered back to the device so far.
   uint64_t looped() const { return looped_; }
 
@@ -68,7 +64,6 @@ class SelfLoopIo final : public PacketIo {
     return std::memcmp(rte_pktmbuf_mtod(m, const uint8_t*), self_.b, RTE_ETHER_ADDR_LEN) == 0;
   }
 
-  PacketIo& io_;
   MacAddr self_;
   std::array<rte_mbuf*, kRing> ring_{};
   uint32_t head_ = 0;  // next to receive

@@ -51,4 +51,21 @@ class PacketIo {
   virtual MacAddr mac() const = 0;
 };
 
+/// A PacketIo in front of another (fault injection, loopback, a conformance
+/// break): every call goes to the wrapped port, so a wrapper overrides only
+/// the calls it changes. The wrapped port must outlive it.
+class PacketIoWrapper : public PacketIo {
+ public:
+  explicit PacketIoWrapper(PacketIo& io) : io_(io) {}
+
+  uint16_t rx_burst(rte_mbuf** out, uint16_t n) override { return io_.rx_burst(out, n); }
+  uint16_t tx_burst(rte_mbuf** in, uint16_t n) override { return io_.tx_burst(in, n); }
+  rte_mempool* tx_pool() override { return io_.tx_pool(); }
+  IoCaps caps() const override { return io_.caps(); }
+  MacAddr mac() const override { return io_.mac(); }
+
+ protected:
+  PacketIo& io_;
+};
+
 }  // namespace uroce

@@ -109,6 +109,30 @@ void for_each_qp(F&& f) {
   }
 }
 
+// Adds to d a dict "<dev>_<qpn>" for each QP (of device dev only if given;
+// the first kMaxQpsListed), with the fields fill(q, dev, qp) adds. 0, or
+// -ENOMEM. The caller holds telemetry_mutex().
+template <typename F>
+int add_qp_dicts(rte_tel_data* d, bool given, uint32_t dev, F&& fill) {
+  uint32_t n = 0;
+  int err = 0;
+  for_each_qp([&](uint32_t qdev, const Context&, const transport::QpImpl& qp) {
+    if ((given && qdev != dev) || n >= kMaxQpsListed || err) return;
+    rte_tel_data* q = rte_tel_data_alloc();
+    if (!q) {
+      err = -ENOMEM;
+      return;
+    }
+    rte_tel_data_start_dict(q);
+    fill(q, qdev, qp);
+    // DPDK 22.11 takes only [A-Za-z0-9_/] in names.
+    const std::string key = std::to_string(qdev) + "_" + std::to_string(qp.qp_num);
+    rte_tel_data_add_dict_container(d, key.c_str(), q, 0);
+    ++n;
+  });
+  return err;
+}
+
 int cmd_ports(const char*, const char*, rte_tel_data* d) {
   std::lock_guard lock(telemetry_mutex());
   rte_tel_data_start_dict(d);
@@ -142,23 +166,7 @@ int cmd_qps(const char*, const char* params, rte_tel_data* d) {
   if (!parse_param(params, given, dev)) return -EINVAL;
   std::lock_guard lock(telemetry_mutex());
   rte_tel_data_start_dict(d);
-  uint32_t n = 0;
-  int err = 0;
-  for_each_qp([&](uint32_t qdev, const Context&, const transport::QpImpl& qp) {
-    if ((given && qdev != dev) || n >= kMaxQpsListed || err) return;
-    rte_tel_data* q = rte_tel_data_alloc();
-    if (!q) {
-      err = -ENOMEM;
-      return;
-    }
-    rte_tel_data_start_dict(q);
-    qp_fields(q, qdev, qp);
-    // DPDK 22.11 takes only [A-Za-z0-9_/] in names.
-    const std::string key = std::to_string(qdev) + "_" + std::to_string(qp.qp_num);
-    rte_tel_data_add_dict_container(d, key.c_str(), q, 0);
-    ++n;
-  });
-  return err;
+  return add_qp_dicts(d, given, dev, qp_fields);
 }
 
 int cmd_qp(const char*, const char* params, rte_tel_data* d) {
@@ -252,16 +260,7 @@ int cmd_cc(const char*, const char* params, rte_tel_data* d) {
     }
     rte_tel_data_add_dict_container(d, ("dev" + std::to_string(e.dev)).c_str(), p, 0);
   }
-  uint32_t n = 0;
-  int err = 0;
-  for_each_qp([&](uint32_t qdev, const Context&, const transport::QpImpl& qp) {
-    if ((given && qdev != dev) || n >= kMaxQpsListed || err) return;
-    rte_tel_data* q = rte_tel_data_alloc();
-    if (!q) {
-      err = -ENOMEM;
-      return;
-    }
-    rte_tel_data_start_dict(q);
+  return add_qp_dicts(d, given, dev, [](rte_tel_data* q, uint32_t qdev, const transport::QpImpl& qp) {
     add_u64(q, "dev", qdev);
     add_u64(q, "qpn", qp.qp_num);
     const cc::CongestionControl& alg = qp.cc.algorithm();
@@ -274,11 +273,7 @@ int cmd_cc(const char*, const char* params, rte_tel_data* d) {
     }
     add_u64(q, "rtt_samples", qp.cc.rtt_samples());
     add_u64(q, "last_rtt_ns", qp.cc.last_rtt_ns());
-    const std::string key = std::to_string(qdev) + "_" + std::to_string(qp.qp_num);
-    rte_tel_data_add_dict_container(d, key.c_str(), q, 0);
-    ++n;
   });
-  return err;
 }
 
 void register_commands() {

@@ -37,7 +37,7 @@ uint16_t SteeringIo::rx_burst(rte_mbuf** out, uint16_t n) {
     if (from != self_) k = uint16_t(k + rings_.ring(from, self_).pop(out + k, size_t(fwd_max - k)));
   }
   stats_.fwd_in += k;
-  const uint16_t got = inner_.rx_burst(out + k, uint16_t(n - k));
+  const uint16_t got = io_.rx_burst(out + k, uint16_t(n - k));
   if (engines == 1) return uint16_t(k + got);
   const uint16_t end = uint16_t(k + got);
   for (uint16_t i = k; i < end; ++i) {

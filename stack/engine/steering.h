@@ -50,19 +50,14 @@ class FwdRings {
 /// Engine `self`'s view of its port queue: rx_burst returns the frames other
 /// engines forwarded to it, then those of its own queue that it owns (or that
 /// are not RoCE), handing the rest to their owners; tx_burst is the queue's.
-class SteeringIo final : public PacketIo {
+class SteeringIo final : public PacketIoWrapper {
  public:
-  SteeringIo(PacketIo& inner, FwdRings& rings, uint32_t self, EngineStats& stats)
-      : inner_(inner), rings_(rings), self_(self), stats_(stats) {}
+  SteeringIo(PacketIo& queue, FwdRings& rings, uint32_t self, EngineStats& stats)
+      : PacketIoWrapper(queue), rings_(rings), self_(self), stats_(stats) {}
 
   uint16_t rx_burst(rte_mbuf** out, uint16_t n) override;
-  uint16_t tx_burst(rte_mbuf** in, uint16_t n) override { return inner_.tx_burst(in, n); }
-  rte_mempool* tx_pool() override { return inner_.tx_pool(); }
-  IoCaps caps() const override { return inner_.caps(); }
-  MacAddr mac() const override { return inner_.mac(); }
 
  private:
-  PacketIo& inner_;
   FwdRings& rings_;
   uint32_t self_;
   EngineStats& stats_;

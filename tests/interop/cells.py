@@ -59,6 +59,7 @@ def afp_eal(mtu: int = 1500) -> str:
 # number of tries let a qperf client that took 2 s a try hold the boot for 1,000 s).
 RETRY_PAUSE_S = 0.2
 RETRY_S = 90
+LAST_TRY = "--- try {}, the last:"  # retry_loop's line before the last try's output (last_try splits there)
 
 
 def retry_loop(body: str, retry_s: float = RETRY_S, keep: str | None = None) -> str:
@@ -70,7 +71,7 @@ def retry_loop(body: str, retry_s: float = RETRY_S, keep: str | None = None) -> 
     that could not connect for 98 s (our qperf client in CI) shows why in every try, not only
     in its last."""
     save = f'{{ echo "--- try $try, retried at $(date +%T):"; cat {keep}; }} >>{keep}.tries; ' if keep else ""
-    show = f"; if [ -s {keep}.tries ]; then cat {keep}.tries; echo \"--- try $try, the last:\"; fi" if keep else ""
+    show = f"; if [ -s {keep}.tries ]; then cat {keep}.tries; echo \"{LAST_TRY.format('$try')}\"; fi" if keep else ""
     clear = f"rm -f {keep}.tries; " if keep else ""
     return (f"{clear}try=0; retry_end=$(( $(date +%s) + {round(retry_s)} )); while :; do try=$((try + 1)); "
             f"{body} || break; [ $(date +%s) -lt $retry_end ] || break; {save}sleep {RETRY_PAUSE_S}; done{show}")
@@ -80,7 +81,7 @@ def last_try(text: str) -> str:
     """The last try's part of a retry_loop output: what follows its "--- try N, the last:" line
     (the whole text when there was one try). An earlier try's "Connection refused" is why the
     loop tried again, not the run's result."""
-    return re.split(r"^(?:\s*[\d.]+ )?--- try \d+, the last:$", text, flags=re.M)[-1]
+    return re.split(r"^(?:\s*[\d.]+ )?" + re.escape(LAST_TRY).replace(r"\{\}", r"\d+") + "$", text, flags=re.M)[-1]
 
 
 def wait_arp(ip: str, tries: int = 90) -> str:
