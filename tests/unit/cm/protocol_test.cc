@@ -36,26 +36,14 @@ uint16_t cm_attr(const wire::PacketDesc& d, const std::vector<uint8_t>& bytes) {
   return h.attr_id;
 }
 
-class Cm : public ::testing::Test {
+// Two devices back to back (the transport tests' Pair) without QPs: the CM makes them.
+class Cm : public Pair {
  protected:
   void SetUp() override {
-    a = std::make_unique<Side>(1);
-    b = std::make_unique<Side>(2);
-    TestPort::connect(a->port, b->port);
-    for (Side* s : {a.get(), b.get()}) {
-      DeviceConfig cfg;
-      cfg.gid = s->gid;
-      cfg.max_qp = 64;
-      cfg.key_seed = 0x5eed0000u + s->mac.b[5];
-      auto ctx = open_device(s->port, cfg);
-      ASSERT_TRUE(ctx.ok()) << ctx.status().message();
-      s->ctx = std::move(*ctx);
-      s->pd = must(alloc_pd(s->ctx.get()));
-      s->scq = must(create_cq(s->ctx.get(), 64));
-      s->rcq = must(create_cq(s->ctx.get(), 64));
-      s->mr = must(reg_mr(s->pd, s->buf.data(), s->buf.size(), kAccessLocalWrite | kAccessRemoteWrite));
-      s->port.keep_bytes = true;
-    }
+    PairOptions o;
+    o.cqe = 64;
+    open_sides(o);
+    a->port.keep_bytes = b->port.keep_bytes = true;
   }
   void TearDown() override {
     for (Side* s : {a.get(), b.get()}) {
@@ -197,8 +185,6 @@ class Cm : public ::testing::Test {
     return post_recv(q, &wr, nullptr);
   }
 
-  std::unique_ptr<Side> a, b;
-  uint64_t now = 1'000'000;
   CmId* listener = nullptr;
   CmId* client = nullptr;
 };

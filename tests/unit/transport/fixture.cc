@@ -31,6 +31,17 @@ void fill(std::vector<uint8_t>& buf, size_t off, size_t len, uint8_t seed) {
 }
 
 void Pair::open(const PairOptions& o) {
+  open_sides(o);
+  if (HasFatalFailure()) return;
+  if (o.b_srq) {
+    SrqInitAttr sa;
+    sa.max_wr = o.max_recv_wr;
+    b->srq = must(create_srq(b->pd, sa));
+  }
+  make_qps(o, a->pd, b->pd, &a->qp, &b->qp);
+}
+
+void Pair::open_sides(const PairOptions& o) {
   opt = o;
   a = std::make_unique<Side>(1);
   b = std::make_unique<Side>(2);
@@ -53,12 +64,6 @@ void Pair::open(const PairOptions& o) {
     ASSERT_TRUE(mr.ok());
     s->mr = *mr;
   }
-  if (o.b_srq) {
-    SrqInitAttr sa;
-    sa.max_wr = o.max_recv_wr;
-    b->srq = must(create_srq(b->pd, sa));
-  }
-  make_qps(o, a->pd, b->pd, &a->qp, &b->qp);
 }
 
 void Pair::make_qps(const PairOptions& o, Pd* pda, Pd* pdb, Qp** qa, Qp** qb) {

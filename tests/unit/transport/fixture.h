@@ -81,6 +81,9 @@ class Pair : public ::testing::Test {
  protected:
   /// Opens both sides and brings a.qp and b.qp to RTS, connected to each other.
   void open(const PairOptions& o = {});
+  /// What open() starts with: each side's device, PD, CQs and MR, no QP
+  /// (the CM tests let the CM make them).
+  void open_sides(const PairOptions& o = {});
   /// Creates and connects a QP on each side in pd (a's and b's own by default).
   void make_qps(const PairOptions& o, Pd* pda, Pd* pdb, Qp** qa, Qp** qb);
 
