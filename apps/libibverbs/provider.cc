@@ -271,17 +271,25 @@ void Provider::run_engine_thread() {
     std::this_thread::sleep_for(std::chrono::nanoseconds(hot ? kHotNapNs : kColdNapNs));
     if (clock_->now_ns() - last_step_ns_.load(std::memory_order_relaxed) < (hot ? kHotNapNs : kIdleStepNs)) continue;
     // The program is away: step while there is traffic, until it is back.
-    const uint32_t quiet_steps = hot ? kHotQuietSteps : kQuietSteps;
     const uint64_t away = clock_->now_ns();
-    for (uint32_t quiet = 0; quiet < quiet_steps && !stop_.load(std::memory_order_relaxed);) {
+    const bool passive = hot && away - data_path_ns_.load(std::memory_order_relaxed) >= kHotNs;
+    const uint32_t quiet_steps = hot ? kHotQuietSteps : kQuietSteps;
+    uint64_t busy_ns = away;  // the last step that moved frames or had some to send
+    for (uint32_t quiet = 0; !stop_.load(std::memory_order_relaxed);) {
       if (data_path_ns_.load(std::memory_order_relaxed) > away || !lock_.try_lock()) break;  // the program is back
       const uint32_t n = step();
       // A QP the pacer holds back (cc dcqcn) has frames to send in a
       // moment: not quiet, or the hot naps would pace it instead.
       const bool waits_to_send = ctx_->ready.size() != 0 || ctx_->pace_timers.armed_count() != 0;
       lock_.unlock();
-      quiet = n || waits_to_send ? 0 : quiet + 1;
-      if (n) moved_ns = clock_->now_ns();
+      const uint64_t now = clock_->now_ns();
+      if (n) moved_ns = now;
+      if (n || waits_to_send) {
+        busy_ns = now;
+        quiet = 0;
+      } else if (passive ? now - busy_ns >= kHotNapNs : ++quiet >= quiet_steps) {
+        break;
+      }
     }
   }
 }
