@@ -112,6 +112,7 @@ class Provider {
   /// rather than a step, a lock round and a one-frame burst each; the next
   /// poll or post, or the background thread, rings it.
   void doorbell() {
+    posts_.store(posts_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);  // only lock holders write it
     const uint64_t now = clock_->now_ns();
     if (now - last_step_ns_.load(std::memory_order_relaxed) >= kDoorbellNs) return step_inline();
     data_path_ns_.store(now, std::memory_order_relaxed);
@@ -178,6 +179,14 @@ class Provider {
   static constexpr uint64_t kHotNs = 2'000'000;
   static constexpr uint64_t kHotNapNs = 20'000;
   static constexpr uint32_t kHotQuietSteps = 32;
+  /// A program that rang kStreamingPosts doorbells or more during one nap
+  /// (ib_write_bw's client posts bursts of 100) steps the engine itself in
+  /// its calls: the thread naps kIdleStepNs instead, until a nap sees fewer.
+  /// Its 20 us naps woke it 22,000 times a second, each wakeup taking the
+  /// program's CPU (2 vCPUs); with these naps 4,500. A program that stops
+  /// posting to watch memory waits at most kIdleStepNs, as on a cold
+  /// device; ib_write_lat posts once a round trip, and stays hot.
+  static constexpr uint64_t kStreamingPosts = 16;
   /// doorbell(): posts this soon after a step share the next one.
   static constexpr uint64_t kDoorbellNs = 1'000;
   /// At exit, the engine steps this long so that queued frames leave.
@@ -194,6 +203,7 @@ class Provider {
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> last_step_ns_{0};
   std::atomic<uint64_t> data_path_ns_{0};  // the program's last post or poll: it is back
+  std::atomic<uint64_t> posts_{0};  // doorbells rung: streaming_posts
   std::atomic<int> waiters_{0};
   std::atomic<bool> engine_thread_{false};
   std::thread::id data_path_thread_;  // the lock held
