@@ -184,7 +184,7 @@ class Provider {
   /// its calls: the thread naps kIdleStepNs instead, until a nap sees fewer.
   /// Its 20 us naps woke it 22,000 times a second, each wakeup taking the
   /// program's CPU (2 vCPUs); with these naps 4,500. A program that stops
-  /// posting to watch memory waits at most kIdleStepNs, as on a cold
+  /// posting to watch memory waits about kIdleStepNs, as on a cold
   /// device; ib_write_lat posts once a round trip, and stays hot.
   static constexpr uint64_t kStreamingPosts = 16;
   /// doorbell(): posts this soon after a step share the next one.
@@ -203,7 +203,7 @@ class Provider {
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> last_step_ns_{0};
   std::atomic<uint64_t> data_path_ns_{0};  // the program's last post or poll: it is back
-  std::atomic<uint64_t> posts_{0};  // doorbells rung: streaming_posts
+  std::atomic<uint64_t> posts_{0};  // doorbells rung, for kStreamingPosts
   std::atomic<int> waiters_{0};
   std::atomic<bool> engine_thread_{false};
   std::thread::id data_path_thread_;  // the lock held
