@@ -254,7 +254,6 @@ void Provider::run_engine_thread() {
   prctl(PR_SET_TIMERSLACK, 1000UL);
   uint64_t moved_ns = 0;  // when this thread's steps last moved frames
   uint64_t posts_seen = 0;
-  bool streaming = false;  // the last nap saw kStreamingPosts or more
   while (!stop_.load(std::memory_order_relaxed)) {
     if (engine_thread() || waiters_.load(std::memory_order_relaxed) > 0) {
       // try_lock, not lock, so that stop_ is seen while a thread that holds
@@ -269,10 +268,11 @@ void Provider::run_engine_thread() {
       sched_yield();  // lets a waiting verbs call take the lock
       continue;
     }
+    const bool streaming = streaming_.load(std::memory_order_relaxed);
     const bool hot = !streaming && clock_->now_ns() - moved_ns < kHotNs;
     std::this_thread::sleep_for(std::chrono::nanoseconds(streaming ? kIdleStepNs : hot ? kHotNapNs : kColdNapNs));
     const uint64_t posts = posts_.load(std::memory_order_relaxed);
-    streaming = posts - posts_seen >= kStreamingPosts;
+    streaming_.store(posts - posts_seen >= kStreamingPosts, std::memory_order_relaxed);
     posts_seen = posts;
     if (clock_->now_ns() - last_step_ns_.load(std::memory_order_relaxed) < (hot ? kHotNapNs : kIdleStepNs)) continue;
     // The program is away: step while there is traffic, until it is back.
