@@ -253,7 +253,6 @@ void Provider::run_engine_thread() {
   // The hot naps are short: the default timer slack (50 us) would more than double them.
   prctl(PR_SET_TIMERSLACK, 1000UL);
   uint64_t moved_ns = 0;  // when this thread's steps last moved frames
-  uint64_t posts_seen = 0;
   while (!stop_.load(std::memory_order_relaxed)) {
     if (engine_thread() || waiters_.load(std::memory_order_relaxed) > 0) {
       // try_lock, not lock, so that stop_ is seen while a thread that holds
@@ -265,15 +264,16 @@ void Provider::run_engine_thread() {
         (void)step();
         lock_.unlock();
       }
+      // No naps here to measure it: the first nap after this measures it afresh.
+      if (streaming_.load(std::memory_order_relaxed)) streaming_.store(false, std::memory_order_relaxed);
       sched_yield();  // lets a waiting verbs call take the lock
       continue;
     }
     const bool streaming = streaming_.load(std::memory_order_relaxed);
     const bool hot = !streaming && clock_->now_ns() - moved_ns < kHotNs;
-    std::this_thread::sleep_for(std::chrono::nanoseconds(streaming ? kIdleStepNs : hot ? kHotNapNs : kColdNapNs));
     const uint64_t posts = posts_.load(std::memory_order_relaxed);
-    streaming_.store(posts - posts_seen >= kStreamingPosts, std::memory_order_relaxed);
-    posts_seen = posts;
+    std::this_thread::sleep_for(std::chrono::nanoseconds(streaming ? kIdleStepNs : hot ? kHotNapNs : kColdNapNs));
+    streaming_.store(posts_.load(std::memory_order_relaxed) - posts >= kStreamingPosts, std::memory_order_relaxed);
     if (clock_->now_ns() - last_step_ns_.load(std::memory_order_relaxed) < (hot ? kHotNapNs : kIdleStepNs)) continue;
     // The program is away: step while there is traffic, until it is back.
     const uint64_t away = clock_->now_ns();
