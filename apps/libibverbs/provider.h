@@ -168,8 +168,10 @@ class Provider {
   /// watch memory and call no verb): it naps kHotNapNs, steps once no step
   /// ran for as long, and then until kHotQuietSteps in a row move none. On
   /// 2 CPUs shared by 2 programs that spin and their 2 engine threads,
-  /// naps under about 15 us left the thread no sleeper for the scheduler, and
-  /// it waited for the 4 ms tick (ib_write_lat 4 ms); 20 us gave 21 us.
+  /// shorter naps made it a running thread, which waits for the scheduler's
+  /// tick (ib_write_lat 1 to 4 ms); 20 us gave 21 us. On the 2-vCPU guests
+  /// measured, a nap of a few us hardly sleeps: a 2 us one takes 26 us of
+  /// CPU, and any nap 12 us or more (bench/nap_bench).
   /// A program that has called no verb for kHotNs while frames flow (the
   /// passive side of ib_write_bw and ib_read_bw, waiting in a socket)
   /// leaves the device to this thread: it steps until kHotNapNs pass
