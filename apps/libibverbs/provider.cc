@@ -272,7 +272,7 @@ void Provider::run_engine_thread() {
     const bool streaming = streaming_.load(std::memory_order_relaxed);
     const bool hot = !streaming && clock_->now_ns() - moved_ns < kHotNs;
     const uint64_t posts = posts_.load(std::memory_order_relaxed);
-    std::this_thread::sleep_for(std::chrono::nanoseconds(streaming ? kIdleStepNs : hot ? kHotNapNs : kColdNapNs));
+    std::this_thread::sleep_for(std::chrono::nanoseconds(streaming ? kStreamingNapNs : hot ? kHotNapNs : kColdNapNs));
     streaming_.store(posts_.load(std::memory_order_relaxed) - posts >= kStreamingPosts, std::memory_order_relaxed);
     if (clock_->now_ns() - last_step_ns_.load(std::memory_order_relaxed) < (hot ? kHotNapNs : kIdleStepNs)) continue;
     // The program is away: step while there is traffic, until it is back.
@@ -347,9 +347,16 @@ Provider::~Provider() {
   // it destroyed, the last ACKs) still go out before the port closes.
   // librdmacm's channels may be gone by now: no more CM events to them.
   after_step_ = nullptr;
+  // try_lock, not lock: a handler that calls exit() (libinfinipath's
+  // SIGTERM handler, which libfabric loads) may have interrupted a thread
+  // inside the lock's own calls (between taking its word and naming itself
+  // the owner, say), which then leave it held for good: the last frames
+  // stay queued instead (fi_pingpong's server hung here, its memif socket
+  // left; tests/verbs/fork_exit.cc).
   for (const uint64_t end = now_ns() + kExitDrainNs; now_ns() < end;) {
-    Guard g(lock_);
+    if (!lock_.try_lock()) continue;
     (void)step();
+    lock_.unlock();
   }
   write_counters();
   if (port_) (void)port_->stop_capture();

@@ -185,12 +185,16 @@ class Provider {
   static constexpr uint32_t kHotQuietSteps = 32;
   /// A program that rang kStreamingPosts doorbells or more during one nap
   /// (ib_write_bw's client posts bursts of 100) steps the engine itself in
-  /// its calls: the thread naps kIdleStepNs instead, until a nap sees fewer.
-  /// Its 20 us naps woke it 22,000 times a second, each wakeup taking the
-  /// program's CPU (2 vCPUs); with these naps 4,500. A program that stops
-  /// posting to watch memory waits about kIdleStepNs, as on a cold
-  /// device; ib_write_lat posts once a round trip, and stays hot.
+  /// its calls: the thread naps kStreamingNapNs instead, until a nap sees
+  /// fewer. Each wakeup takes the program's CPU for 12 us or more on the
+  /// 2-vCPU guests measured (bench/nap_bench): 20 us naps woke it 22,000
+  /// times a second; 200 us naps 4,500, and ib_write_bw 64 B reached a
+  /// median 3.45 Mpps; 1 ms naps 3.98 (6 interleaved pairs, Zen 5), 4 ms
+  /// no more. A program that stops posting to watch memory waits up to
+  /// kStreamingNapNs once; ib_write_lat posts once a round trip, and stays
+  /// hot.
   static constexpr uint64_t kStreamingPosts = 16;
+  static constexpr uint64_t kStreamingNapNs = 1'000'000;
   /// doorbell(): posts this soon after a step share the next one.
   static constexpr uint64_t kDoorbellNs = 1'000;
   /// ... and while the program streams, since it calls again soon: bigger
