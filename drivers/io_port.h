@@ -50,6 +50,12 @@ class IoPort {
   /// Ends IoConfig::pcap_path's capture: kDataLoss if it could not all be
   /// written. OK without a capture.
   virtual Status stop_capture() = 0;
+  /// For a port opened without waiting for its link (link_timeout_ms 0),
+  /// called from time to time off the data path: once the link is up, does
+  /// what the open would have done then, so that the first frames pay no
+  /// start-up cost (memif: faults its shared regions in), and says true
+  /// from then on. False while the link is down. Safe beside the data path.
+  virtual bool warm_up() { return true; }
 };
 
 }  // namespace uroce::drivers

@@ -397,7 +397,7 @@ Status DpdkPort::setup(const DpdkPortConfig& cfg) {
 
   if (cfg.link_timeout_ms > 0) {
     if (Status s = wait_link(cfg.link_timeout_ms); !s.ok()) return s;
-    if (info_.driver == "net_memif") populate_memif_regions();
+    (void)warm_up();
   }
   if (!cfg.pcap_path.empty()) {
     if (Status s = start_capture(cfg.pcap_path); !s.ok()) return s;
@@ -411,6 +411,14 @@ LinkState DpdkPort::link() const {
   return LinkState{.up = l.link_status == RTE_ETH_LINK_UP,
                    .speed_mbps = l.link_speed == RTE_ETH_SPEED_NUM_UNKNOWN ? 0 : l.link_speed,
                    .full_duplex = l.link_duplex == RTE_ETH_LINK_FULL_DUPLEX};
+}
+
+bool DpdkPort::warm_up() {
+  if (warm_) return true;
+  if (!link().up) return false;
+  if (info_.driver == "net_memif") populate_memif_regions();
+  warm_ = true;
+  return true;
 }
 
 Status DpdkPort::wait_link(uint32_t timeout_ms) const {

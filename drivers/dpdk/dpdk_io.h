@@ -163,6 +163,9 @@ class DpdkPort {
   LinkState link() const;
   /// Polls the link every 10 ms until it is up; kUnavailable after timeout_ms.
   Status wait_link(uint32_t timeout_ms) const;
+  /// drivers::IoPort::warm_up: once the link is up, faults a memif port's
+  /// shared regions in (populate_memif_regions in dpdk_io.cc); true from then on.
+  bool warm_up();
 
   /// rte_eth_stats, port-wide. rx_missed is the PMD's imissed, which not
   /// every PMD counts: DPDK 22.11's net_af_packet reads no PACKET_STATISTICS,
@@ -192,6 +195,7 @@ class DpdkPort {
   PortInfo info_;
   bool configured_ = false;
   bool started_ = false;
+  bool warm_ = false;       // warm_up() has run with the link up
   void* device_ = nullptr;  // rte_device*, for rte_dev_remove
   pid_t opener_ = 0;        // the process that opened it, the only one that closes it
   std::vector<rte_mempool*> pools_;
