@@ -51,11 +51,11 @@ class IoPort {
   /// written. OK without a capture.
   virtual Status stop_capture() = 0;
   /// For a port opened without waiting for its link (link_timeout_ms 0),
-  /// called from time to time off the data path: once the link is up, does
-  /// what the open would have done then, so that the first frames pay no
-  /// start-up cost (memif: faults its shared regions in), and says true
-  /// from then on. False while the link is down. Safe beside the data path.
-  virtual bool warm_up() { return true; }
+  /// called from time to time off the data path: the first call that finds
+  /// the link up does what the open would have done then, so that the first
+  /// frames pay no start-up cost (memif: faults its shared regions in); the
+  /// others do nothing. Safe beside the data path.
+  virtual void warm_up() {}
 };
 
 }  // namespace uroce::drivers

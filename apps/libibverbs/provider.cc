@@ -253,11 +253,10 @@ void Provider::run_engine_thread() {
   // The hot naps are short: the default timer slack (50 us) would more than double them.
   prctl(PR_SET_TIMERSLACK, 1000UL);
   uint64_t moved_ns = 0;  // when this thread's steps last moved frames
-  bool warm = false;      // port_->warm_up() has run with the link up
   while (!stop_.load(std::memory_order_relaxed)) {
     // The port was opened without waiting for its link: what the open would
     // have done once it came up, here, before the program's first frames.
-    if (!warm) warm = port_->warm_up();
+    port_->warm_up();
     if (engine_thread() || waiters_.load(std::memory_order_relaxed) > 0) {
       // try_lock, not lock, so that stop_ is seen while a thread that holds
       // the lock exits: with every signal now on the program's threads, a

@@ -397,7 +397,7 @@ Status DpdkPort::setup(const DpdkPortConfig& cfg) {
 
   if (cfg.link_timeout_ms > 0) {
     if (Status s = wait_link(cfg.link_timeout_ms); !s.ok()) return s;
-    (void)warm_up();
+    warm_up();
   }
   if (!cfg.pcap_path.empty()) {
     if (Status s = start_capture(cfg.pcap_path); !s.ok()) return s;
@@ -413,12 +413,10 @@ LinkState DpdkPort::link() const {
                    .full_duplex = l.link_duplex == RTE_ETH_LINK_FULL_DUPLEX};
 }
 
-bool DpdkPort::warm_up() {
-  if (warm_) return true;
-  if (!link().up) return false;
+void DpdkPort::warm_up() {
+  if (warm_ || !link().up) return;
   if (info_.driver == "net_memif") populate_memif_regions();
   warm_ = true;
-  return true;
 }
 
 Status DpdkPort::wait_link(uint32_t timeout_ms) const {

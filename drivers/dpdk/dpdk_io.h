@@ -164,8 +164,8 @@ class DpdkPort {
   /// Polls the link every 10 ms until it is up; kUnavailable after timeout_ms.
   Status wait_link(uint32_t timeout_ms) const;
   /// drivers::IoPort::warm_up: once the link is up, faults a memif port's
-  /// shared regions in (populate_memif_regions in dpdk_io.cc); true from then on.
-  bool warm_up();
+  /// shared regions in (populate_memif_regions in dpdk_io.cc), once.
+  void warm_up();
 
   /// rte_eth_stats, port-wide. rx_missed is the PMD's imissed, which not
   /// every PMD counts: DPDK 22.11's net_af_packet reads no PACKET_STATISTICS,

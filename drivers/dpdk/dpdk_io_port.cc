@@ -19,7 +19,7 @@ class DpdkIoPort final : public drivers::IoPort {
   const drivers::IoPortInfo& info() const override { return info_; }
   Result<PortStats> stats() const override { return port_->stats(); }
   Status stop_capture() override { return port_->stop_capture(); }
-  bool warm_up() override { return port_->warm_up(); }
+  void warm_up() override { port_->warm_up(); }
 
  private:
   std::unique_ptr<DpdkPort> port_;
