@@ -252,6 +252,7 @@ void Provider::fork_child() {
 void Provider::run_engine_thread() {
   // The hot naps are short: the default timer slack (50 us) would more than double them.
   prctl(PR_SET_TIMERSLACK, 1000UL);
+  const ThreadLcore lcore;  // a mempool cache for the frames it moves
   uint64_t moved_ns = 0;  // when this thread's steps last moved frames
   while (!stop_.load(std::memory_order_relaxed)) {
     // The port was opened without waiting for its link: what the open would

@@ -5,6 +5,7 @@
 
 #include <rte_eal.h>
 #include <rte_errno.h>
+#include <rte_lcore.h>
 #include <rte_mbuf.h>
 
 namespace uroce {
@@ -34,6 +35,12 @@ Status init_eal_unpinned(const std::vector<std::string>& args) {
   const Status st = init_eal(args);
   if (had) pthread_setaffinity_np(pthread_self(), sizeof cpus, &cpus);
   return st;
+}
+
+ThreadLcore::ThreadLcore() : registered_(rte_thread_register() == 0 && rte_lcore_id() != LCORE_ID_ANY) {}
+
+ThreadLcore::~ThreadLcore() {
+  if (registered_) rte_thread_unregister();
 }
 
 Result<rte_mempool*> create_frame_pool(const std::string& name, unsigned n) {
