@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -276,7 +277,8 @@ void Provider::run_engine_thread() {
     const bool streaming = streaming_.load(std::memory_order_relaxed);
     const bool hot = !streaming && clock_->now_ns() - moved_ns < kHotNs;
     const uint64_t posts = posts_.load(std::memory_order_relaxed);
-    std::this_thread::sleep_for(std::chrono::nanoseconds(streaming ? kStreamingNapNs : hot ? kHotNapNs : kColdNapNs));
+    const uint64_t nap = streaming ? kStreamingNapNs : hot ? kHotNapNs : cold_nap_ns(clock_->now_ns(), moved_ns);
+    std::this_thread::sleep_for(std::chrono::nanoseconds(nap));
     streaming_.store(posts_.load(std::memory_order_relaxed) - posts >= kStreamingPosts, std::memory_order_relaxed);
     if (clock_->now_ns() - last_step_ns_.load(std::memory_order_relaxed) < (hot ? kHotNapNs : kIdleStepNs)) continue;
     // The program is away: step while there is traffic, until it is back.
@@ -301,6 +303,13 @@ void Provider::run_engine_thread() {
       }
     }
   }
+}
+
+uint64_t Provider::cold_nap_ns(uint64_t now, uint64_t moved_ns) const {
+  const uint64_t since_step = now - last_step_ns_.load(std::memory_order_relaxed);
+  const uint64_t due = since_step < kIdleStepNs ? kIdleStepNs - since_step : 0;
+  const uint64_t quiet = now - std::max(moved_ns, data_path_ns_.load(std::memory_order_relaxed));
+  return std::max(due, std::clamp(quiet / kColdBackoff, kColdNapNs, kColdNapMaxNs));
 }
 
 bool Provider::resolve(const Gid& ip, uint8_t sgid_index, MacAddr& mac, uint32_t timeout_ms) {
