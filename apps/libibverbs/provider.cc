@@ -306,10 +306,10 @@ void Provider::run_engine_thread() {
 }
 
 uint64_t Provider::cold_nap_ns(uint64_t now, uint64_t moved_ns) const {
-  const uint64_t since_step = now - last_step_ns_.load(std::memory_order_relaxed);
-  const uint64_t due = since_step < kIdleStepNs ? kIdleStepNs - since_step : 0;
-  const uint64_t quiet = now - std::max(moved_ns, data_path_ns_.load(std::memory_order_relaxed));
-  return std::max(due, std::clamp(quiet / kColdBackoff, kColdNapNs, kColdNapMaxNs));
+  // The program's thread may step or post after now was read: such a time counts as now.
+  const uint64_t step_due = std::min(now, last_step_ns_.load(std::memory_order_relaxed)) + kIdleStepNs;
+  const uint64_t moved = std::min(now, std::max(moved_ns, data_path_ns_.load(std::memory_order_relaxed)));
+  return std::max(step_due > now ? step_due - now : 0, std::clamp((now - moved) / kColdBackoff, kColdNapNs, kColdNapMaxNs));
 }
 
 bool Provider::resolve(const Gid& ip, uint8_t sgid_index, MacAddr& mac, uint32_t timeout_ms) {
