@@ -35,6 +35,7 @@ std::string errno_text(const char* what) { return std::string(what) + ": " + std
 }  // namespace
 
 TcpChannel::~TcpChannel() {
+  if (listen_fd_ >= 0) ::close(listen_fd_);
   if (fd_ >= 0) ::close(fd_);
 }
 

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <uroce/cm.h>
@@ -33,12 +34,22 @@ class TcpChannel {
   TcpChannel(const TcpChannel&) = delete;
   TcpChannel& operator=(const TcpChannel&) = delete;
 
-  /// Server: listens on host:port (IPv4 text; "0.0.0.0" for all) and accepts
-  /// one client, calling idle() about every millisecond meanwhile. False with
-  /// err set on failure, timeout or stop.
+  /// Server: listens on host:port now (IPv4 text; "0.0.0.0" for all), before
+  /// accept_one, so that a client may connect while the server still opens
+  /// its port. A memif server's link comes up only once its client's device
+  /// is open, and a stock client under `uroce run` connects its TCP socket
+  /// once, right after opening that device, without waiting for the link.
+  bool listen(const std::string& host, uint16_t port, std::string& err) {
+    listen_fd_ = listen_on(host, port, err);
+    return listen_fd_ >= 0;
+  }
+
+  /// Server: accepts one client on host:port (listening now unless listen()
+  /// did), calling idle() about every millisecond meanwhile. False with err
+  /// set on failure, timeout or stop.
   template <typename F>
   bool accept_one(const std::string& host, uint16_t port, uint32_t timeout_s, F&& idle, std::string& err) {
-    const int ls = listen_on(host, port, err);
+    const int ls = listen_fd_ >= 0 ? std::exchange(listen_fd_, -1) : listen_on(host, port, err);
     if (ls < 0) return false;
     const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
     while (!stopped() && std::chrono::steady_clock::now() < end && !try_accept(ls)) idle();
@@ -102,6 +113,7 @@ class TcpChannel {
   void nodelay();
 
   const volatile std::sig_atomic_t* stop_;
+  int listen_fd_ = -1;  // listen() before accept_one
   int fd_ = -1;
   bool eof_ = false;
   std::vector<uint8_t> buf_;

@@ -242,6 +242,9 @@ class Pingpong {
   explicit Pingpong(const Config& cfg) : cfg_(cfg) {}
   ~Pingpong();
 
+  /// A TCP server listens now, before open() waits for the port's link
+  /// (TcpChannel::listen); exchange() accepts.
+  bool listen(std::string& err);
   bool open(std::string& err);
   bool exchange(std::string& err);
   RunResult run();
@@ -278,6 +281,7 @@ class Pingpong {
   uint8_t* buf_ = nullptr;
   PageBuffer mem_;  // page-aligned, as the stock tool aligns it
   uint32_t routs_ = 0;
+  TcpChannel oob_{&g_stop};  // the out-of-band exchange (not with -R)
 };
 
 Pingpong::~Pingpong() {
@@ -289,6 +293,12 @@ Pingpong::~Pingpong() {
   if (srq_) (void)destroy_srq(srq_);
   if (cq_) (void)destroy_cq(cq_);
   if (mr_) (void)dereg_mr(mr_);
+}
+
+bool Pingpong::listen(std::string& err) {
+  if (cfg_.cm || !cfg_.server || oob_.listen(cfg_.listen, cfg_.port, err)) return true;
+  err = "Couldn't listen to port " + std::to_string(cfg_.port) + ": " + err;
+  return false;
 }
 
 bool Pingpong::open(std::string& err) {
@@ -536,13 +546,12 @@ bool Pingpong::exchange(std::string& err) {
     return true;
   }
   for (uint32_t i = 0; i < qps_.size(); ++i) print_dest(info, "local address: ", me_[i]);
-  TcpChannel oob(&g_stop);
   auto idle = [this] { pump(); };
   auto send_mine = [&]() {
     for (const Dest& d : me_) {
       char msg[kDestMsgBytes];
       format_dest(d, msg);
-      if (!oob.send_bytes(msg, sizeof(msg))) {
+      if (!oob_.send_bytes(msg, sizeof(msg))) {
         err = "Couldn't send local address";
         return false;
       }
@@ -553,7 +562,7 @@ bool Pingpong::exchange(std::string& err) {
     rem_.assign(me_.size(), Dest{});
     for (size_t i = 0; i < me_.size(); ++i) {
       char msg[kDestMsgBytes];
-      if (!oob.recv_wait(msg, sizeof(msg), cfg_.timeout_s, idle, err)) {
+      if (!oob_.recv_wait(msg, sizeof(msg), cfg_.timeout_s, idle, err)) {
         err = "Couldn't read remote address [" + std::to_string(i) + "]: " + err;
         return false;
       }
@@ -565,20 +574,20 @@ bool Pingpong::exchange(std::string& err) {
     return true;
   };
   if (cfg_.server) {
-    if (!oob.accept_one(cfg_.listen, cfg_.port, cfg_.timeout_s, idle, err)) return false;
+    if (!oob_.accept_one(cfg_.listen, cfg_.port, cfg_.timeout_s, idle, err)) return false;
     if (!read_theirs() || !connect_qps(err) || !send_mine()) return false;
     char done[sizeof(kDone)];
-    if (!oob.recv_wait(done, sizeof(done), cfg_.timeout_s, idle, err) || std::memcmp(done, kDone, sizeof(kDone)) != 0) {
+    if (!oob_.recv_wait(done, sizeof(done), cfg_.timeout_s, idle, err) || std::memcmp(done, kDone, sizeof(kDone)) != 0) {
       err = "no \"done\" from the client" + (err.empty() ? std::string() : ": " + err);
       return false;
     }
   } else {
-    if (!oob.connect_to(cfg_.host, cfg_.port, cfg_.timeout_s, idle, err)) {
+    if (!oob_.connect_to(cfg_.host, cfg_.port, cfg_.timeout_s, idle, err)) {
       err = "Couldn't connect to " + cfg_.host + ":" + std::to_string(cfg_.port) + ": " + err;
       return false;
     }
     if (!send_mine() || !read_theirs()) return false;
-    if (!oob.send_bytes(kDone, sizeof(kDone))) {
+    if (!oob_.send_bytes(kDone, sizeof(kDone))) {
       err = "Couldn't write \"done\"";
       return false;
     }
@@ -746,7 +755,7 @@ int cmd_pingpong(int argc, char** argv) {
   std::fprintf(info, "# uroce pingpong %s\n", args.config_line().c_str());
   std::string err;
   Pingpong pp(cfg);
-  if (!pp.open(err)) {
+  if (!pp.listen(err) || !pp.open(err)) {
     std::fprintf(stderr, "uroce pingpong (%s): %s\n", role, err.c_str());
     return kExitFailure;
   }

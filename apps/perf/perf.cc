@@ -293,7 +293,8 @@ int run(int argc, char** argv) {
   std::fprintf(out.info, "# uroce perf %.*s %s\n", int(test.size()), test.data(), args.config_line().c_str());
   std::string err;
   Perf perf(cfg);
-  if (!perf.open(err)) {
+  std::optional<Oob> oob(std::in_place, perf, cfg);
+  if (!oob->listen(err) || !perf.open(err)) {
     std::fprintf(stderr, "uroce perf (%s): %s\n", role, err.c_str());
     return kExitFailure;
   }
@@ -304,17 +305,14 @@ int run(int argc, char** argv) {
   if (cfg.server) {
     std::fprintf(out.info, "\n************************************\n* Waiting for client to connect... *\n************************************\n");
   }
-  bool ok = false;
-  {
-    Oob oob(perf, cfg);
-    ok = oob.open(err) && run_test(perf, oob, cfg, out, err);
-    if (cfg.rdma_cm) {  // perftest's destroy_ctx: the QPs' connections, then the channel's
-      perf.disconnect_cm(1000);
-      oob.disconnect();
-    }
-    // Let the last ACKs and READ/atomic responses leave before the port closes.
-    perf.drain(200);
+  bool ok = oob->open(err) && run_test(perf, *oob, cfg, out, err);
+  if (cfg.rdma_cm) {  // perftest's destroy_ctx: the QPs' connections, then the channel's
+    perf.disconnect_cm(1000);
+    oob->disconnect();
   }
+  // Let the last ACKs and READ/atomic responses leave before the port closes.
+  perf.drain(200);
+  oob.reset();  // the channel (with -R its id and QP) before the capture closes
   if (!perf.endpoint().close_capture(err)) ok = false;
   if (ok && !cfg.save_buffer.empty()) ok = perf.save_buffer(cfg.save_buffer, err);
   if (cfg.json) print_json(cfg, out, ok, err, perf.endpoint());

@@ -72,6 +72,15 @@ class Oob {
     }
   }
 
+  /// A TCP server listens now, before its port waits for the link
+  /// (TcpChannel::listen); open() accepts.
+  bool listen(std::string& err) {
+    if (!tcp_ || !cfg_.server) return true;
+    if (tcp_->listen(cfg_.listen, cfg_.port, err)) return true;
+    err = "Unable to init the socket connection: " + err;
+    return false;
+  }
+
   bool open(std::string& err) {
     auto idle = [this] { perf_.pump(); };
     if (cm_) {
