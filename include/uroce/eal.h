@@ -46,11 +46,8 @@ class ThreadLcore {
   ThreadLcore(const ThreadLcore&) = delete;
   ThreadLcore& operator=(const ThreadLcore&) = delete;
 
-  /// Whether the thread got an ID.
-  bool registered() const { return registered_; }
-
  private:
-  bool registered_;
+  bool registered_;  // the thread got an ID: the destructor gives it back
 };
 
 /// Mbuf data room for any RoCE frame up to a 4096-byte path MTU (plus VLAN,
