@@ -196,6 +196,58 @@ class HarnessError(Exception):
     pass
 
 
+# A guest NIC that stops sending for good. Seen twice on 2026-12-05 (QEMU 7.2, TCG, virtio-net on
+# the tap): in the middle of a burst the guest's transmit queue was never serviced again; no frame
+# left the guest after that, not even an ARP reply, and minutes later its kernel logged "NETDEV
+# WATCHDOG: transmit queue 0 timed out"; every later step of the boot failed. NicWatch reads the
+# tap's count of frames from the guest every NIC_POLL_S while the guest's steps run. Once it has
+# not moved for NIC_QUIET_S the namespace's kernel pings the guest at each poll (only then: a
+# frame on the tap draws from the drop hook's random sequence of a loss cell); once it has not
+# moved for NIC_STALL_S the boot is stopped, and run_cells boots it again (docs/INTEROP.md).
+NIC_POLL_S = 2
+NIC_QUIET_S = 20
+NIC_STALL_S = 60
+
+
+class NicWatch:
+    """Watches the frames the guest sends while it runs; stops the guest (its process group, by
+    PID) once none has come for NIC_STALL_S, pings from NIC_QUIET_S on included."""
+
+    def __init__(self, session: "Session", guest: Guest):
+        self.session, self.guest = session, guest
+        self.stalled_at: float | None = None  # the guest's time (s) when it was stopped
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _frames(self) -> str:
+        return self.session.nsrun(["cat", f"/sys/class/net/{TAP}/statistics/rx_packets"], check=False).stdout
+
+    def _run(self) -> None:
+        ping = self.session.nsargv(["ping", "-q", "-c", "1", "-W", str(NIC_POLL_S), GUEST_IP4])
+        frames, moved = self._frames(), time.monotonic()
+        while not self.done.wait(NIC_POLL_S) and self.guest.proc.p.poll() is None:
+            now_frames = self._frames()
+            if now_frames != frames:
+                frames, moved = now_frames, time.monotonic()
+                continue
+            quiet = time.monotonic() - moved
+            if quiet >= NIC_STALL_S and self.guest.proc.p.poll() is None:
+                self.stalled_at = round(self.guest.proc.elapsed, 1)
+                log(f"guest {self.guest.name}: no frame from it for {quiet:.0f} s, pings unanswered: "
+                    f"its NIC has stalled; stopping it (pid {self.guest.proc.pid})")
+                self.guest.proc.stop()
+                return
+            if quiet >= NIC_QUIET_S:
+                subprocess.run(ping, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def close(self) -> float | None:
+        """Stops watching; the guest's time of the stall, or None."""
+        self.done.set()
+        self.thread.join()
+        return self.stalled_at
+
+
 # -------------------------------------------------------------------------------- session
 class Session:
     """A private network namespace + the processes started in it. Context manager: on exit
@@ -383,9 +435,11 @@ class TestPmd:
 def run_single(out: str, guest_script: str, host_cmd: str | None = None, *, mtu: int = 1500,
                ipv6: bool = False, testpmd: bool = False, timeout: float = 300,
                nic: str = "virtio-net-pci", host_first_s: float = 1.0,
-               cache: str | None = None, files: dict[str, str] | None = None) -> dict:
+               cache: str | None = None, files: dict[str, str] | None = None,
+               nic_watch: bool = False) -> dict:
     """One guest on the tap + optional host command + optional testpmd; files: as start_guest's.
-    Returns a result dict."""
+    nic_watch: a NicWatch while the guest runs (result["guest"]["nic_stall_s"]: when it stopped
+    a stalled guest, or None). Returns a result dict."""
     res: dict = {"mode": "single", "out": os.path.abspath(out)}
     t0 = time.monotonic()
     with Session(out, cache) as s:
@@ -403,10 +457,11 @@ def run_single(out: str, guest_script: str, host_cmd: str | None = None, *, mtu:
         g = s.start_guest("A", guest_script, s.tap_netdev(), ip4=GUEST_IP4, mac=GUEST_MAC,
                           ip6=GUEST_IP6 if ipv6 else None, mtu=mtu, nic=nic, timeout=timeout, files=files)
         res["boot_s"] = round(g.wait_ready(min(timeout, 180)), 2)
+        watch = NicWatch(s, g) if nic_watch else None
         g.finish()
         res["guest_s"] = round(time.monotonic() - tq, 2)
         res["guest"] = {"rc": g.rc, "qemu_rc": g.qemu_rc, "steps": g.steps, "info": g.info,
-                        "log": g.proc.logpath}
+                        "log": g.proc.logpath, "nic_stall_s": watch.close() if watch else None}
         if host:
             res["host"] = {"rc": host.wait(15), "log": host.logpath}
         if tp:
