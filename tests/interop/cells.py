@@ -151,17 +151,17 @@ def run_cells(res: dict, uroce: str, out: str, boot: str, cells: list[tuple[str,
     res["cells"]["<role>/<cell>"]; check(role, cell, result, ctx) may add fields and clear
     result["ok"], with ctx = {"rdir", "run", "guest_text", "host_text", "stock_out", "our_out"}."""
     rdir = os.path.join(out, f"our-{boot}")
-    os.makedirs(rdir, exist_ok=True)
-    r = run_single(rdir, guest_script, host_script(rdir), nic_watch=True, **run_opts)
     stalls = []  # boots whose guest NIC stalled (guest.NicWatch), kept beside rdir
-    while r["guest"]["nic_stall_s"] is not None and len(stalls) < NIC_STALL_BOOTS:
+    while True:
+        os.makedirs(rdir, exist_ok=True)
+        r = run_single(rdir, guest_script, host_script(rdir), nic_watch=True, **run_opts)
+        if r["guest"]["nic_stall_s"] is None or len(stalls) == NIC_STALL_BOOTS:
+            break
         kept = f"{rdir}-nic-stall{len(stalls) + 1}"
         os.rename(rdir, kept)
         stalls.append({"at_s": r["guest"]["nic_stall_s"], "dir": kept})
         log(f"boot {boot}: the guest's NIC stalled {r['guest']['nic_stall_s']} s in (files in {kept}): "
             "booting it again")
-        os.makedirs(rdir)
-        r = run_single(rdir, guest_script, host_script(rdir), nic_watch=True, **run_opts)
     host_text = open(r["host"]["log"]).read() if "host" in r else ""
     guest_text = open(r["guest"]["log"]).read() if r["guest"].get("log") else ""
     steps = host_steps(host_text)
