@@ -231,6 +231,7 @@ def peer_killed(d):
     left = cell_processes(cd)
     st.check(not left, f"nothing of the cell is running ({left})")
     st.check(not os.path.exists(os.path.join(cd, "memif.sock")), "the server's memif socket is gone")
+    st.remove_stat_eal(prefix)
 
 
 def main():

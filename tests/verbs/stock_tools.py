@@ -19,6 +19,7 @@ Usage: stock_tools.py UROCE_BIN LIBIBVERBS_SO [--wr-api WR_API_BIN]
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -327,6 +328,14 @@ def stat_eal(prefix):
     return ["--no-huge", "--no-pci", "-m", "256", "--log-level=lib.*:error", f"--file-prefix={prefix}", "--"]
 
 
+def remove_stat_eal(prefix):
+    """Removes the EAL runtime folder of an end started with stat_eal(prefix):
+    a program the test stops never runs EAL's cleanup, and its files (3 MB)
+    would stay in DPDK's runtime folder for good."""
+    base = "/var/run/dpdk" if os.geteuid() == 0 else os.path.join(os.environ.get("XDG_RUNTIME_DIR", "/tmp"), "dpdk")
+    shutil.rmtree(os.path.join(base, prefix), ignore_errors=True)
+
+
 def stat(prefix):
     """`uroce stat --json` of the process whose EAL has --file-prefix prefix: its telemetry, or None."""
     r = subprocess.run([UROCE, "stat", "--file-prefix", prefix, "--json"], capture_output=True, text=True, timeout=20)
@@ -363,6 +372,8 @@ def telemetry(d, tcp_port):
     finally:
         cli.stop()
         srv.stop()
+        for role in ENDS:
+            remove_stat_eal(f"{prefix}-{role}")
     got = len(snaps) == 2
     check(got, f"uroce stat on a stock program's telemetry socket: {len(snaps)} snapshots with an RC QP in RTS")
     if got:
