@@ -332,8 +332,9 @@ def remove_stat_eal(prefix):
     """Removes the EAL runtime folder of an end started with stat_eal(prefix):
     a program the test stops never runs EAL's cleanup, and its files (3 MB)
     would stay in DPDK's runtime folder for good."""
-    base = "/var/run/dpdk" if os.geteuid() == 0 else os.path.join(os.environ.get("XDG_RUNTIME_DIR", "/tmp"), "dpdk")
-    shutil.rmtree(os.path.join(base, prefix), ignore_errors=True)
+    base = os.environ.get("RUNTIME_DIRECTORY") or (
+        "/var/run" if os.getuid() == 0 else os.environ.get("XDG_RUNTIME_DIR", "/tmp"))  # as EAL (and `uroce stat`) find it
+    shutil.rmtree(os.path.join(base, "dpdk", prefix), ignore_errors=True)
 
 
 def stat(prefix):
