@@ -17,6 +17,8 @@
 #include <optional>
 #include <thread>
 
+#include <uroce/eal.h>
+
 namespace uroce::apps {
 
 volatile std::sig_atomic_t g_stop = 0;
@@ -194,9 +196,13 @@ int run_pair(const PairLaunch& p) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  if (!p.remove_dir.empty()) {
+  std::vector<std::string> leftovers = {p.remove_dir};
+  for (const std::string& prefix : p.file_prefix) {
+    if (!prefix.empty()) leftovers.push_back(eal_runtime_dir(prefix));
+  }
+  for (const std::string& dir : leftovers) {
     std::error_code ec;
-    std::filesystem::remove_all(p.remove_dir, ec);
+    if (!dir.empty()) std::filesystem::remove_all(dir, ec);
   }
   if (status[0] != 0 || status[1] != 0) {
     std::fprintf(stderr, "uroce %s: server exit %d, client exit %d\n", tool.c_str(), status[0], status[1]);

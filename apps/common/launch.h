@@ -61,12 +61,15 @@ struct PairLaunch {
   int grace_s = 30;                   ///< once one child has exited, the other gets this long
   int deadline_s = 0;                 ///< whole run limit (0: none)
   std::string remove_dir;             ///< removed with all it holds once both children are done (empty: none)
+  std::string file_prefix[2];         ///< server, client: the EAL --file-prefix the launcher gave the child (empty: none)
 };
 
 /// Runs exe (/proc/self/exe) with each argv (server first), waits for both, passes
 /// SIGINT on by PID when g_stop is set, then SIGTERM and SIGKILL once the grace
-/// period or deadline has passed, then removes remove_dir. Installs the stop
-/// handlers. Returns kExitOk only if both exited 0.
+/// period or deadline has passed, then removes remove_dir and the file_prefix
+/// runtime folders (EAL leaves them behind, empty after a clean exit, 3 MB of
+/// files after a kill). Installs the stop handlers. Returns kExitOk only if
+/// both exited 0.
 int run_pair(const PairLaunch& p);
 
 }  // namespace uroce::apps

@@ -132,7 +132,8 @@ int launch_self(const Args& args, const dpdk::SplitArgs& split) {
     }
     if (!eal_has_lcores(eal)) av.insert(av.end(), {"-l", lcores[i]});
     av.insert(av.end(), eal.begin(), eal.end());
-    av.push_back(strf("--file-prefix=uroce-conform-%d-%d", int(getpid()), i));
+    pair.file_prefix[i] = strf("uroce-conform-%d-%d", int(getpid()), i);
+    av.push_back("--file-prefix=" + pair.file_prefix[i]);
     av.push_back("--");
     av.push_back(strf("--dev=net_memif0,role=%s,socket=%s,socket-abstract=no,mac=02:00:00:00:c0:0%d",
                       helper ? "server" : "client", sock.c_str(), i + 1));

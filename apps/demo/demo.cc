@@ -122,7 +122,8 @@ constexpr std::string_view kDemoDetails =
     "EAL arguments go before a '--' (uroce demo -l 2-3 --no-huge -- --iters 100); without\n"
     "one EAL gets --no-huge --no-pci --no-shconf -m 512. The launcher gives each endpoint\n"
     "its own lcore (--lcores) and, with EAL arguments that name no --file-prefix, a\n"
-    "unique one.\n"
+    "unique one, uroce-demo-PID-server and -client (uroce stat --file-prefix reads an\n"
+    "end while it runs), whose runtime folders go once both ends are done.\n"
     "\n"
     "Columns (and --json keys per row): op, bytes, iters (pingpong round trips),\n"
     "t_med/t_p99 (lat_median_us, lat_p99_us, in us, as perftest counts them: half the\n"
@@ -352,13 +353,11 @@ int run_endpoint(const Config& cfg, const Args& args) {
 
 // ---------------------------------------------------------------- the launcher
 
-bool has_arg(const std::vector<std::string>& v, std::initializer_list<std::string_view> names) {
-  for (const auto& a : v) {
-    for (std::string_view n : names) {
-      if (a == n || (a.size() > n.size() && a.compare(0, n.size(), n) == 0 && a[n.size()] == '=')) return true;
-    }
-  }
-  return false;
+/// True if v holds the option name, alone ("--file-prefix", its value next) or as "name=value".
+bool has_arg(const std::vector<std::string>& v, std::string_view name) {
+  return std::any_of(v.begin(), v.end(), [name](std::string_view a) {
+    return a == name || (a.starts_with(name) && a.size() > name.size() && a[name.size()] == '=');
+  });
 }
 
 int launch(const Args& args, const dpdk::SplitArgs& split, const Config& cfg) {
@@ -391,8 +390,9 @@ int launch(const Args& args, const dpdk::SplitArgs& split, const Config& cfg) {
       eal.push_back("-l");
       eal.push_back(lcores[i]);
     }
-    if (!has_arg(eal, {"--file-prefix", "--no-shconf"})) {
-      eal.push_back(strf("--file-prefix=uroce-demo-%d-%s", int(getpid()), server ? "server" : "client"));
+    if (!has_arg(eal, "--file-prefix")) {
+      pair.file_prefix[i] = strf("uroce-demo-%d-%s", int(getpid()), server ? "server" : "client");
+      eal.push_back("--file-prefix=" + pair.file_prefix[i]);
     }
     av.insert(av.end(), eal.begin(), eal.end());
     av.push_back("--");

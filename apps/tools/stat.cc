@@ -1,11 +1,10 @@
 // `uroce stat`: the DPDK telemetry of a running uroce process, as tables. It
 // connects to the process's telemetry socket (the one dpdk-telemetry.py
-// uses: <runtime dir>/dpdk_telemetry.v2[:instance], where the runtime dir is
-// /var/run/dpdk/<file-prefix> for root, else $XDG_RUNTIME_DIR/dpdk/<file-prefix>
-// or /tmp/dpdk/<file-prefix>, $RUNTIME_DIRECTORY/dpdk/<file-prefix> if set,
-// as in DPDK's EAL), sends the /uroce/* commands (stack/device/telemetry.cc)
-// and prints ports, QPs (state and PSNs), counters and congestion-control
-// state. --json prints the replies themselves, as one JSON object.
+// uses: <runtime dir>/dpdk_telemetry.v2[:instance], the runtime dir of the
+// process's --file-prefix as EAL finds it, uroce::eal_runtime_dir), sends
+// the /uroce/* commands (stack/device/telemetry.cc) and prints ports, QPs
+// (state and PSNs), counters and congestion-control state. --json prints
+// the replies themselves, as one JSON object.
 // Exit: 0 ok, 1 no such process or socket, or a reply could not be read.
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -20,6 +19,8 @@
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include <uroce/eal.h>
 
 #include "apps/commands.h"
 #include "apps/common/args.h"
@@ -181,19 +182,6 @@ class JsonReader {
 
 // ---------------------------------------------------------------- the telemetry client
 
-std::string runtime_dir(const std::string& prefix) {
-  std::string base;
-  if (const char* rd = std::getenv("RUNTIME_DIRECTORY")) {
-    base = rd;
-  } else if (getuid() == 0) {
-    base = "/var/run";
-  } else {
-    const char* x = std::getenv("XDG_RUNTIME_DIR");
-    base = x ? x : "/tmp";
-  }
-  return base + "/dpdk/" + prefix;
-}
-
 class Telemetry {
  public:
   ~Telemetry() {
@@ -298,7 +286,7 @@ int cmd_stat(int argc, char** argv) {
   if (auto rc = parse_command_line(kStatCommand, argc, argv, args)) return *rc;
   std::string path(args.get_str("socket"));
   if (path.empty()) {
-    path = runtime_dir(std::string(args.get_str("file-prefix"))) + "/dpdk_telemetry.v2";
+    path = eal_runtime_dir(std::string(args.get_str("file-prefix"))) + "/dpdk_telemetry.v2";
     if (const uint64_t inst = args.get_uint("instance")) path += ":" + std::to_string(inst);
   }
   Telemetry t;

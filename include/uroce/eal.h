@@ -24,6 +24,13 @@ std::vector<std::string> default_eal_args();
 /// (/var/run/dpdk/<--file-prefix> for root), with or without --no-shconf.
 Status init_eal(const std::vector<std::string>& args = default_eal_args());
 
+/// The runtime folder EAL makes for file_prefix, as EAL finds it:
+/// $RUNTIME_DIRECTORY/dpdk/<prefix> if set, else /var/run/dpdk/<prefix> for
+/// root, else $XDG_RUNTIME_DIR/dpdk/<prefix> or /tmp/dpdk/<prefix>. It holds
+/// the telemetry socket (dpdk_telemetry.v2) and, without --no-shconf, the
+/// shared config; EAL never removes the folder itself. Control path.
+std::string eal_runtime_dir(const std::string& file_prefix);
+
 /// init_eal, but the calling thread keeps the CPUs it had (rte_eal_init pins
 /// it to the main lcore): for a program that places its threads itself, such
 /// as a verbs program under `uroce run` or fuzzers run side by side (pinned,

@@ -2,6 +2,9 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <unistd.h>
+
+#include <cstdlib>
 
 #include <rte_eal.h>
 #include <rte_errno.h>
@@ -27,6 +30,19 @@ Status init_eal(const std::vector<std::string>& args) {
   }
   done = true;
   return {};
+}
+
+std::string eal_runtime_dir(const std::string& file_prefix) {
+  std::string base;
+  if (const char* rd = std::getenv("RUNTIME_DIRECTORY")) {
+    base = rd;
+  } else if (getuid() == 0) {
+    base = "/var/run";
+  } else {
+    const char* x = std::getenv("XDG_RUNTIME_DIR");
+    base = x ? x : "/tmp";
+  }
+  return base + "/dpdk/" + file_prefix;
 }
 
 Status init_eal_unpinned(const std::vector<std::string>& args) {

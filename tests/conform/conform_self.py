@@ -3,7 +3,8 @@
 
 1. Every case against uroce itself over a net_memif link (`--target self`):
    the command must pass, junit.xml must count every case of `--list` with
-   no failure, error or skip, report.json must say 'conforms' for each.
+   no failure, error or skip, report.json must say 'conforms' for each, and
+   no EAL runtime folder of the two ends may be left behind.
 2. An independent reading of each case's pcap: tshark's InfiniBand dissector
    must see the target's frames (opcode, AETH syndrome, PSN) that the rule
    asks for (TARGET below, from the IBA rule each case cites, not from
@@ -135,11 +136,11 @@ def sanitized():
     return bool(harness.sanitizer_runtimes(UROCE))
 
 
-def run(args, timeout=120, cpu=None):
+def run(args, timeout=120, cpu=None, env=None):
     if "--report-dir" in args:  # the runs whose cases are checked
         args = args + CASES
     return subprocess.run([UROCE, "conform"] + args, capture_output=True, text=True, timeout=timeout,
-                          preexec_fn=pin(cpu))
+                          preexec_fn=pin(cpu), env=env)
 
 
 def pin(cpu):
@@ -246,9 +247,14 @@ def main():
     tmp = tempfile.mkdtemp(prefix="uroce-conform-test-")
     try:
         good = os.path.join(tmp, "good")
-        r = run(["--target", "self", "--report-dir", good])
+        run_dir = os.path.join(tmp, "run")  # EAL's runtime folders: the launcher must remove its ends'
+        os.mkdir(run_dir)  # EAL makes dpdk/ in it, not the folder itself
+        r = run(["--target", "self", "--report-dir", good], env=dict(os.environ, RUNTIME_DIRECTORY=run_dir))
         if r.returncode != 0:
             errors.append(f"--target self exited {r.returncode}:\n{r.stdout}\n{r.stderr}")
+        clean, msg = harness.no_eal_leftovers(run_dir, "--target self")
+        if not clean:
+            errors.append(msg)
         got = check_run(good, "conforms", names)
         for n in names:
             if n not in got or n not in TARGET:

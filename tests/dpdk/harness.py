@@ -32,14 +32,14 @@ def need_root(what):
 class Proc:
     """A child process whose output goes to a log file."""
 
-    def __init__(self, name, argv, log_dir, ns=None):
+    def __init__(self, name, argv, log_dir, ns=None, env=None):
         self.name = name
         self.log_path = os.path.join(log_dir, name + ".log")
         self.log = open(self.log_path, "w")
         if ns:
             argv = ["ip", "netns", "exec", ns] + argv
         print(f"[{name}] {' '.join(argv)}", flush=True)
-        self.p = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT)
+        self.p = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT, env=env)
 
     def wait(self, timeout):
         try:
@@ -155,6 +155,17 @@ def wait_for(cond, timeout, step=0.05):
             return True
         time.sleep(step)
     return False
+
+
+def no_eal_leftovers(run_dir, what):
+    """(ok, message) for harness.check: EAL made its runtime folder under
+    run_dir/dpdk (the RUNTIME_DIRECTORY the test gave `what`), and nothing
+    is left there now that `what` is done."""
+    dpdk = os.path.join(run_dir, "dpdk")
+    if not os.path.isdir(dpdk):
+        return False, f"{what}: no {dpdk}: EAL did not make its runtime folder under RUNTIME_DIRECTORY"
+    left = sorted(os.listdir(dpdk))
+    return not left, f"{what}: EAL runtime folders left in {dpdk}: {left}"
 
 
 def check(ok, msg, failures):

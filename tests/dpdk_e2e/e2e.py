@@ -10,7 +10,8 @@ imm) and UD SEND at 0, 1, 63, MTU-1, MTU, MTU+1, 2 MTU, 3 MTU-1 and 3 MTU bytes
 results at the requester, the atomic word's final value at the target.
 
   memif       the launcher (fork/exec of both ends on a net_memif link):
-              the matrix; RC matrix with every Nth frame lost in each process
+              the matrix (after which no EAL runtime folder of its ends may
+              be left); RC matrix with every Nth frame lost in each process
               (retransmission over DPDK); a perf run with --pcap whose capture
               must pass `uroce dump --verify`; --json parses and says verified
   af_packet   a network namespace this test creates, a veth pair va/vb inside
@@ -126,9 +127,9 @@ def counters(out, prefix):
 
 # ---------------------------------------------------------------- memif (launcher)
 
-def launch(uroce, tag, d, args, timeout=240):
+def launch(uroce, tag, d, args, timeout=240, env=None):
     with harness.procs() as started:
-        p = harness.Proc(tag, [uroce, "demo", *with_qp_timeout(args)], d)
+        p = harness.Proc(tag, [uroce, "demo", *with_qp_timeout(args)], d, env=env)
         started.append(p)
         rc = p.wait(timeout)
         out = p.output()
@@ -139,9 +140,14 @@ def launch(uroce, tag, d, args, timeout=240):
 def memif_main(uroce):
     failures = []
     with harness.tempdir("e2e-memif") as d:
-        rc, out = launch(uroce, "memif-matrix", d, ["--workload", "matrix", "--counters"])
+        # EAL makes its runtime folders under RUNTIME_DIRECTORY: the launcher must remove its ends'.
+        run_dir = os.path.join(d, "run")
+        os.mkdir(run_dir)  # EAL makes dpdk/ in it, not the folder itself
+        rc, out = launch(uroce, "memif-matrix", d, ["--workload", "matrix", "--counters"],
+                         env=dict(os.environ, RUNTIME_DIRECTORY=run_dir))
         harness.check(rc == 0, f"memif matrix: exit {rc}", failures)
         rows_ok(out, failures, "memif matrix", 93)
+        harness.check(*harness.no_eal_leftovers(run_dir, "memif matrix"), failures)
 
         rc, out = launch(uroce, "memif-loss", d, ["--workload", "matrix", "--matrix-types", "rc", "--matrix-count", "4",
                                                   "--drop-every", str(LOSS_EVERY), "--counters"])
