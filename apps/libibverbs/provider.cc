@@ -243,10 +243,10 @@ std::thread Provider::start_engine_thread() {
 
 void Provider::fork_child() {
   engine_.detach();  // the parent's thread: a std::thread that names no thread here
-  // A fresh lock (the state it guards is whole, fork_prepare held it): the
-  // copy may be held in its mutex under the parent's thread ID, which this
-  // process's thread cannot unlock, and membarrier registers per process.
-  new (&lock_) BiasedLock();
+  // The copy of the lock is held under the parent's thread ID, which this
+  // process's thread cannot unlock: a fresh one (the state it guards is
+  // whole, fork_prepare held it).
+  new (&lock_) std::recursive_mutex();
   engine_ = start_engine_thread();
 }
 

@@ -4,8 +4,7 @@
 // the engine's progress.
 //
 // Threads: every verbs entry point takes the device lock (Guard) for the whole
-// call, so calls from any threads are safe. The lock (BiasedLock) costs no
-// atomic instruction to the thread that takes it most. It is recursive: an
+// call, so calls from any threads are safe. The lock is recursive: an
 // ibv_cq_ex iterator holds it from start_poll to end_poll, as a provider holds
 // its CQ lock, and the thread may post in between (ibv_rc_pingpong -t reposts
 // its receives there), as a provider's separate QP locks allow. Progress is
@@ -37,7 +36,6 @@
 
 #include <uroce/verbs.h>
 
-#include "apps/libibverbs/biased_lock.h"
 #include "drivers/dpdk/fault_io.h"
 #include "drivers/dpdk/self_loop_io.h"
 #include "drivers/dpdk/tsc_clock.h"
@@ -76,7 +74,7 @@ class Provider {
   const ProviderConfig& config() const { return cfg_; }
   const drivers::IoPortInfo& port_info() const { return port_->info(); }
   MacAddr mac() const { return cfg_.mac ? *cfg_.mac : port_->info().mac; }
-  BiasedLock& lock() { return lock_; }
+  std::recursive_mutex& lock() { return lock_; }
 
   /// One engine step (the lock held). In thread mode the engine thread does
   /// these, and step() only runs when called from a wait.
@@ -226,7 +224,7 @@ class Provider {
   std::optional<dpdk::SelfLoopIo> self_loop_;
   std::optional<dpdk::TscClock> clock_;  // after EAL is up
   ContextPtr ctx_;
-  BiasedLock lock_;
+  std::recursive_mutex lock_;
   std::thread engine_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> last_step_ns_{0};
@@ -241,7 +239,7 @@ class Provider {
 };
 
 /// Holds the device lock for one verbs call.
-using Guard = std::lock_guard<BiasedLock>;
+using Guard = std::lock_guard<std::recursive_mutex>;
 
 /// errno-style code for a uroce Status (0 for ok): EINVAL, ENOMEM, EBUSY, ...
 int errno_of(const Status& s);
