@@ -10,7 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <new>
+#include <memory>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -181,6 +181,11 @@ Provider* Provider::get() {
   return p;
 }
 
+BiasedLock& Provider::device_lock() {
+  static BiasedLock* const lock = new BiasedLock();  // reachable from here: no leak to LeakSanitizer
+  return *lock;
+}
+
 std::string Provider::open() {
   const SignalsBlocked quiet;  // for the threads open() starts
   if (std::string err = read_provider_config(cfg_); !err.empty()) return err;
@@ -243,10 +248,11 @@ std::thread Provider::start_engine_thread() {
 
 void Provider::fork_child() {
   engine_.detach();  // the parent's thread: a std::thread that names no thread here
-  // The copy of the lock is held under the parent's thread ID, which this
-  // process's thread cannot unlock: a fresh one (the state it guards is
-  // whole, fork_prepare held it).
-  new (&lock_) std::recursive_mutex();
+  // A fresh lock (the state it guards is whole, fork_prepare held it): the
+  // copy may be held in its mutex under the parent's thread ID, which this
+  // process's thread cannot unlock, and membarrier registers per process.
+  std::destroy_at(&lock_);
+  std::construct_at(&lock_);
   engine_ = start_engine_thread();
 }
 
