@@ -56,6 +56,12 @@ class IoPort {
   /// frames pay no start-up cost (memif: faults its shared regions in); the
   /// others do nothing. Safe beside the data path.
   virtual void warm_up() {}
+  /// Takes the port's link down for good, as a process's exit would (a
+  /// memif peer sees it go), keeping io() and its pool valid memory until
+  /// the port is destroyed, for threads that may still reach them; the
+  /// caller moves no frame after. A port with nothing outside the process
+  /// to tell (loopback) does nothing.
+  virtual void shut_down() {}
 };
 
 }  // namespace uroce::drivers

@@ -175,15 +175,10 @@ Provider* Provider::get() {
       return static_cast<Provider*>(nullptr);
     }
     // Counters at exit, after the program is done with the device.
-    std::atexit([] { delete Provider::get(); });
+    std::atexit([] { Provider::get()->close(); });
     return q;
   }();
   return p;
-}
-
-BiasedLock& Provider::device_lock() {
-  static BiasedLock* const lock = new BiasedLock();  // reachable from here: no leak to LeakSanitizer
-  return *lock;
 }
 
 std::string Provider::open() {
@@ -358,10 +353,9 @@ void Provider::write_counters() const {
   if (f != stderr) std::fclose(f);
 }
 
-Provider::~Provider() {
+void Provider::close() {
   stop_ = true;
   if (engine_.joinable()) engine_.join();
-  if (!ctx_) return;
   // The frames the program's last calls queued (a DREP, the DREQ of an id
   // it destroyed, the last ACKs) still go out before the port closes.
   // librdmacm's channels may be gone by now: no more CM events to them.
@@ -378,7 +372,17 @@ Provider::~Provider() {
     lock_.unlock();
   }
   write_counters();
-  if (port_) (void)port_->stop_capture();
+  (void)port_->stop_capture();
+  // The link goes down under the lock, so that no call is in the engine
+  // meanwhile; a lock that a signal left held for good (the drain's note
+  // above) leaves the port as it is, to the process's end.
+  for (const uint64_t end = now_ns() + kExitDrainNs; now_ns() < end;) {
+    if (!lock_.try_lock()) continue;
+    closed_ = true;
+    port_->shut_down();
+    lock_.unlock();
+    return;
+  }
 }
 
 }  // namespace uroce::ibv

@@ -23,6 +23,12 @@
 // (rping's CQ thread, a program with a thread per QP): run-to-completion then
 // makes each thread step for the others. inline keeps run-to-completion;
 // thread gives the engine its thread from the start.
+//
+// Exit: the device is never freed. close(), at exit, lets the last frames
+// leave, writes the counters and the capture and takes the port's link
+// down; a thread the program leaves running (rping's CM thread, still in
+// rdma_get_cm_event while main returns) or a later atexit handler may still
+// call in, and finds a whole device whose frames no longer move.
 #pragma once
 
 #include <atomic>
@@ -79,8 +85,10 @@ class Provider {
   BiasedLock& lock() { return lock_; }
 
   /// One engine step (the lock held). In thread mode the engine thread does
-  /// these, and step() only runs when called from a wait.
+  /// these, and step() only runs when called from a wait. None once the
+  /// port is shut (close).
   uint32_t step() {
+    if (closed_) [[unlikely]] return 0;
     const uint64_t now = clock_->now_ns();
     last_step_ns_.store(now, std::memory_order_relaxed);
     const uint32_t n = poll(ctx_.get(), now);
@@ -144,13 +152,16 @@ class Provider {
   void fork_parent() { lock_.unlock(); }
   void fork_child();
 
-  ~Provider();
+  /// At exit (std::atexit): stops the engine thread, lets the last frames
+  /// leave, writes UROCE_COUNTERS and the capture, and shuts the port's link
+  /// (IoPort::shut_down) under the lock. Everything else stays, for calls
+  /// that come later.
+  void close();
+  ~Provider() = delete;  // see "Exit" above
 
  private:
   Provider() = default;
   std::string open();
-  /// The process's device lock: made once, never freed (lock_).
-  static BiasedLock& device_lock();
   void write_counters() const;
   void run_engine_thread();
   /// The engine thread, every signal blocked in it (SignalsBlocked).
@@ -228,12 +239,8 @@ class Provider {
   std::optional<dpdk::SelfLoopIo> self_loop_;
   std::optional<dpdk::TscClock> clock_;  // after EAL is up
   ContextPtr ctx_;
-  // Never freed (device_lock): a thread the program leaves running at exit
-  // may still call in after the atexit handler deleted the device (rping's
-  // CM thread, in rdma_get_cm_event while main returns; its core showed it
-  // in revoke, on a freed slot). What the call then finds past the lock is
-  // the next thing to mend (docs/VERBS.md, "Cost").
-  BiasedLock& lock_ = device_lock();
+  BiasedLock lock_;
+  bool closed_ = false;  // the port is shut (close); the lock held
   std::thread engine_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> last_step_ns_{0};

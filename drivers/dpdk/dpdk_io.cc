@@ -491,8 +491,14 @@ Status DpdkPort::stop_capture() {
 }
 
 void DpdkPort::close() {
-  (void)stop_capture();  // an application that wants the capture's fate stops it first
+  shut_down();
   queues_.clear();
+  for (rte_mempool* mp : pools_) rte_mempool_free(mp);
+  pools_.clear();
+}
+
+void DpdkPort::shut_down() {
+  (void)stop_capture();  // an application that wants the capture's fate stops it first
   // A process forked from the one that opened the port (qperf's server forks
   // one per test) shares EAL's memory with it: the --no-huge memfd and
   // hugepages are MAP_SHARED, and the ethdev data, the PMD's queues and the
@@ -503,7 +509,7 @@ void DpdkPort::close() {
   // load). The opener closes it; this process only lets go of it.
   if (getpid() != opener_) {
     device_ = nullptr;
-    pools_.clear();
+    pools_.clear();  // not this process's to free
     started_ = configured_ = info_.probed_here = false;
     return;
   }
@@ -543,8 +549,6 @@ void DpdkPort::close() {
     info_.probed_here = false;
   }
   device_ = nullptr;
-  for (rte_mempool* mp : pools_) rte_mempool_free(mp);
-  pools_.clear();
 }
 
 }  // namespace uroce::dpdk

@@ -182,10 +182,17 @@ class DpdkPort {
   /// all be written.
   Status stop_capture();
 
-  /// Stops and closes the port (and removes the device if open() probed it).
-  /// Idempotent. In a process forked from the opener it only lets go of the
-  /// port: the port, its queues and pools are in EAL memory the two share,
-  /// and stay the opener's to close.
+  /// Stops and closes the port (and removes the device if open() probed it),
+  /// keeping its queues and pools: bursts then move nothing (ethdev's
+  /// stand-ins for a stopped port take and give no frame) and the pools'
+  /// mbufs stay valid, for threads that may still hold or take them (a
+  /// program's threads at exit, docs/VERBS.md). Idempotent. In a process
+  /// forked from the opener it only lets go of the port: the port, its
+  /// queues and pools are in EAL memory the two share, and stay the
+  /// opener's to close.
+  void shut_down();
+  /// shut_down, and frees the queues and pools: every mbuf taken from them
+  /// must have been freed. Idempotent.
   void close();
 
  private:

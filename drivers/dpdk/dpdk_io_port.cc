@@ -20,6 +20,7 @@ class DpdkIoPort final : public drivers::IoPort {
   Result<PortStats> stats() const override { return port_->stats(); }
   Status stop_capture() override { return port_->stop_capture(); }
   void warm_up() override { port_->warm_up(); }
+  void shut_down() override { port_->shut_down(); }
 
  private:
   std::unique_ptr<DpdkPort> port_;
