@@ -230,7 +230,8 @@ class Provider {
   /// kDoorbellNs (4 interleaved runs, Zen 5). The last posts of a stream
   /// wait for the program's next call, or for this thread's next step.
   static constexpr uint64_t kStreamDoorbellNs = 16'000;
-  /// At exit, the engine steps this long so that queued frames leave.
+  /// At exit, the engine steps this long so that queued frames leave; then
+  /// close() waits as long again for the lock to shut the port under it.
   static constexpr uint64_t kExitDrainNs = 2'000'000;
 
   ProviderConfig cfg_;
