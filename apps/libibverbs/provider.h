@@ -87,10 +87,12 @@ class Provider {
   /// One engine step (the lock held). In thread mode the engine thread does
   /// these, and step() only runs when called from a wait. None once the
   /// port is shut (close).
-  uint32_t step() {
+  uint32_t step() { return step(clock_->now_ns()); }
+  /// The same, with the time just read.
+  uint32_t step(uint64_t now) {
     if (closed_) [[unlikely]] return 0;
-    const uint64_t now = clock_->now_ns();
     last_step_ns_.store(now, std::memory_order_relaxed);
+    posts_at_step_ = posts_.load(std::memory_order_relaxed);
     const uint32_t n = poll(ctx_.get(), now);
     if (after_step_) after_step_(after_step_arg_);
     return n;
@@ -105,28 +107,33 @@ class Provider {
   /// unless the engine thread makes progress. Under auto, a data-path call
   /// from a second thread hands progress to the engine thread instead.
   void step_inline() {
-    data_path_ns_.store(clock_->now_ns(), std::memory_order_relaxed);
+    const uint64_t now = clock_->now_ns();
+    data_path_ns_.store(now, std::memory_order_relaxed);
     if (engine_thread_.load(std::memory_order_relaxed)) return;
     if (cfg_.progress == ProviderConfig::Progress::kAuto && !on_data_path_thread()) {
       engine_thread_.store(true, std::memory_order_relaxed);
       return;
     }
-    (void)step();
+    (void)step(now);
   }
   /// The engine has a thread of its own (thread, or auto after a second data-path thread).
   bool engine_thread() const { return engine_thread_.load(std::memory_order_relaxed); }
   uint64_t now_ns() const { return clock_->now_ns(); }
   /// A post's doorbell (the lock held): step_inline, unless a step ran less
-  /// than kDoorbellNs ago (kStreamDoorbellNs while the program streams). The
-  /// posts of a burst (ib_write_bw's 128 in flight) then share a step, whose
-  /// transmit burst sends them together, rather than a step, a lock round
-  /// and a one-frame burst each; the next poll or post, or the background
-  /// thread, rings it.
+  /// than kDoorbellNs ago, or, while the program streams, fewer than
+  /// kStreamDoorbellPosts posts ago. The posts of a burst (ib_write_bw's 128
+  /// in flight) then share a step, whose transmit burst sends them together,
+  /// rather than a step, a lock round and a one-frame burst each; the next
+  /// poll or post, or the background thread, rings it.
   void doorbell() {
-    posts_.store(posts_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);  // only lock holders write it
+    const uint64_t posts = posts_.load(std::memory_order_relaxed) + 1;
+    posts_.store(posts, std::memory_order_relaxed);  // only lock holders write it
+    if (streaming_.load(std::memory_order_relaxed)) {
+      if (posts - posts_at_step_ >= kStreamDoorbellPosts) step_inline();
+      return;
+    }
     const uint64_t now = clock_->now_ns();
-    const uint64_t window = streaming_.load(std::memory_order_relaxed) ? kStreamDoorbellNs : kDoorbellNs;
-    if (now - last_step_ns_.load(std::memory_order_relaxed) >= window) return step_inline();
+    if (now - last_step_ns_.load(std::memory_order_relaxed) >= kDoorbellNs) return step_inline();
     data_path_ns_.store(now, std::memory_order_relaxed);
   }
 
@@ -226,10 +233,13 @@ class Provider {
   /// doorbell(): posts this soon after a step share the next one.
   static constexpr uint64_t kDoorbellNs = 1'000;
   /// ... and while the program streams, since it calls again soon: bigger
-  /// transmit bursts. ib_write_bw 64 B medians 3.48 Mpps against 2.48 with
-  /// kDoorbellNs (4 interleaved runs, Zen 5). The last posts of a stream
-  /// wait for the program's next call, or for this thread's next step.
-  static constexpr uint64_t kStreamDoorbellNs = 16'000;
+  /// transmit bursts, counted in posts, for a TSC read costs 8 to 11 ns
+  /// here, 5 % of a 64 B post (ib_write_bw's client under perf). A window
+  /// of 16 us instead (as many posts, at 230 ns a post) gave ib_write_bw
+  /// 64 B medians of 3.48 Mpps against 2.48 with kDoorbellNs (4 interleaved
+  /// runs, Zen 5). The last posts of a stream wait for the program's next
+  /// call, or for this thread's next step (kStreamingNapNs at most).
+  static constexpr uint64_t kStreamDoorbellPosts = 64;
   /// At exit, the engine steps this long so that queued frames leave; then
   /// close() waits as long again for the lock to shut the port under it.
   static constexpr uint64_t kExitDrainNs = 2'000'000;
@@ -247,6 +257,7 @@ class Provider {
   std::atomic<uint64_t> last_step_ns_{0};
   std::atomic<uint64_t> data_path_ns_{0};  // the program's last post or poll: it is back
   std::atomic<uint64_t> posts_{0};  // doorbells rung, for kStreamingPosts
+  uint64_t posts_at_step_ = 0;  // posts_ at the last step (the lock held), for kStreamDoorbellPosts
   std::atomic<bool> streaming_{false};  // the engine thread's last nap saw kStreamingPosts or more
   std::atomic<int> waiters_{0};
   std::atomic<bool> engine_thread_{false};
