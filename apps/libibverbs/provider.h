@@ -255,7 +255,7 @@ class Provider {
   std::thread engine_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> last_step_ns_{0};
-  std::atomic<uint64_t> data_path_ns_{0};  // the program's last post or poll: it is back
+  std::atomic<uint64_t> data_path_ns_{0};  // the program's last poll or clocked post: it is back (a streaming post reads no clock)
   std::atomic<uint64_t> posts_{0};  // doorbells rung, for kStreamingPosts
   uint64_t posts_at_step_ = 0;  // posts_ at the last step (the lock held), for kStreamDoorbellPosts
   std::atomic<bool> streaming_{false};  // the engine thread's last nap saw kStreamingPosts or more
