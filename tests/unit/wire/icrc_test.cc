@@ -373,6 +373,25 @@ TEST_P(CrcKernels, Crc32OfRandomLengthsAlignmentsAndContinuationsIsZlib) {
   }
 }
 
+TEST_P(CrcKernels, Crc32OfEveryLengthAroundOneAndTwoSkippedBlocksIsZlib) {
+  // Receive: every length 3,800..4,300 and 7,800..8,300 (the avx2 kernel's
+  //   wide runs of one and two 3,968-byte blocks whose first bytes are moved
+  //   by XORs rather than folded, and the lengths either side), at
+  //   alignments 0..63 in turn, from a random CRC.
+  // Expect: zlib's crc32 each time.
+  const Store store(8300 + 64, 41);
+  std::mt19937 rng(43);
+  for (const size_t from : {size_t(3800), size_t(7800)}) {
+    for (size_t len = from; len <= from + 500; ++len) {
+      const size_t align = len % 64;
+      const auto seed = uint32_t(rng());
+      const std::span<const uint8_t> b(store.base + align, len);
+      ASSERT_EQ(crc32_ieee(seed, b), uint32_t(crc32(seed, b.data(), uInt(b.size()))))
+          << "len " << len << " align " << align;
+    }
+  }
+}
+
 TEST_P(CrcKernels, A17_3_3_IcrcOfRandomLengthsAlignmentsAndSplitsIsZlib) {
   // Receive: the 40 headers of a captured RC SEND Only, then every length
   //   0..1100 and 2000 seeded random lengths up to 9000, at random alignments
