@@ -384,8 +384,8 @@ constexpr std::array<ptrdiff_t, kSkipTerms.size() + 1> kSkipShifts = [] {
   for (size_t i = 0; i < kSkipTerms.size(); ++i) s[i + 1] = ptrdiff_t(kSkipDegree - kSkipTerms[i]);
   return s;
 }();
-constexpr size_t kSkipBytes = 1664;                         // A: 13 rows
-constexpr size_t kSkipRows = (kSkipDegree + 127) / 128;     // the rows after A
+constexpr size_t kSkipBytes = 1664;                            // A: 13 rows
+constexpr size_t kSkipRows = (kSkipDegree + 127) / 128;        // the rows after A
 constexpr size_t kSparseBlock = kSkipBytes + 128 * kSkipRows;  // A, then the rows
 // A CRC of 4,096 bytes folds a run of 3,968 (its first and last blocks go
 // one at a time); an ICRC of a 4,096-byte payload, 4,096.
