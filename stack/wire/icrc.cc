@@ -10,13 +10,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <utility>
 #include <vector>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
 
+#include "stack/wire/clmul.h"
+#include "stack/wire/crc_wide.h"
 #include "stack/wire/headers.h"
 
 namespace uroce::wire {
@@ -146,89 +147,20 @@ uint32_t icrc_isal(L3Kind kind, std::span<const uint8_t> l3, std::span<const std
 
 #if defined(__x86_64__)
 // ---------------------------------------------------------------------------
-// The short path: carry-less multiplication folding (Gopal et al., Intel,
-// "Fast CRC Computation for Generic Polynomials Using PCLMULQDQ
-// Instruction", 2009), derived here for the reflected CRC.
-//
-// Notation. A CRC input of n bytes is the polynomial M(x) over GF(2) whose
-// highest coefficient (x^(8n-1)) is bit 0 of byte 0: the reflected bit
-// order of IEEE 802.3 and zlib. Without its initial and final inversion the
-// CRC is R = M(x)·x^32 mod P(x), held reflected in 32 bits (bit i is the
-// coefficient of x^(31-i)). A 128-bit register loaded from 16 bytes holds a
-// polynomial the same way (bit i is x^(127-i)), and each 64-bit half on its
-// own likewise (bit i is x^(63-i)). PCLMULQDQ of two such 64-bit halves A
-// and B gives A·B·x as a 128-bit register: reflected product of 63-degree
-// operands, aligned to 127 degrees.
-//
-// Folding. Keep an accumulator X(x) of 128 bits with CRC(input so far) =
-// X·x^32 mod P. The next 16 bytes C extend the input: X' = X·x^128 + C.
-// With X = H·x^64 + L, X·x^128 = H·x^192 + L·x^128, and any polynomial
-// congruent modulo P does as well, so X' = H·(x^192 mod P) + L·(x^128 mod P)
-// + C: two PCLMULQDQs and two XORs, at most 96 bits, independent of the
-// length so far. Four accumulators over interleaved 16-byte blocks fold by
-// x^512 each, independently, and are joined at the end.
+// The short path: carry-less multiplication folding, 16 bytes at a time
+// (the notation and the constants: clmul.h).
 
-// IEEE 802.3 CRC-32 polynomial (IBA 7.8.1): x^32 + x^26 + x^23 + x^22 + x^16 +
-// x^12 + x^11 + x^10 + x^8 + x^7 + x^5 + x^4 + x^2 + x + 1; bit k is x^k.
-constexpr uint64_t kPoly = 0x1'04c1'1db7;
-
-// The constants are computed by the compiler (consteval) from kPoly alone.
-
-// The low `bits` bits of v in reverse order.
-consteval uint64_t reflect(uint64_t v, int bits) {
-  uint64_t r = 0;
-  for (int i = 0; i < bits; ++i) r |= ((v >> i) & 1) << (bits - 1 - i);
-  return r;
-}
-
-// x^n mod P, reflected in 32 bits: start from x^0 (bit 31) and multiply by
-// x n times; multiplying by x shifts right by one, and an x^32 that leaves
-// bit 0 is replaced by P - x^32 (reflected: zlib's 0xedb88320).
-consteval uint32_t xpow_mod(unsigned n) {
-  const auto p = uint32_t(reflect(kPoly, 32));
-  uint32_t r = 0x8000'0000;
-  for (unsigned i = 0; i < n; ++i) r = (r >> 1) ^ ((r & 1) ? p : 0);
-  return r;
-}
-
-// The 64-bit operand that multiplies a 64-bit half by x^e modulo P: the
-// half holding x^(e-1) mod P at its 32 lowest degrees (bits 32..63), so that
-// the extra x of PCLMULQDQ makes it x^e. The product has at most 96 bits.
-consteval uint64_t times_xpow(unsigned e) { return uint64_t(xpow_mod(e - 1)) << 32; }
-
-// floor(x^64 / P), the Barrett constant (33 bits, bit k is x^k): long
-// division, bringing down the 65 coefficients of x^64 one at a time.
-consteval uint64_t barrett_mu() {
-  uint64_t rem = 0;
-  uint64_t q = 0;
-  for (int d = 64; d >= 0; --d) {
-    rem = (rem << 1) | (d == 64 ? 1 : 0);
-    q <<= 1;
-    if (rem & (uint64_t(1) << 32)) {
-      rem ^= kPoly;
-      q |= 1;
-    }
-  }
-  return q;
-}
-
-// Two 64-bit PCLMULQDQ operands, as one register holds them.
-struct OperandPair {
-  uint64_t lo;
-  uint64_t hi;
-};
-
-// The pair that folds a 128-bit accumulator forward by x^e: the low half
-// (the higher degrees, H) by x^(e+64), the high half (L) by x^e.
-consteval OperandPair fold_pair(unsigned e) { return {times_xpow(e + 64), times_xpow(e)}; }
-
-constexpr OperandPair kFold1024 = fold_pair(1024);  // one lane past the other seven (256-bit lanes)
-constexpr OperandPair kFold512 = fold_pair(512);  // one lane past the other three
-constexpr OperandPair kFold384 = fold_pair(384);  // joining lane 0
-constexpr OperandPair kFold256 = fold_pair(256);  // lane 1
-constexpr OperandPair kFold128 = fold_pair(128);  // lane 2
-constexpr OperandPair kReduce = {times_xpow(96), times_xpow(64)};
-constexpr OperandPair kBarrett = {reflect(barrett_mu(), 33), reflect(kPoly, 33)};  // mu·x^31, P·x^31
+using clmul::kBarrett;
+using clmul::kFold128;
+using clmul::kFold256;
+using clmul::kFold384;
+using clmul::kFold512;
+using clmul::kPoly;
+using clmul::kReduce;
+using clmul::fold_rows_wide;
+using clmul::Lanes;
+using clmul::OperandPair;
+using clmul::reflect;
 
 __attribute__((target("pclmul"))) inline __m128i operands(OperandPair k) {
   return _mm_set_epi64x(int64_t(k.hi), int64_t(k.lo));
@@ -309,215 +241,6 @@ __m128i shift_up(__m128i v, size_t k) {
 __m128i shift_down(__m128i v, size_t k) {
   const __m128i idx = _mm_add_epi8(byte_index(), _mm_set1_epi8(char(k)));
   return _mm_shuffle_epi8(v, _mm_adds_epu8(idx, _mm_set1_epi8(0x70)));  // 16 and up: zero
-}
-
-// ---------------------------------------------------------------------------
-// The wide step (CrcKernel::kAvx2): the same folding with VPCLMULQDQ on
-// 256-bit registers, each holding two 128-bit lanes, for CPUs that have it
-// with AVX2 but not AVX-512 (AMD Zen 3, Intel Alder Lake client cores),
-// and, between 196 bytes and 2 KB, for the avx512 kernel.
-// Four registers are eight lanes over 128-byte rows, each folded by x^1024
-// per row: 16 bytes per VPCLMULQDQ, twice the 128-bit fold's 8.
-//
-// It continues the folder's four lanes x0..x3 (x3 the latest block) and
-// returns them, so the headers, the short spans, the tail and the reduction
-// stay the folder's. In: the four lanes fold by x^512 into the first 64
-// bytes (the folder's four-block step, two lanes per register), and the
-// next 64 bytes load as lanes 4..7 unfolded: eight lanes L0..L7 whose sum
-// Σ Li·x^(128·(7-i)) is the input so far. Out: Li·x^512 + L(i+4) are again
-// four lanes with the same sum.
-
-struct Lanes {
-  __m128i x0;
-  __m128i x1;
-  __m128i x2;
-  __m128i x3;
-};
-
-// tune=znver3: whole 256-bit unaligned loads (GCC's generic tuning splits
-// each into two 128-bit halves, two more instructions per register).
-#define UROCE_TARGET_WIDE __attribute__((target("avx2,vpclmulqdq,pclmul,tune=znver3")))
-
-UROCE_TARGET_WIDE inline __m256i operands_wide(OperandPair k) {
-  return _mm256_set_epi64x(int64_t(k.hi), int64_t(k.lo), int64_t(k.hi), int64_t(k.lo));
-}
-
-UROCE_TARGET_WIDE inline __m256i fold_wide(__m256i y, __m256i k) {
-  return _mm256_xor_si256(_mm256_clmulepi64_epi128(y, k, 0x00), _mm256_clmulepi64_epi128(y, k, 0x11));
-}
-
-UROCE_TARGET_WIDE inline __m256i load_wide(const uint8_t* p) {
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-}
-
-// ---------------------------------------------------------------------------
-// Skipping bytes: a multiple of P with few terms. The multiplier bounds
-// the fold at 8 bytes a cycle on 256-bit registers (two VPCLMULQDQs per 32
-// bytes, one issued every two cycles: docs/PERFORMANCE.md), while the load
-// and XOR pipes sit mostly idle. So part of a long run is not folded at
-// all, but moved onto later bytes with loads and XORs alone (the idea of
-// S. Russell's "Chorba" CRC, 2024).
-//
-// With y = x^8 (one byte), y^2203 + y^404 + y^53 + y^52 + 1 is a multiple
-// of P (found by a search over sums of three powers; checked below), so
-// y^2203 ≡ y^404 + y^53 + y^52 + 1 (mod P). Bytes C at stream offset s, at
-// least 2,203 bytes before the end, add to the CRC what C XORed in at
-// offsets s + 2203 - e adds, one copy for each term y^e of the right side
-// (a later offset is a lower degree). So the kSkipBytes bytes at the start
-// of a block (A) count as zeros once their four copies are XORed into the
-// kSkipRows rows after them, where every copy lands; the lanes jump over
-// the zeros with one fold. The multiplier folds 2,304 bytes of the
-// block's 3,968; each 32 bytes of those take up to four more loads and
-// XORs. A copy that covers only part of 32 bytes is shifted or masked in
-// a register, from loads inside the block.
-//
-// More copies let A grow, but cost more loads than they save folds (on
-// Zen 5, four copies of 1,664 bytes and five of 1,792 run alike, seven of
-// 1,920 slower: docs/PERFORMANCE.md).
-
-constexpr size_t kSkipDegree = 2203;
-constexpr std::array<size_t, 3> kSkipTerms = {52, 53, 404};
-// The offsets of the copies from the bytes: one per term of the right side.
-constexpr std::array<ptrdiff_t, kSkipTerms.size() + 1> kSkipShifts = [] {
-  std::array<ptrdiff_t, kSkipTerms.size() + 1> s{};
-  s[0] = kSkipDegree;  // the term y^0
-  for (size_t i = 0; i < kSkipTerms.size(); ++i) s[i + 1] = ptrdiff_t(kSkipDegree - kSkipTerms[i]);
-  return s;
-}();
-constexpr size_t kSkipBytes = 1664;                            // A: 13 rows
-constexpr size_t kSkipRows = (kSkipDegree + 127) / 128;        // the rows after A
-constexpr size_t kSparseBlock = kSkipBytes + 128 * kSkipRows;  // A, then the rows
-// A CRC of 4,096 bytes folds a run of 3,968 (its first and last blocks go
-// one at a time); an ICRC of a 4,096-byte payload, 4,096.
-static_assert(kSparseBlock == 3968);
-
-consteval bool skip_poly_divides() {
-  uint32_t sum = xpow_mod(8 * kSkipDegree) ^ xpow_mod(0);
-  for (const size_t e : kSkipTerms) sum ^= xpow_mod(8 * unsigned(e));
-  return sum == 0;
-}
-static_assert(skip_poly_divides());
-static_assert(*std::min_element(kSkipShifts.begin(), kSkipShifts.end()) >= ptrdiff_t(kSkipBytes) &&
-              *std::max_element(kSkipShifts.begin(), kSkipShifts.end()) <= ptrdiff_t(128 * kSkipRows));
-static_assert(kSkipBytes % 128 == 0);
-
-constexpr OperandPair kFoldSkip = fold_pair(8 * (kSkipBytes + 128));  // over A, to the row after it
-
-// 32 zeros, then 32 ones: a 32-byte load at k has ones in bytes 32 - k on.
-alignas(64) constexpr std::array<uint8_t, 64> kEdgeMask = [] {
-  std::array<uint8_t, 64> m{};
-  for (size_t i = 32; i < 64; ++i) m[i] = 0xff;
-  return m;
-}();
-
-// The block's code is unrolled whole (its loads' offsets and masks are
-// constants); GCC does not inline that much on its own.
-#define UROCE_WIDE_INLINE UROCE_TARGET_WIDE inline __attribute__((always_inline))
-
-// v with byte i moved to i + kS (0 < kS < 32), zeros below.
-template <int kS>
-UROCE_WIDE_INLINE __m256i shift_up_wide(__m256i v) {
-  const __m256i lo_up = _mm256_permute2x128_si256(v, v, 0x08);  // zeros, then bytes 0..15
-  if constexpr (kS < 16) return _mm256_alignr_epi8(v, lo_up, 16 - kS);
-  if constexpr (kS == 16) return lo_up;
-  return _mm256_slli_si256(lo_up, kS - 16);
-}
-
-// The 32 bytes from kW on of A at a, zeros outside A; reads no byte before
-// A, and after it only the block's.
-template <ptrdiff_t kW>
-UROCE_WIDE_INLINE __m256i skip_bytes(const uint8_t* a) {
-  constexpr auto kLen = ptrdiff_t(kSkipBytes);
-  if constexpr (kW <= -32 || kW >= kLen) {
-    return _mm256_setzero_si256();
-  } else if constexpr (kW < 0) {
-    return shift_up_wide<-kW>(load_wide(a));
-  } else if constexpr (kW + 32 > kLen) {  // bytes kLen - kW on are past A's end
-    return _mm256_andnot_si256(load_wide(kEdgeMask.data() + 32 - kLen + kW), load_wide(a + kW));
-  } else {
-    return load_wide(a + kW);
-  }
-}
-
-// The 32 bytes at kAt from A (at a), a row after A, with A's copies XORed in.
-template <ptrdiff_t kAt, size_t... kI>
-UROCE_WIDE_INLINE __m256i skip_row_bytes(const uint8_t* a, std::index_sequence<kI...>) {
-  return (load_wide(a + kAt) ^ ... ^ skip_bytes<kAt - kSkipShifts[kI]>(a));
-}
-
-// Row kR after A into y0..y3: folded by x^1024 first, but for row 0 (y0..y3
-// come to it folded over A by kFoldSkip).
-template <size_t kR>
-UROCE_WIDE_INLINE void fold_skip_row(__m256i& y0, __m256i& y1, __m256i& y2, __m256i& y3, const uint8_t* a) {
-  constexpr auto kAt = ptrdiff_t(kSkipBytes + 128 * kR);
-  constexpr auto kCopies = std::make_index_sequence<kSkipShifts.size()>();
-  if constexpr (kR > 0) {
-    const __m256i k1024 = operands_wide(kFold1024);
-    y0 = fold_wide(y0, k1024);
-    y1 = fold_wide(y1, k1024);
-    y2 = fold_wide(y2, k1024);
-    y3 = fold_wide(y3, k1024);
-  }
-  y0 = _mm256_xor_si256(y0, skip_row_bytes<kAt>(a, kCopies));
-  y1 = _mm256_xor_si256(y1, skip_row_bytes<kAt + 32>(a, kCopies));
-  y2 = _mm256_xor_si256(y2, skip_row_bytes<kAt + 64>(a, kCopies));
-  y3 = _mm256_xor_si256(y3, skip_row_bytes<kAt + 96>(a, kCopies));
-}
-
-// The kSkipRows rows after A (at a) into y0..y3.
-template <size_t... kR>
-UROCE_WIDE_INLINE void fold_skip_rows(__m256i& y0, __m256i& y1, __m256i& y2, __m256i& y3, const uint8_t* a,
-                                      std::index_sequence<kR...>) {
-  (fold_skip_row<kR>(y0, y1, y2, y3, a), ...);
-}
-
-// Folds n bytes at p (n a multiple of 128, at least 128) into the lanes,
-// each whole block of kSparseBlock skipping its bytes A.
-// Ends with VZEROUPPER (the compiler's, as for every function that uses the
-// upper halves): the caller is SSE code.
-UROCE_TARGET_WIDE __attribute__((noinline)) Lanes fold_rows_wide(Lanes in, const uint8_t* p, size_t n) {
-  const __m256i k512 = operands_wide(kFold512);
-  const __m256i k1024 = operands_wide(kFold1024);
-  const __m256i k_skip = operands_wide(kFoldSkip);
-  const __m256i in01 = _mm256_set_m128i(in.x1, in.x0);
-  const __m256i in23 = _mm256_set_m128i(in.x3, in.x2);
-  __m256i y0;
-  __m256i y1;
-  __m256i y2;
-  __m256i y3;
-  size_t i;
-  if (n >= kSparseBlock) {  // the four lanes are lanes 4..7 of eight, 0..3 zeros
-    y0 = _mm256_setzero_si256();
-    y1 = _mm256_setzero_si256();
-    y2 = in01;
-    y3 = in23;
-    i = 0;
-  } else {
-    y0 = _mm256_xor_si256(fold_wide(in01, k512), load_wide(p));
-    y1 = _mm256_xor_si256(fold_wide(in23, k512), load_wide(p + 32));
-    y2 = load_wide(p + 64);
-    y3 = load_wide(p + 96);
-    i = 128;
-  }
-  for (; n - i >= kSparseBlock; i += kSparseBlock) {
-    if (i != 0) {  // lanes 0..3 are zeros before the first block
-      y0 = fold_wide(y0, k_skip);
-      y1 = fold_wide(y1, k_skip);
-    }
-    y2 = fold_wide(y2, k_skip);
-    y3 = fold_wide(y3, k_skip);
-    fold_skip_rows(y0, y1, y2, y3, p + i, std::make_index_sequence<kSkipRows>());
-  }
-  for (; i < n; i += 128) {
-    y0 = _mm256_xor_si256(fold_wide(y0, k1024), load_wide(p + i));
-    y1 = _mm256_xor_si256(fold_wide(y1, k1024), load_wide(p + i + 32));
-    y2 = _mm256_xor_si256(fold_wide(y2, k1024), load_wide(p + i + 64));
-    y3 = _mm256_xor_si256(fold_wide(y3, k1024), load_wide(p + i + 96));
-  }
-  y0 = _mm256_xor_si256(fold_wide(y0, k512), y2);
-  y1 = _mm256_xor_si256(fold_wide(y1, k512), y3);
-  return {_mm256_castsi256_si128(y0), _mm256_extracti128_si256(y0, 1), _mm256_castsi256_si128(y1),
-          _mm256_extracti128_si256(y1, 1)};
 }
 
 // The shortest run of one span the wide step takes (icrc.h).
