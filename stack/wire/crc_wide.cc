@@ -1,13 +1,3 @@
-#include "stack/wire/crc_wide.h"
-
-#if defined(__x86_64__)
-#include <algorithm>
-#include <array>
-#include <cstddef>
-#include <utility>
-
-#include "stack/wire/clmul.h"
-
 // The wide step (CrcKernel::kAvx2): icrc.cc's folding with VPCLMULQDQ on
 // 256-bit registers, each holding two 128-bit lanes, for CPUs that have it
 // with AVX2 but not AVX-512 (AMD Zen 3, Intel Alder Lake client cores),
@@ -22,6 +12,16 @@
 // next 64 bytes load as lanes 4..7 unfolded: eight lanes L0..L7 whose sum
 // Σ Li·x^(128·(7-i)) is the input so far. Out: Li·x^512 + L(i+4) are again
 // four lanes with the same sum.
+
+#include "stack/wire/crc_wide.h"
+
+#if defined(__x86_64__)
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <utility>
+
+#include "stack/wire/clmul.h"
 
 namespace uroce::wire::clmul {
 namespace {
@@ -79,8 +79,8 @@ constexpr std::array<ptrdiff_t, kSkipTerms.size() + 1> kSkipShifts = [] {
 constexpr size_t kSkipBytes = 1664;                            // A: 13 rows
 constexpr size_t kSkipRows = (kSkipDegree + 127) / 128;        // the rows after A
 constexpr size_t kSparseBlock = kSkipBytes + 128 * kSkipRows;  // A, then the rows
-// A CRC of 4,096 bytes folds a run of 3,968 (its first and last blocks go
-// one at a time); an ICRC of a 4,096-byte payload, 4,096.
+// A CRC of 4,096 bytes folds a run of 3,968 (its first 16 bytes and last
+// 112 go to the 128-bit fold); an ICRC of a 4,096-byte payload, 4,096.
 static_assert(kSparseBlock == 3968);
 
 consteval bool skip_poly_divides() {
@@ -163,11 +163,11 @@ UROCE_WIDE_INLINE void fold_skip_rows(__m256i& y0, __m256i& y1, __m256i& y2, __m
   (fold_skip_row<kR>(y0, y1, y2, y3, a), ...);
 }
 
+}  // namespace
+
 // Each whole block of kSparseBlock skips its bytes A. Ends with VZEROUPPER
 // (the compiler's, as for every function that uses the upper halves): the
 // caller is SSE code.
-}  // namespace
-
 UROCE_TARGET_WIDE Lanes fold_rows_wide(Lanes in, const uint8_t* p, size_t n) {
   const __m256i k512 = operands_wide(kFold512);
   const __m256i k1024 = operands_wide(kFold1024);
