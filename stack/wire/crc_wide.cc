@@ -55,17 +55,21 @@ UROCE_TARGET_WIDE inline __m256i load_wide(const uint8_t* p) {
 // y^2203 ≡ y^404 + y^53 + y^52 + 1 (mod P). Bytes C at stream offset s, at
 // least 2,203 bytes before the end, add to the CRC what C XORed in at
 // offsets s + 2203 - e adds, one copy for each term y^e of the right side
-// (a later offset is a lower degree). So the kSkipBytes bytes at the start
-// of a block (A) count as zeros once their four copies are XORed into the
+// (a later offset is a lower degree). So the kA bytes at the start of a
+// block (A) count as zeros once their four copies are XORed into the
 // kSkipRows rows after them, where every copy lands; the lanes jump over
-// the zeros with one fold. The multiplier folds 2,304 bytes of the
-// block's 3,968; each 32 bytes of those take up to four more loads and
-// XORs. A copy that covers only part of 32 bytes is shifted or masked in
-// a register, from loads inside the block.
+// the zeros with one fold. The rows are 2,304 bytes whatever A is (the
+// copies of A's last byte land up to 2,202 bytes past its end), and A can
+// be up to 1,792 bytes (the shortest shift, 1,799, must pass A's end).
+// The multiplier folds the rows alone; each 32 bytes of them take up to
+// four more loads and XORs. A copy that covers only part of 32 bytes is
+// shifted or masked in a register, from loads inside the block.
 //
-// More copies let A grow, but cost more loads than they save folds (on
-// Zen 5, four copies of 1,664 bytes and five of 1,792 run alike, seven of
-// 1,920 slower: docs/PERFORMANCE.md).
+// Two block sizes: 4,096 bytes (A 1,792: a 4 KB payload's ICRC run) for
+// every whole one, then 3,968 (A 1,664: a 4 KB CRC's run, see below) where
+// the rest still holds one. More copies let A grow, but cost more loads
+// than they save folds (on Zen 5, five copies of 1,920 bytes run no faster
+// than four of 1,792, seven of 1,920 slower: docs/PERFORMANCE.md).
 
 constexpr size_t kSkipDegree = 2203;
 constexpr std::array<size_t, 3> kSkipTerms = {52, 53, 404};
@@ -76,12 +80,7 @@ constexpr std::array<ptrdiff_t, kSkipTerms.size() + 1> kSkipShifts = [] {
   for (size_t i = 0; i < kSkipTerms.size(); ++i) s[i + 1] = ptrdiff_t(kSkipDegree - kSkipTerms[i]);
   return s;
 }();
-constexpr size_t kSkipBytes = 1664;                            // A: 13 rows
-constexpr size_t kSkipRows = (kSkipDegree + 127) / 128;        // the rows after A
-constexpr size_t kSparseBlock = kSkipBytes + 128 * kSkipRows;  // A, then the rows
-// A CRC of 4,096 bytes folds a run of 3,968 (its first 16 bytes and last
-// 112 go to the 128-bit fold); an ICRC of a 4,096-byte payload, 4,096.
-static_assert(kSparseBlock == 3968);
+constexpr size_t kSkipRows = (kSkipDegree + 127) / 128;  // the rows after A
 
 consteval bool skip_poly_divides() {
   uint32_t sum = xpow_mod(8 * kSkipDegree) ^ xpow_mod(0);
@@ -89,11 +88,23 @@ consteval bool skip_poly_divides() {
   return sum == 0;
 }
 static_assert(skip_poly_divides());
-static_assert(*std::min_element(kSkipShifts.begin(), kSkipShifts.end()) >= ptrdiff_t(kSkipBytes) &&
-              *std::max_element(kSkipShifts.begin(), kSkipShifts.end()) <= ptrdiff_t(128 * kSkipRows));
-static_assert(kSkipBytes % 128 == 0);
+static_assert(*std::max_element(kSkipShifts.begin(), kSkipShifts.end()) <= ptrdiff_t(128 * kSkipRows));
 
-constexpr OperandPair kFoldSkip = fold_pair(8 * (kSkipBytes + 128));  // over A, to the row after it
+// A block that skips its first kA bytes (a whole number of rows, all of
+// whose copies land past it).
+template <size_t kA>
+struct SkipBlock {
+  static_assert(kA % 128 == 0 && *std::min_element(kSkipShifts.begin(), kSkipShifts.end()) >= ptrdiff_t(kA));
+  static constexpr size_t kBytes = kA + 128 * kSkipRows;          // A, then the rows
+  static constexpr OperandPair kFoldOver = fold_pair(8 * (kA + 128));  // over A, to the row after it
+};
+constexpr size_t kLongSkip = 1792;   // A: 14 rows
+constexpr size_t kShortSkip = 1664;  // A: 13 rows
+using LongBlock = SkipBlock<kLongSkip>;
+using ShortBlock = SkipBlock<kShortSkip>;
+// A CRC of 4,096 bytes folds a run of 3,968 (its first 16 bytes and last
+// 112 go to the 128-bit fold); an ICRC of a 4,096-byte payload, 4,096.
+static_assert(LongBlock::kBytes == 4096 && ShortBlock::kBytes == 3968);
 
 // 32 zeros, then 32 ones: a 32-byte load at k has ones in bytes 32 - k on.
 alignas(64) constexpr std::array<uint8_t, 64> kEdgeMask = [] {
@@ -115,11 +126,11 @@ UROCE_WIDE_INLINE __m256i shift_up_wide(__m256i v) {
   return _mm256_slli_si256(lo_up, kS - 16);
 }
 
-// The 32 bytes from kW on of A at a, zeros outside A; reads no byte before
-// A, and after it only the block's.
-template <ptrdiff_t kW>
+// The 32 bytes from kW on of A (kA bytes at a), zeros outside A; reads no
+// byte before A, and after it only the block's.
+template <size_t kA, ptrdiff_t kW>
 UROCE_WIDE_INLINE __m256i skip_bytes(const uint8_t* a) {
-  constexpr auto kLen = ptrdiff_t(kSkipBytes);
+  constexpr auto kLen = ptrdiff_t(kA);
   if constexpr (kW <= -32 || kW >= kLen) {
     return _mm256_setzero_si256();
   } else if constexpr (kW < 0) {
@@ -132,16 +143,16 @@ UROCE_WIDE_INLINE __m256i skip_bytes(const uint8_t* a) {
 }
 
 // The 32 bytes at kAt from A (at a), a row after A, with A's copies XORed in.
-template <ptrdiff_t kAt, size_t... kI>
+template <size_t kA, ptrdiff_t kAt, size_t... kI>
 UROCE_WIDE_INLINE __m256i skip_row_bytes(const uint8_t* a, std::index_sequence<kI...>) {
-  return (load_wide(a + kAt) ^ ... ^ skip_bytes<kAt - kSkipShifts[kI]>(a));
+  return (load_wide(a + kAt) ^ ... ^ skip_bytes<kA, kAt - kSkipShifts[kI]>(a));
 }
 
 // Row kR after A into y0..y3: folded by x^1024 first, but for row 0 (y0..y3
-// come to it folded over A by kFoldSkip).
-template <size_t kR>
+// come to it folded over A).
+template <size_t kA, size_t kR>
 UROCE_WIDE_INLINE void fold_skip_row(__m256i& y0, __m256i& y1, __m256i& y2, __m256i& y3, const uint8_t* a) {
-  constexpr auto kAt = ptrdiff_t(kSkipBytes + 128 * kR);
+  constexpr auto kAt = ptrdiff_t(kA + 128 * kR);
   constexpr auto kCopies = std::make_index_sequence<kSkipShifts.size()>();
   if constexpr (kR > 0) {
     const __m256i k1024 = operands_wide(kFold1024);
@@ -150,28 +161,42 @@ UROCE_WIDE_INLINE void fold_skip_row(__m256i& y0, __m256i& y1, __m256i& y2, __m2
     y2 = fold_wide(y2, k1024);
     y3 = fold_wide(y3, k1024);
   }
-  y0 = _mm256_xor_si256(y0, skip_row_bytes<kAt>(a, kCopies));
-  y1 = _mm256_xor_si256(y1, skip_row_bytes<kAt + 32>(a, kCopies));
-  y2 = _mm256_xor_si256(y2, skip_row_bytes<kAt + 64>(a, kCopies));
-  y3 = _mm256_xor_si256(y3, skip_row_bytes<kAt + 96>(a, kCopies));
+  y0 = _mm256_xor_si256(y0, skip_row_bytes<kA, kAt>(a, kCopies));
+  y1 = _mm256_xor_si256(y1, skip_row_bytes<kA, kAt + 32>(a, kCopies));
+  y2 = _mm256_xor_si256(y2, skip_row_bytes<kA, kAt + 64>(a, kCopies));
+  y3 = _mm256_xor_si256(y3, skip_row_bytes<kA, kAt + 96>(a, kCopies));
 }
 
 // The kSkipRows rows after A (at a) into y0..y3.
-template <size_t... kR>
+template <size_t kA, size_t... kR>
 UROCE_WIDE_INLINE void fold_skip_rows(__m256i& y0, __m256i& y1, __m256i& y2, __m256i& y3, const uint8_t* a,
                                       std::index_sequence<kR...>) {
-  (fold_skip_row<kR>(y0, y1, y2, y3, a), ...);
+  (fold_skip_row<kA, kR>(y0, y1, y2, y3, a), ...);
+}
+
+// The block of kA skipped bytes at a into y0..y3; `first`: lanes 0..3
+// (y0, y1) are still zeros.
+template <size_t kA>
+UROCE_WIDE_INLINE void fold_skip_block(__m256i& y0, __m256i& y1, __m256i& y2, __m256i& y3, const uint8_t* a,
+                                       bool first) {
+  const __m256i k_over = operands_wide(SkipBlock<kA>::kFoldOver);
+  if (!first) {
+    y0 = fold_wide(y0, k_over);
+    y1 = fold_wide(y1, k_over);
+  }
+  y2 = fold_wide(y2, k_over);
+  y3 = fold_wide(y3, k_over);
+  fold_skip_rows<kA>(y0, y1, y2, y3, a, std::make_index_sequence<kSkipRows>());
 }
 
 }  // namespace
 
-// Each whole block of kSparseBlock skips its bytes A. Ends with VZEROUPPER
-// (the compiler's, as for every function that uses the upper halves): the
-// caller is SSE code.
+// Each whole LongBlock skips its bytes A, then a ShortBlock if the rest
+// still holds one. Ends with VZEROUPPER (the compiler's, as for every
+// function that uses the upper halves): the caller is SSE code.
 UROCE_TARGET_WIDE Lanes fold_rows_wide(Lanes in, const uint8_t* p, size_t n) {
   const __m256i k512 = operands_wide(kFold512);
   const __m256i k1024 = operands_wide(kFold1024);
-  const __m256i k_skip = operands_wide(kFoldSkip);
   const __m256i in01 = _mm256_set_m128i(in.x1, in.x0);
   const __m256i in23 = _mm256_set_m128i(in.x3, in.x2);
   __m256i y0;
@@ -179,7 +204,7 @@ UROCE_TARGET_WIDE Lanes fold_rows_wide(Lanes in, const uint8_t* p, size_t n) {
   __m256i y2;
   __m256i y3;
   size_t i;
-  if (n >= kSparseBlock) {  // the four lanes are lanes 4..7 of eight, 0..3 zeros
+  if (n >= ShortBlock::kBytes) {  // the four lanes are lanes 4..7 of eight, 0..3 zeros
     y0 = _mm256_setzero_si256();
     y1 = _mm256_setzero_si256();
     y2 = in01;
@@ -192,14 +217,12 @@ UROCE_TARGET_WIDE Lanes fold_rows_wide(Lanes in, const uint8_t* p, size_t n) {
     y3 = load_wide(p + 96);
     i = 128;
   }
-  for (; n - i >= kSparseBlock; i += kSparseBlock) {
-    if (i != 0) {  // lanes 0..3 are zeros before the first block
-      y0 = fold_wide(y0, k_skip);
-      y1 = fold_wide(y1, k_skip);
-    }
-    y2 = fold_wide(y2, k_skip);
-    y3 = fold_wide(y3, k_skip);
-    fold_skip_rows(y0, y1, y2, y3, p + i, std::make_index_sequence<kSkipRows>());
+  for (; n - i >= LongBlock::kBytes; i += LongBlock::kBytes) {
+    fold_skip_block<kLongSkip>(y0, y1, y2, y3, p + i, i == 0);
+  }
+  if (n - i >= ShortBlock::kBytes) {
+    fold_skip_block<kShortSkip>(y0, y1, y2, y3, p + i, i == 0);
+    i += ShortBlock::kBytes;
   }
   for (; i < n; i += 128) {
     y0 = _mm256_xor_si256(fold_wide(y0, k1024), load_wide(p + i));

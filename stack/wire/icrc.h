@@ -56,8 +56,9 @@ enum class CrcKernel : uint8_t {
   kAuto,    ///< the best this CPU has (the default): kAvx512, else kAvx2, else kSse
   kSse,     ///< fold up to kIcrcFoldMaxBytes, ISA-L crc32_gzip_refl_by8 (SSE) above; PCLMULQDQ, SSE4.1
   kPclmul,  ///< icrc.cc's 128-bit PCLMULQDQ fold at every length; PCLMULQDQ
-  kAvx2,    ///< the fold, widened to four 256-bit VPCLMULQDQ lanes for long runs, where 1,664 bytes of
-            ///< each 3,968-byte block are XORed onto later bytes, not folded; AVX2, VPCLMULQDQ
+  kAvx2,    ///< the fold, widened to four 256-bit VPCLMULQDQ lanes for long runs, where 1,792 bytes of
+            ///< each 4,096-byte block (1,664 of a last 3,968-byte one) are XORed onto later bytes, not
+            ///< folded; AVX2, VPCLMULQDQ
   kAvx512,  ///< kAvx2's fold up to kIcrcWideMaxBytes, ISA-L crc32_gzip_refl_by16_10 above and for
             ///< every plain CRC; AVX-512 F/BW/DQ/VL, VPCLMULQDQ, AVX2
   kGeneric, ///< ISA-L's own choice (crc32_gzip_refl), for CPUs without PCLMULQDQ; never chosen otherwise

@@ -375,9 +375,10 @@ TEST_P(CrcKernels, Crc32OfRandomLengthsAlignmentsAndContinuationsIsZlib) {
 
 TEST_P(CrcKernels, Crc32OfEveryLengthAroundOneAndTwoSkippedBlocksIsZlib) {
   // Receive: every length 3,800..4,300 and 7,800..8,300 (the avx2 kernel's
-  //   wide runs of one and two 3,968-byte blocks whose first bytes are moved
-  //   by XORs rather than folded, and the lengths either side), at
-  //   alignments 0..63 in turn, from a random CRC.
+  //   wide runs of one and two blocks, of 3,968 or 4,096 bytes, whose first
+  //   bytes are moved by XORs rather than folded: one short block, one long,
+  //   long and short, two long; and the lengths either side), at alignments
+  //   0..63 in turn, from a random CRC.
   // Expect: zlib's crc32 each time.
   const Store store(8300 + 64, 41);
   std::mt19937 rng(43);
