@@ -55,7 +55,7 @@ UROCE_TARGET_WIDE inline __m256i load_wide(const uint8_t* p) {
 // y^2203 ≡ y^404 + y^53 + y^52 + 1 (mod P). Bytes C at stream offset s, at
 // least 2,203 bytes before the end, add to the CRC what C XORed in at
 // offsets s + 2203 - e adds, one copy for each term y^e of the right side
-// (a later offset is a lower degree). So the kA bytes at the start of a
+// (a later offset is a lower degree). So the bytes at the start of a
 // block (A) count as zeros once their four copies are XORed into the
 // kSkipRows rows after them, where every copy lands; the lanes jump over
 // the zeros with one fold. The rows are 2,304 bytes whatever A is (the
@@ -90,21 +90,23 @@ consteval bool skip_poly_divides() {
 static_assert(skip_poly_divides());
 static_assert(*std::max_element(kSkipShifts.begin(), kSkipShifts.end()) <= ptrdiff_t(128 * kSkipRows));
 
-// A block that skips its first kA bytes (a whole number of rows, all of
-// whose copies land past it).
-template <size_t kA>
+// A block that skips its first `skip` bytes (A), then folds the rows after
+// them. (A struct passed as a template argument, not a class template with
+// a constant member: clang 14 refuses consteval calls on template
+// parameters.)
 struct SkipBlock {
-  static_assert(kA % 128 == 0 && *std::min_element(kSkipShifts.begin(), kSkipShifts.end()) >= ptrdiff_t(kA));
-  static constexpr size_t kBytes = kA + 128 * kSkipRows;          // A, then the rows
-  static constexpr OperandPair kFoldOver = fold_pair(8 * (kA + 128));  // over A, to the row after it
+  size_t skip;       // A: whole rows, all of whose copies land past it
+  size_t bytes;      // A, then the rows
+  OperandPair over;  // the fold over A, to the row after it
 };
-constexpr size_t kLongSkip = 1792;   // A: 14 rows
-constexpr size_t kShortSkip = 1664;  // A: 13 rows
-using LongBlock = SkipBlock<kLongSkip>;
-using ShortBlock = SkipBlock<kShortSkip>;
+consteval SkipBlock skip_block(size_t skip) {
+  return {skip, skip + 128 * kSkipRows, fold_pair(8 * unsigned(skip + 128))};
+}
+constexpr SkipBlock kLongBlock = skip_block(1792);   // A: 14 rows
+constexpr SkipBlock kShortBlock = skip_block(1664);  // A: 13 rows
 // A CRC of 4,096 bytes folds a run of 3,968 (its first 16 bytes and last
 // 112 go to the 128-bit fold); an ICRC of a 4,096-byte payload, 4,096.
-static_assert(LongBlock::kBytes == 4096 && ShortBlock::kBytes == 3968);
+static_assert(kLongBlock.bytes == 4096 && kShortBlock.bytes == 3968);
 
 // 32 zeros, then 32 ones: a 32-byte load at k has ones in bytes 32 - k on.
 alignas(64) constexpr std::array<uint8_t, 64> kEdgeMask = [] {
@@ -121,16 +123,20 @@ alignas(64) constexpr std::array<uint8_t, 64> kEdgeMask = [] {
 template <int kS>
 UROCE_WIDE_INLINE __m256i shift_up_wide(__m256i v) {
   const __m256i lo_up = _mm256_permute2x128_si256(v, v, 0x08);  // zeros, then bytes 0..15
-  if constexpr (kS < 16) return _mm256_alignr_epi8(v, lo_up, 16 - kS);
-  if constexpr (kS == 16) return lo_up;
-  return _mm256_slli_si256(lo_up, kS - 16);
+  if constexpr (kS < 16) {
+    return _mm256_alignr_epi8(v, lo_up, 16 - kS);
+  } else if constexpr (kS == 16) {
+    return lo_up;
+  } else {
+    return _mm256_slli_si256(lo_up, kS - 16);
+  }
 }
 
-// The 32 bytes from kW on of A (kA bytes at a), zeros outside A; reads no
-// byte before A, and after it only the block's.
-template <size_t kA, ptrdiff_t kW>
+// The 32 bytes from kW on of block kB's A (at a), zeros outside A; reads
+// no byte before A, and after it only the block's.
+template <SkipBlock kB, ptrdiff_t kW>
 UROCE_WIDE_INLINE __m256i skip_bytes(const uint8_t* a) {
-  constexpr auto kLen = ptrdiff_t(kA);
+  constexpr auto kLen = ptrdiff_t(kB.skip);
   if constexpr (kW <= -32 || kW >= kLen) {
     return _mm256_setzero_si256();
   } else if constexpr (kW < 0) {
@@ -143,16 +149,16 @@ UROCE_WIDE_INLINE __m256i skip_bytes(const uint8_t* a) {
 }
 
 // The 32 bytes at kAt from A (at a), a row after A, with A's copies XORed in.
-template <size_t kA, ptrdiff_t kAt, size_t... kI>
+template <SkipBlock kB, ptrdiff_t kAt, size_t... kI>
 UROCE_WIDE_INLINE __m256i skip_row_bytes(const uint8_t* a, std::index_sequence<kI...>) {
-  return (load_wide(a + kAt) ^ ... ^ skip_bytes<kA, kAt - kSkipShifts[kI]>(a));
+  return (load_wide(a + kAt) ^ ... ^ skip_bytes<kB, kAt - kSkipShifts[kI]>(a));
 }
 
 // Row kR after A into y0..y3: folded by x^1024 first, but for row 0 (y0..y3
 // come to it folded over A).
-template <size_t kA, size_t kR>
+template <SkipBlock kB, size_t kR>
 UROCE_WIDE_INLINE void fold_skip_row(__m256i& y0, __m256i& y1, __m256i& y2, __m256i& y3, const uint8_t* a) {
-  constexpr auto kAt = ptrdiff_t(kA + 128 * kR);
+  constexpr auto kAt = ptrdiff_t(kB.skip + 128 * kR);
   constexpr auto kCopies = std::make_index_sequence<kSkipShifts.size()>();
   if constexpr (kR > 0) {
     const __m256i k1024 = operands_wide(kFold1024);
@@ -161,37 +167,37 @@ UROCE_WIDE_INLINE void fold_skip_row(__m256i& y0, __m256i& y1, __m256i& y2, __m2
     y2 = fold_wide(y2, k1024);
     y3 = fold_wide(y3, k1024);
   }
-  y0 = _mm256_xor_si256(y0, skip_row_bytes<kA, kAt>(a, kCopies));
-  y1 = _mm256_xor_si256(y1, skip_row_bytes<kA, kAt + 32>(a, kCopies));
-  y2 = _mm256_xor_si256(y2, skip_row_bytes<kA, kAt + 64>(a, kCopies));
-  y3 = _mm256_xor_si256(y3, skip_row_bytes<kA, kAt + 96>(a, kCopies));
+  y0 = _mm256_xor_si256(y0, skip_row_bytes<kB, kAt>(a, kCopies));
+  y1 = _mm256_xor_si256(y1, skip_row_bytes<kB, kAt + 32>(a, kCopies));
+  y2 = _mm256_xor_si256(y2, skip_row_bytes<kB, kAt + 64>(a, kCopies));
+  y3 = _mm256_xor_si256(y3, skip_row_bytes<kB, kAt + 96>(a, kCopies));
 }
 
 // The kSkipRows rows after A (at a) into y0..y3.
-template <size_t kA, size_t... kR>
+template <SkipBlock kB, size_t... kR>
 UROCE_WIDE_INLINE void fold_skip_rows(__m256i& y0, __m256i& y1, __m256i& y2, __m256i& y3, const uint8_t* a,
                                       std::index_sequence<kR...>) {
-  (fold_skip_row<kA, kR>(y0, y1, y2, y3, a), ...);
+  (fold_skip_row<kB, kR>(y0, y1, y2, y3, a), ...);
 }
 
-// The block of kA skipped bytes at a into y0..y3; `first`: lanes 0..3
-// (y0, y1) are still zeros.
-template <size_t kA>
+// Block kB at a into y0..y3; `first`: lanes 0..3 (y0, y1) are still zeros.
+template <SkipBlock kB>
 UROCE_WIDE_INLINE void fold_skip_block(__m256i& y0, __m256i& y1, __m256i& y2, __m256i& y3, const uint8_t* a,
                                        bool first) {
-  const __m256i k_over = operands_wide(SkipBlock<kA>::kFoldOver);
+  static_assert(kB.skip % 128 == 0 && *std::min_element(kSkipShifts.begin(), kSkipShifts.end()) >= ptrdiff_t(kB.skip));
+  const __m256i k_over = operands_wide(kB.over);
   if (!first) {
     y0 = fold_wide(y0, k_over);
     y1 = fold_wide(y1, k_over);
   }
   y2 = fold_wide(y2, k_over);
   y3 = fold_wide(y3, k_over);
-  fold_skip_rows<kA>(y0, y1, y2, y3, a, std::make_index_sequence<kSkipRows>());
+  fold_skip_rows<kB>(y0, y1, y2, y3, a, std::make_index_sequence<kSkipRows>());
 }
 
 }  // namespace
 
-// Each whole LongBlock skips its bytes A, then a ShortBlock if the rest
+// Each whole kLongBlock skips its bytes A, then a kShortBlock if the rest
 // still holds one. Ends with VZEROUPPER (the compiler's, as for every
 // function that uses the upper halves): the caller is SSE code.
 UROCE_TARGET_WIDE Lanes fold_rows_wide(Lanes in, const uint8_t* p, size_t n) {
@@ -204,7 +210,7 @@ UROCE_TARGET_WIDE Lanes fold_rows_wide(Lanes in, const uint8_t* p, size_t n) {
   __m256i y2;
   __m256i y3;
   size_t i;
-  if (n >= ShortBlock::kBytes) {  // the four lanes are lanes 4..7 of eight, 0..3 zeros
+  if (n >= kShortBlock.bytes) {  // the four lanes are lanes 4..7 of eight, 0..3 zeros
     y0 = _mm256_setzero_si256();
     y1 = _mm256_setzero_si256();
     y2 = in01;
@@ -217,12 +223,10 @@ UROCE_TARGET_WIDE Lanes fold_rows_wide(Lanes in, const uint8_t* p, size_t n) {
     y3 = load_wide(p + 96);
     i = 128;
   }
-  for (; n - i >= LongBlock::kBytes; i += LongBlock::kBytes) {
-    fold_skip_block<kLongSkip>(y0, y1, y2, y3, p + i, i == 0);
-  }
-  if (n - i >= ShortBlock::kBytes) {
-    fold_skip_block<kShortSkip>(y0, y1, y2, y3, p + i, i == 0);
-    i += ShortBlock::kBytes;
+  for (; n - i >= kLongBlock.bytes; i += kLongBlock.bytes) fold_skip_block<kLongBlock>(y0, y1, y2, y3, p + i, i == 0);
+  if (n - i >= kShortBlock.bytes) {
+    fold_skip_block<kShortBlock>(y0, y1, y2, y3, p + i, i == 0);
+    i += kShortBlock.bytes;
   }
   for (; i < n; i += 128) {
     y0 = _mm256_xor_si256(fold_wide(y0, k1024), load_wide(p + i));
