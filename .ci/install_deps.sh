@@ -9,6 +9,7 @@ pkgs=(
   dpdk
   dpdk-dev
   g++
+  gdb
   ibverbs-utils
   iproute2
   iputils-ping

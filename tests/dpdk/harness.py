@@ -41,13 +41,44 @@ class Proc:
         print(f"[{name}] {' '.join(argv)}", flush=True)
         self.p = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT, env=env)
 
-    def wait(self, timeout):
+    def wait(self, timeout, stacks=False):
+        """The exit status, or None after stopping a process still running
+        after timeout seconds (with stacks, first printing where each of its
+        threads is: print_stacks)."""
         try:
             return self.p.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             print(f"[{self.name}] still running after {timeout} s: stopping pid {self.p.pid}")
+            if stacks:
+                self.print_stacks()
             self.stop()
             return None
+
+    def print_stacks(self):
+        """Every thread's backtrace (gdb) in this process and the processes
+        under it (a program under `uroce run`, which runs it as a child): what
+        a hang says about where it hung."""
+        if not shutil.which("gdb"):
+            print(f"[{self.name}] no gdb: no stacks")
+            return
+        todo, tree = [self.p.pid], []
+        while todo:
+            pid = todo.pop()
+            tree.append(pid)
+            try:
+                with open(f"/proc/{pid}/task/{pid}/children") as f:
+                    todo += [int(c) for c in f.read().split()]
+            except OSError:
+                pass
+        for pid in tree:
+            try:
+                gdb = subprocess.run(["gdb", "-p", str(pid), "-batch", "-nx", "-ex", "thread apply all bt 30"],
+                                     capture_output=True, text=True, timeout=60)
+                at = gdb.stdout.find("\nThread ")
+                out = gdb.stdout[at:].strip() if at >= 0 else f"(none: {gdb.stderr.strip()[-300:]})"
+            except subprocess.TimeoutExpired:
+                out = "(none: gdb did not answer in 60 s)"
+            print(f"[{self.name}] stacks of pid {pid}:\n{out}", flush=True)
 
     def stop(self):
         if self.p.poll() is None:

@@ -122,7 +122,7 @@ def qperf(d):
         figures, todo, out, rc = {}, list(QPERF_CM), "", None
         for attempt in range(3):
             cli = harness.Proc(f"qperf-client-cm{attempt or ''}", client + ["-cm1"] + todo, cd, ns=ns)
-            rc = cli.wait(120)
+            rc = cli.wait(120, stacks=True)
             out = cli.output()
             figures.update((t, f"{k} {v}") for t, k, v in re.findall(r"^(\w+):\n\s+(latency|bw)\s+=\s+([\d.]+ \S+)", out, re.M))
             todo = [t for t in todo if t not in figures]

@@ -64,6 +64,10 @@ UD_TLS = "ud_verbs,self"
 # (docs/MIDDLEWARE.md). UROCE_PROGRESS=inline: UCX's async thread polls the
 # UD CQ, which would give each process an engine thread of its own.
 UCX_ENV = ["UCX_NET_DEVICES=uroce0:1", "UCX_UD_VERBS_ETH_DGID_CHECK=n", "UROCE_PROGRESS=inline"]
+# A cell of ucx_perftest or MPI takes a few seconds: one still running after
+# HANG_S is hung, and is stopped with its stacks printed while meson's 300 s
+# for the whole test leave time to say so.
+HANG_S = 60
 PERF_PORT = 20000 + os.getpid() % 10000  # ucx_perftest's TCP port; the pairs run one at a time
 FINAL = re.compile(r"^Final:\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)", re.M)
 
@@ -191,8 +195,10 @@ class PerftestPair:
         srv = self.start(0)
         try:
             cli = self.start(1)
-            rc_c = cli.wait(300)
-            rc_s = srv.wait(30)
+            rc_c = cli.wait(HANG_S, stacks=True)
+            if rc_c is None:
+                srv.print_stacks()
+            rc_s = srv.wait(30, stacks=True)
         finally:
             srv.stop()
         return rc_c, rc_s, cli.output(), srv.output(), counters(os.path.join(self.cd, "end0.counters")), \
@@ -277,7 +283,7 @@ def mpi(d, exe):
         argv = mpi_ucx_argv(cd, tls, prog) if kind == "ucx" else MPIRUN + MPI_TCP + prog
         t0 = time.monotonic()
         p = harness.Proc(name, argv, cd)
-        rc = p.wait(150)
+        rc = p.wait(HANG_S, stacks=True)
         out = p.output()
         pp = pingpong_lines(out)
         good = rc == 0 and run_ok(out, SIZES)
