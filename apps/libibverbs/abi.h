@@ -138,10 +138,11 @@ void ibv_qp_attr_of(const QpAttr& q, ibv_qp_attr& out);
 /// Asynchronous events (async.cc): the device's go to the async_fd of their
 /// object's context from now on (the lock held).
 void start_async_events(Provider& p);
-/// Before a QP or SRQ is destroyed: waits until every asynchronous event
-/// about it that the program got was acked (the lock not held).
-void wait_async_acked(QpW& qp);
-void wait_async_acked(SrqW& srq);
+/// Once a QP or SRQ is destroyed, before its wrapper is freed: waits until
+/// every asynchronous event about it that the program got was acked (the
+/// lock not held).
+void wait_events_acked(QpW& qp);
+void wait_events_acked(SrqW& srq);
 /// Once obj is destroyed: drops the events about it nobody got (the lock held).
 void drop_async_events(ibv_context* c, const void* obj);
 /// Fills the extended verbs of a new context: create_cq_ex, create_qp_ex (extended.cc).
@@ -155,8 +156,9 @@ ibv_wc ibv_wc_of(const Wc& w);
 
 /// Completion events of cq go to channel from now on (the device lock held).
 void attach_channel(CqW& cq, ibv_comp_channel* channel);
-/// Before cq is destroyed: waits until the program has acked every event it
-/// got from ibv_get_cq_event (the device lock not held), as rdma-core does.
+/// Once cq is destroyed, before its wrapper is freed: waits until the
+/// program has acked every event about it that it got (ibv_get_cq_event,
+/// ibv_get_async_event; the device lock not held), as rdma-core does.
 void wait_events_acked(CqW& cq);
 /// Once cq is destroyed: drops the events nobody got yet (the lock held).
 void detach_channel(CqW& cq);

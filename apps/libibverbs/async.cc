@@ -98,8 +98,8 @@ void ack(Obj* o, Field Obj::*completed) {
 
 void start_async_events(Provider& p) { set_async_event_handler(p.ctx(), on_async_event, nullptr); }
 
-void wait_async_acked(QpW& qp) { wait_acked(qp.qpx.qp_base, qp.events); }
-void wait_async_acked(SrqW& srq) { wait_acked(srq.ibv, srq.events); }
+void wait_events_acked(QpW& qp) { wait_acked(qp.qpx.qp_base, qp.events); }
+void wait_events_acked(SrqW& srq) { wait_acked(srq.ibv, srq.events); }
 
 void drop_async_events(ibv_context* c, const void* obj) {
   context_of(c).async.erase_if(c->async_fd, [obj](const AsyncItem& it) { return it.obj == obj; });

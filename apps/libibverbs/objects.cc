@@ -154,14 +154,23 @@ int req_notify_cq_op(ibv_cq* c, int solicited_only) {
 }
 
 /// Destroys the uroce object behind an rdma-core one, then its wrapper:
-/// 0, or the errno of the uroce verb (the object then stays).
+/// 0, or the errno of the uroce verb (the object then stays). A CQ, QP or
+/// SRQ goes as a kernel one does: `destroy` drops its events nobody has got
+/// yet, under the lock with the object, so the count got is final; then,
+/// the lock released, the verb waits until each event got was acked before
+/// the wrapper those events name is freed. (Waiting first and destroying
+/// after let a thread get an event between the two: UCX's async thread then
+/// handled a QP's Last WQE Reached while UCX tore its device down.)
 template <class W, class T, class Destroy>
 int release(T* p, Destroy destroy) {
   if (!p) return EINVAL;
-  Guard g(dev().lock());
   W* w = wrap_of<W>(p);
-  if (Status s = destroy(w->obj); !s.ok()) return errno_of(s);
+  {
+    Guard g(dev().lock());
+    if (Status s = destroy(w->obj); !s.ok()) return errno_of(s);
+  }
   if constexpr (requires { p->cond; }) {
+    wait_events_acked(*w);
     pthread_mutex_destroy(&p->mutex);
     pthread_cond_destroy(&p->cond);
   }
@@ -312,7 +321,6 @@ ibv_cq* ibv_create_cq(ibv_context* c, int cqe, void* cq_context, ibv_comp_channe
 int ibv_destroy_cq(ibv_cq* c) {
   if (!c) return EINVAL;
   CqW& w = *wrap_of<CqW>(c);
-  wait_events_acked(w);
   return release<CqW>(c, [&w](Cq* cq) {
     Status s = destroy_cq(cq);
     if (s.ok()) {
@@ -349,7 +357,6 @@ ibv_srq* ibv_create_srq(ibv_pd* p, ibv_srq_init_attr* a) {
 int ibv_destroy_srq(ibv_srq* s) {
   if (!s) return EINVAL;
   SrqW& w = *wrap_of<SrqW>(s);
-  wait_async_acked(w);
   return release<SrqW>(s, [&w](Srq* srq) {
     Status st = destroy_srq(srq);
     if (st.ok()) drop_async_events(w.ibv.context, &w);
@@ -468,7 +475,6 @@ int ibv_query_qp(ibv_qp* ibq, ibv_qp_attr* a, int, ibv_qp_init_attr* init) {
 int ibv_destroy_qp(ibv_qp* ibq) {
   if (!ibq) return EINVAL;
   QpW& w = *wrap_of<QpW>(ibq);
-  wait_async_acked(w);
   return release<QpW>(ibq, [&w](Qp* qp) {
     Status s = destroy_qp(qp);
     if (s.ok()) drop_async_events(w.qpx.qp_base.context, &w);

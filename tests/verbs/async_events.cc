@@ -9,12 +9,14 @@
 // does). The context's async_fd works as a
 // kernel one: poll() says readable while an event waits, a non-blocking fd
 // with none gives EAGAIN, ibv_destroy_* waits until every event got was
-// acked, and destroying an object drops its events not yet got. Prints one
+// acked (also one another thread gets while the QP is destroyed), and
+// destroying an object drops its events not yet got. Prints one
 // line per check; exits 1 if any fails.
 #include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <poll.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -170,6 +172,46 @@ int main() {
                      !to_state(rc, IBV_QPS_ERR, 0) && readable(ctx->async_fd, 2000);
   check(again && ibv_destroy_qp(rc) == 0 && !readable(ctx->async_fd, 0) && try_get(ctx, ev) == EAGAIN,
         "destroy_qp drops its event not yet got (async_fd no longer readable)");
+
+  // A thread that takes the events as they come (UCX's async thread) while
+  // this one moves RC QPs on the SRQ to ERR and destroys them at once: each
+  // Last WQE Reached it got must be acked before ibv_destroy_qp returns, the
+  // QP's memory with it (the thread holds each event 50 us, as a handler
+  // works on it).
+  std::atomic<ibv_qp*> held{nullptr};
+  std::atomic<bool> stop{false};
+  std::atomic<int> got{0};
+  std::thread taker([&] {
+    while (!stop.load()) {
+      ibv_async_event e{};
+      if (!readable(ctx->async_fd, 5) || try_get(ctx, e) != 0) continue;
+      held.store(e.element.qp);
+      got.fetch_add(1);
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      held.store(nullptr);
+      ibv_ack_async_event(&e);
+    }
+  });
+  constexpr int kRounds = 2000;
+  int made = 0;
+  int early = 0;
+  for (int i = 0; i < kRounds && srq; ++i) {
+    ibv_qp* q = ibv_create_qp(pd, &ra);
+    if (!q || to_state(q, IBV_QPS_INIT, IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, ri) ||
+        to_state(q, IBV_QPS_ERR, 0)) {
+      break;
+    }
+    for (int spin = i % 64; spin > 0; --spin) std::atomic_signal_fence(std::memory_order_seq_cst);  // vary the race
+    if (ibv_destroy_qp(q) != 0) break;
+    early += held.load() == q;
+    ++made;
+  }
+  stop.store(true);
+  taker.join();
+  std::printf("     %d QPs destroyed, %d of their events got by the thread, %d still held after destroy_qp\n", made,
+              got.load(), early);
+  check(made == kRounds && got.load() > 0 && early == 0,
+        "destroy_qp returns only after the events another thread got about the QP were acked");
 
   int down = plain ? ibv_destroy_qp(plain) : -1;
   down |= srq ? ibv_destroy_srq(srq) : -1;
