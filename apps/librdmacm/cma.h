@@ -10,11 +10,18 @@
 // rdma_get_cm_event hands them out in order. An id made without a
 // channel is synchronous, as in librdmacm: it gets a channel of its own, and
 // each call that ends in an event waits for it and returns its outcome.
+// As in librdmacm, each event got counts against an id (its own, or for a
+// connect request the listener's) until it is acked, and rdma_destroy_id and
+// rdma_migrate_id wait until the id's events got were acked: a program may
+// read an event until it acks it.
 #pragma once
 
 #include <sys/socket.h>
 
+#include <condition_variable>
+#include <cstdint>
 #include <memory>
+#include <mutex>
 
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
@@ -31,6 +38,7 @@ struct IdW;
 struct EventW {
   rdma_cm_event ev;
   CmEvent raw;
+  IdW* counted_on = nullptr;  // the id whose events it counts in (a connect request's listener)
 };
 
 /// struct rdma_event_channel: events of its ids not yet taken, counted on
@@ -49,6 +57,11 @@ struct IdW {
   // rdma_create_ep on a passive id: the QP each rdma_get_request makes.
   bool has_request_qp = false;
   ibv_qp_init_attr request_qp{};
+  // Its events got (the device lock held to change it) and acked (ack_mutex).
+  uint32_t events_got = 0;
+  std::mutex ack_mutex;
+  std::condition_variable acked;
+  uint32_t events_acked = 0;
 };
 
 inline IdW& wrap(rdma_cm_id* id) { return *reinterpret_cast<IdW*>(id); }

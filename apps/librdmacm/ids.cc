@@ -77,6 +77,7 @@ void show_path(IdW& w) {
 // new id that stands for it (synchronous if its listener is).
 void deliver(const CmEvent& raw) {
   IdW* target = static_cast<IdW*>(raw.id->user_context);
+  IdW* const counted_on = target;
   ChannelW* ch = &wrap(target->id.channel);
   if (raw.event == CmEventType::kConnectRequest) {
     IdW& l = *target;
@@ -92,6 +93,7 @@ void deliver(const CmEvent& raw) {
 
   auto* e = new EventW{};
   e->raw = raw;
+  e->counted_on = counted_on;
   rdma_cm_event& ev = e->ev;
   ev.id = &target->id;
   ev.listen_id = raw.listen_id ? &static_cast<IdW*>(raw.listen_id->user_context)->id : nullptr;
@@ -134,6 +136,20 @@ CmConnParam conn_param_of(const rdma_conn_param* p) {
 }
 
 bool is_sync(const IdW& w) { return w.own_channel != nullptr; }
+
+// A synchronous id's last event, kept in id.event, acked.
+void ack_kept(IdW& w) {
+  if (!w.id.event) return;
+  (void)rdma_ack_cm_event(w.id.event);
+  w.id.event = nullptr;
+}
+
+// Waits until the program has acked `got` events of w (got read under the
+// device lock once no more can be got).
+void wait_acked(IdW& w, uint32_t got) {
+  std::unique_lock l(w.ack_mutex);
+  w.acked.wait(l, [&] { return w.events_acked == got; });
+}
 
 }  // namespace
 
@@ -219,10 +235,7 @@ IdW* new_id(CmId* obj, rdma_event_channel* channel, void* context, rdma_port_spa
 }
 
 int wait_sync(IdW& w, rdma_cm_event_type want) {
-  if (w.id.event) {
-    (void)rdma_ack_cm_event(w.id.event);
-    w.id.event = nullptr;
-  }
+  ack_kept(w);
   rdma_cm_event* e = nullptr;
   if (rdma_get_cm_event(w.id.channel, &e)) return -1;
   w.id.event = e;
@@ -258,14 +271,21 @@ void rdma_destroy_event_channel(rdma_event_channel* channel) {
 int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
   if (!channel || !event) return fail(EINVAL);
   EventW* e = nullptr;
-  if (wrap(channel).ready.take(*Provider::get(), channel->fd, e)) return -1;
+  if (wrap(channel).ready.take(*Provider::get(), channel->fd, e, [](EventW* t) { ++t->counted_on->events_got; })) {
+    return -1;
+  }
   *event = &e->ev;
   return 0;
 }
 
 int rdma_ack_cm_event(rdma_cm_event* event) {
   if (!event) return fail(EINVAL);
-  delete reinterpret_cast<EventW*>(event);
+  auto* e = reinterpret_cast<EventW*>(event);
+  IdW& on = *e->counted_on;
+  delete e;
+  std::lock_guard l(on.ack_mutex);  // notified under the mutex: a waiter may free `on` once it is released
+  ++on.events_acked;
+  on.acked.notify_all();
   return 0;
 }
 
@@ -278,18 +298,25 @@ int rdma_migrate_id(rdma_cm_id* id, rdma_event_channel* channel) {
   IdW& w = wrap(id);
   std::unique_ptr<ChannelW> own(channel ? nullptr : make_channel());
   if (!channel && !own) return -1;
-  Guard g(Provider::get()->lock());
-  ChannelW& from = wrap(id->channel);
-  ChannelW& to = own ? *own : wrap(channel);
-  // Events of this id not taken yet follow it.
-  from.ready.erase_if(id->channel->fd, [&](EventW* e) {
-    if (e->ev.id != id) return false;
-    post(to, e);
-    return true;
-  });
-  id->channel = &to.ch;
-  drop_own_channel(w);
-  w.own_channel = std::move(own);
+  if (is_sync(w)) ack_kept(w);
+  uint32_t got;
+  {
+    Guard g(Provider::get()->lock());
+    ChannelW& from = wrap(id->channel);
+    ChannelW& to = own ? *own : wrap(channel);
+    // Events of this id not taken yet follow it (a listener's connect requests too).
+    from.ready.erase_if(id->channel->fd, [&](EventW* e) {
+      if (e->counted_on != &w) return false;
+      post(to, e);
+      return true;
+    });
+    id->channel = &to.ch;
+    drop_own_channel(w);
+    w.own_channel = std::move(own);
+    got = w.events_got;
+  }
+  // None got on the old channel is still being handled when this returns.
+  wait_acked(w, got);
   return 0;
 }
 
@@ -314,22 +341,25 @@ int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** id, void* context, 
 int rdma_destroy_id(rdma_cm_id* id) {
   if (!id) return fail(EINVAL);
   IdW* w = &wrap(id);
-  if (id->event) (void)rdma_ack_cm_event(id->event);
-  id->event = nullptr;
   std::vector<IdW*> requests;  // connect requests to this listener nobody took
+  uint32_t got;
   {
     Guard g(Provider::get()->lock());
     if (Status s = cm_destroy_id(w->obj); !s.ok()) return result(s);
-    // Its events nobody took go, and with them the requests it listened to.
+    // Its events nobody took go, and with them the requests it listened to;
+    // the count of those got is then final.
     wrap(id->channel).ready.erase_if(id->channel->fd, [&](EventW* e) {
-      if (e->ev.id != id && e->ev.listen_id != id) return false;
+      if (e->counted_on != w) return false;
       if (e->ev.id != id) requests.push_back(&wrap(e->ev.id));
       delete e;
       return true;
     });
     drop_own_channel(*w);
+    got = w->events_got;
   }
   for (IdW* r : requests) (void)rdma_destroy_id(&r->id);  // each REJected, as by Linux ucma
+  ack_kept(*w);
+  wait_acked(*w, got);  // as librdmacm: an event got stays readable until it is acked
   // The CQs rdma_create_qp made are the ones with a channel of its making.
   for (auto [cq, ch] : {std::pair{id->send_cq, id->send_cq_channel}, std::pair{id->recv_cq, id->recv_cq_channel}}) {
     if (!ch) continue;
@@ -405,8 +435,12 @@ int rdma_accept(rdma_cm_id* id, rdma_conn_param* conn_param) {
     Guard g(Provider::get()->lock());
     if (Status s = cm_accept(w.obj, conn_param_of(conn_param)); !s.ok()) return result(s);
   }
-  // A UD accept is the SIDR REP: nothing follows it.
-  return is_sync(w) && id->ps != RDMA_PS_UDP ? wait_sync(w, RDMA_CM_EVENT_ESTABLISHED) : 0;
+  if (!is_sync(w)) return 0;
+  if (id->ps == RDMA_PS_UDP) {  // the SIDR REP: nothing follows it
+    ack_kept(w);
+    return 0;
+  }
+  return wait_sync(w, RDMA_CM_EVENT_ESTABLISHED);
 }
 
 int rdma_reject(rdma_cm_id* id, const void* private_data, uint8_t private_data_len) {

@@ -198,7 +198,7 @@ class PerftestPair:
             rc_c = cli.wait(HANG_S, stacks=True)
             if rc_c is None:
                 srv.print_stacks()
-            rc_s = srv.wait(30, stacks=True)
+            rc_s = srv.wait(30, stacks=rc_c is not None)  # a hung client's server: its stacks are above
         finally:
             srv.stop()
         return rc_c, rc_s, cli.output(), srv.output(), counters(os.path.join(self.cd, "end0.counters")), \

@@ -27,15 +27,10 @@
 
 namespace {
 
+using uroce::verbs_test::check;
+using uroce::verbs_test::g_failed;
 using uroce::verbs_test::to_state;
 using uroce::verbs_test::ud_qp;
-
-int g_failed = 0;
-
-void check(bool ok, const char* what) {
-  std::printf("%s %s\n", ok ? "ok  " : "FAIL", what);
-  g_failed += !ok;
-}
 
 bool readable(int fd, int timeout_ms) {
   pollfd p{fd, POLLIN, 0};

@@ -28,19 +28,14 @@
 
 namespace {
 
+using uroce::verbs_test::check;
+using uroce::verbs_test::g_failed;
+
 constexpr uint32_t kQkey = 0x11111111;  // verbs_test::ud_qp's
 constexpr uint32_t kSendDepth = 16;
 constexpr uint32_t kRecvDepth = 4;  // verbs_test::ud_qp's
 constexpr uint32_t kLen = 256;
 constexpr uint32_t kGrh = 40;
-
-int g_failed = 0;
-
-void check(bool ok, const char* what) {
-  std::printf("%s %s\n", ok ? "ok  " : "FAIL", what);
-  std::fflush(stdout);
-  g_failed += !ok;
-}
 
 struct Late {
   ibv_context* ctx = nullptr;

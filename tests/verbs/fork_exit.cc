@@ -35,13 +35,8 @@
 
 namespace {
 
-int g_failed = 0;
-
-void check(bool ok, const char* what) {
-  std::printf("%s %s\n", ok ? "ok  " : "FAIL", what);
-  std::fflush(stdout);
-  g_failed += !ok;
-}
+using uroce::verbs_test::check;
+using uroce::verbs_test::g_failed;
 
 /// The child's exit status, or -1 if it has not ended within 10 s (then killed).
 int wait_child(pid_t pid) {

@@ -1,12 +1,24 @@
-// What the verbs test programs share: opening the device, moving a QP
-// through its states and bringing a UD QP up, with rdma-core's verbs only.
+// What the verbs test programs share: their checks, opening the device,
+// moving a QP through its states and bringing a UD QP up, with rdma-core's
+// verbs only.
 #pragma once
 
 #include <infiniband/verbs.h>
 
 #include <cstdint>
+#include <cstdio>
 
 namespace uroce::verbs_test {
+
+/// The checks failed so far: the program exits 1 if any.
+inline int g_failed = 0;
+
+/// Prints one line for a check (flushed: a test may fork or _exit) and counts it if it failed.
+inline void check(bool ok, const char* what) {
+  std::printf("%s %s\n", ok ? "ok  " : "FAIL", what);
+  std::fflush(stdout);
+  g_failed += !ok;
+}
 
 /// The first device, opened; nullptr if there is none or it does not open.
 inline ibv_context* open_first_device() {
