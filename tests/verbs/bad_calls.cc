@@ -16,10 +16,9 @@
 
 namespace {
 
+using uroce::verbs_test::g_failed;
 using uroce::verbs_test::to_state;
 using uroce::verbs_test::ud_qp;
-
-int g_failed = 0;
 
 void expect(const char* what, int got, int want) {
   const bool ok = got == want;

@@ -19,7 +19,7 @@
 
 namespace {
 
-int g_failed = 0;
+using uroce::verbs_test::g_failed;
 
 void check(bool ok, const char* what, int gid) {
   std::printf("%s %s (GID %d)\n", ok ? "ok  " : "FAIL", what, gid);

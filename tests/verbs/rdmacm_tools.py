@@ -40,6 +40,12 @@ CELLS = [
      (r"return status 0", r"return status 0")),
     ("ucmatose_4_conns", ["ucmatose", "-b", SERVER_IP, "-c", "4", "-C", "50"],
      ["ucmatose", "-s", SERVER_IP, "-c", "4", "-C", "50"], (r"return status 0", r"return status 0")),
+    # -m: once connected, each end moves its ids (the server its listener
+    # too) to a new event channel with rdma_migrate_id and destroys the old
+    # one; the sends and the disconnect events then come on the new channel.
+    ("ucmatose_migrate", ["ucmatose", "-b", SERVER_IP, "-c", "2", "-C", "50", "-m"],
+     ["ucmatose", "-s", SERVER_IP, "-c", "2", "-C", "50", "-m"],
+     (r"(?s)migrating to new event channel.*return status 0", r"(?s)migrating to new event channel.*return status 0")),
     ("udaddy", ["udaddy", "-b", SERVER_IP, "-C", "100"], ["udaddy", "-s", SERVER_IP, "-C", "100"],
      (r"return status 0", r"return status 0")),
     ("rdma_server_client", ["rdma_server", "-s", SERVER_IP], ["rdma_client", "-s", SERVER_IP],
