@@ -170,10 +170,16 @@ void Target::finish(Msg& reply) {
 }
 
 int Target::run(std::string& err) {
-  for (;;) {
+  // While a case runs the client says nothing until its "done", so the
+  // out-of-band socket is read only once every kOobEverySteps steps: a recv()
+  // per step cost the target about 40 % of its time (perf record, 4 KB WRITE
+  // pingpong) and about 1 us per bounce. "done" then waits at most that many
+  // idle steps, well under a millisecond, once per case.
+  constexpr uint64_t kOobEverySteps = 1024;
+  for (uint64_t n = 0;; ++n) {
     step();
     Msg m;
-    if (oob_.try_recv(&m, sizeof(m))) {
+    if ((!active_ || n % kOobEverySteps == 0) && oob_.try_recv(&m, sizeof(m))) {
       if (m.type == MsgType::kBye) return failed_ ? kExitFailure : kExitOk;
       if (m.type == MsgType::kPrepare) {
         cur_ = m;

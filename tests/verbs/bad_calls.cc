@@ -19,6 +19,7 @@ namespace {
 using uroce::verbs_test::g_failed;
 using uroce::verbs_test::to_state;
 using uroce::verbs_test::ud_qp;
+using uroce::verbs_test::verdict;
 
 void expect(const char* what, int got, int want) {
   const bool ok = got == want;
@@ -206,6 +207,5 @@ int main() {
   expect("destroy the CQ, MR and PD, close the device",
          ibv_destroy_cq(cq) | ibv_dereg_mr(mr) | ibv_dealloc_pd(pd) | ibv_close_device(ctx), 0);
 
-  std::printf("%d wrong\n", g_failed);
-  return g_failed ? 1 : 0;
+  return verdict();
 }

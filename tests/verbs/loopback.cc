@@ -20,6 +20,7 @@
 namespace {
 
 using uroce::verbs_test::g_failed;
+using uroce::verbs_test::verdict;
 
 void check(bool ok, const char* what, int gid) {
   std::printf("%s %s (GID %d)\n", ok ? "ok  " : "FAIL", what, gid);
@@ -256,6 +257,5 @@ int main() {
   const bool down = ibv_destroy_cq(d.cq) == 0 && ibv_dereg_mr(d.mr) == 0 && ibv_dealloc_pd(d.pd) == 0 &&
                     ibv_close_device(d.ctx) == 0;
   check(down, "CQ, MR, PD and device released", 0);
-  std::printf("%d wrong\n", g_failed);
-  return g_failed ? 1 : 0;
+  return verdict();
 }

@@ -20,6 +20,13 @@ inline void check(bool ok, const char* what) {
   g_failed += !ok;
 }
 
+/// Prints how many checks failed and returns the program's exit code: 1 if any, else 0.
+inline int verdict() {
+  std::printf("%d wrong\n", g_failed);
+  std::fflush(stdout);
+  return g_failed ? 1 : 0;
+}
+
 /// The first device, opened; nullptr if there is none or it does not open.
 inline ibv_context* open_first_device() {
   int n = 0;
