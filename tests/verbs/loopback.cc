@@ -19,13 +19,10 @@
 
 namespace {
 
-using uroce::verbs_test::g_failed;
+using uroce::verbs_test::format;
 using uroce::verbs_test::verdict;
 
-void check(bool ok, const char* what, int gid) {
-  std::printf("%s %s (GID %d)\n", ok ? "ok  " : "FAIL", what, gid);
-  g_failed += !ok;
-}
+void check(bool ok, const char* what, int gid) { uroce::verbs_test::check(ok, format("%s (GID %d)", what, gid)); }
 
 constexpr size_t kBuf = 1 << 16;
 constexpr uint32_t kUdQkey = 0x11111111;

@@ -5,24 +5,46 @@
 
 #include <infiniband/verbs.h>
 
+#include <cstdarg>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <string>
 
 namespace uroce::verbs_test {
 
-/// The checks failed so far: the program exits 1 if any.
+/// The checks passed and failed so far: the program exits 1 if any failed.
+inline int g_ok = 0;
 inline int g_failed = 0;
 
-/// Prints one line for a check (flushed: a test may fork or _exit) and counts it if it failed.
-inline void check(bool ok, const char* what) {
-  std::printf("%s %s\n", ok ? "ok  " : "FAIL", what);
-  std::fflush(stdout);
-  g_failed += !ok;
+/// printf into a std::string (a check's text with its figures).
+__attribute__((format(printf, 1, 2))) inline std::string format(const char* f, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, f);
+  std::vsnprintf(buf, sizeof buf, f, ap);
+  va_end(ap);
+  return buf;
 }
 
-/// Prints how many checks failed and returns the program's exit code: 1 if any, else 0.
+/// Prints one line for a check (flushed: a test may fork or _exit) and
+/// counts it. Returns ok.
+inline bool check(bool ok, const std::string& what) {
+  std::printf("%s %s\n", ok ? "ok  " : "FAIL", what.c_str());
+  std::fflush(stdout);
+  (ok ? g_ok : g_failed)++;
+  return ok;
+}
+
+/// A check that a call returned the errno wanted (0 for success), both named.
+inline void expect_errno(const std::string& what, int got, int want) {
+  check(got == want,
+        format("%s: got %d (%s), want %d (%s)", what.c_str(), got, std::strerror(got), want, std::strerror(want)));
+}
+
+/// Prints how many checks passed and failed and returns the program's exit code: 1 if any, else 0.
 inline int verdict() {
-  std::printf("%d wrong\n", g_failed);
+  std::printf("%d ok, %d wrong\n", g_ok, g_failed);
   std::fflush(stdout);
   return g_failed ? 1 : 0;
 }

@@ -4,7 +4,7 @@
 // its start_poll / next_poll / end_poll iterator and read_* ops, and
 // ibv_create_qp_ex with the ibv_wr_* post API (ibv_wr_post(3)). One file
 // over 800 lines on purpose: it is one program, both ends of one exchange,
-// and built like any verbs program it has no project headers to share.
+// and built like any verbs program it shares only verbs_util.h (its checks).
 //
 // The client makes every WR with the ibv_wr_* API: on RC SEND, SEND with
 // Immediate, inline data (a buffer and a list, changed right after the
@@ -35,7 +35,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -52,29 +51,11 @@
 
 namespace {
 
-int g_ok = 0;
-int g_failed = 0;
-
-std::string format(const char* f, ...) {
-  char buf[512];
-  va_list ap;
-  va_start(ap, f);
-  std::vsnprintf(buf, sizeof buf, f, ap);
-  va_end(ap);
-  return buf;
-}
-
-bool check(bool ok, const std::string& what) {
-  std::printf("%s %s\n", ok ? "ok  " : "FAIL", what.c_str());
-  std::fflush(stdout);
-  (ok ? g_ok : g_failed)++;
-  return ok;
-}
-
-void expect_errno(const std::string& what, int got, int want) {
-  check(got == want, format("%s: got %d (%s), want %d (%s)", what.c_str(), got, std::strerror(got), want,
-                            std::strerror(want)));
-}
+using uroce::verbs_test::check;
+using uroce::verbs_test::expect_errno;
+using uroce::verbs_test::format;
+using uroce::verbs_test::g_failed;
+using uroce::verbs_test::g_ok;
 
 // ---------------------------------------------------------------- layout
 
