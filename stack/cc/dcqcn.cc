@@ -35,13 +35,25 @@ Dcqcn::Dcqcn(uint64_t line_rate_bps, const DcqcnParams& p)
       min_bps_(mbps_to_bps(p.rpg_min_rate)),
       time_reset_ns_(us_to_ns(p.rpg_time_reset)),
       alpha_period_ns_(us_to_ns(p.dce_tcp_rtt)),
-      monitor_ns_(us_to_ns(p.rate_reduce_monitor_period)),
       byte_reset_(uint64_t(p.rpg_byte_reset) * kRpgByteResetUnit),
       rc_bps_(line_rate_bps),
       rt_bps_(line_rate_bps) {}
 
 void Dcqcn::on_cnp(uint64_t now_ns) {
   on_timer(now_ns);  // settle anything due first, so events stay in time order
+  // The CNPs read at one instant (one receive burst of a software RP that ran
+  // late) came apart, as a notification point spaces them: the k-th of them
+  // (from 0) came k spacings after the first, as far as the time since the
+  // previous instant a CNP was read allows (they all came after it).
+  if (now_ns != last_cnp_ns_) {
+    burst_from_ns_ = last_cnp_ns_ == kNeverNs ? 0 : last_cnp_ns_;
+    burst_k_ = 0;
+  } else if (burst_k_ != UINT16_MAX) {
+    ++burst_k_;
+  }
+  const auto came_apart = [&](uint64_t spacing_ns) {
+    return burst_k_ != 0 && burst_k_ * spacing_ns <= now_ns - burst_from_ns_;
+  };
   if (!limited_) {
     // First CNP (or first after a release): allocate the limiter, start alpha
     // at initial_alpha_value; this CNP does not also raise alpha (it set it).
@@ -55,19 +67,20 @@ void Dcqcn::on_cnp(uint64_t now_ns) {
       rt_bps_ = rc_bps_;
     }
   } else {
-    // The next alpha update raises alpha. A second CNP read at the same
-    // instant came in an earlier receive than the software RP took: it is
-    // owed a raise of its own (update_alpha).
-    if (alpha_cnp_ && now_ns == last_cnp_ns_ && alpha_cnps_late_ != UINT16_MAX) ++alpha_cnps_late_;
+    // The next alpha update raises alpha; a CNP that came a period after
+    // another one of this instant is owed a raise of its own (update_alpha).
+    if (alpha_cnp_ && came_apart(alpha_period_ns_) && alpha_cnps_late_ != UINT16_MAX) ++alpha_cnps_late_;
     alpha_cnp_ = true;
     if (alpha_deadline_ns_ == kNeverNs) alpha_deadline_ns_ = now_ns + alpha_period_ns_;
   }
   last_cnp_ns_ = now_ns;
-  if (!have_cut_ || now_ns >= last_cut_ns_ + monitor_ns_) {
+  if (!have_cut_ || now_ns >= last_cut_ns_ + monitor_ns()) {
     cut(now_ns);
   } else if (!cut_pending_) {
     cut_pending_ = true;  // fold into one cut at the end of the monitor period
-    cut_deadline_ns_ = last_cut_ns_ + monitor_ns_;
+    cut_deadline_ns_ = last_cut_ns_ + monitor_ns();
+  } else if (came_apart(monitor_ns()) && cuts_owed_ != UINT16_MAX) {
+    ++cuts_owed_;  // a monitor period after another one of this instant: a cut of its own, after the pending one
   }
 }
 
@@ -143,6 +156,7 @@ void Dcqcn::release() {
   stage_ = DcqcnStage::kIdle;
   increase_deadline_ns_ = kNeverNs;
   cut_pending_ = false;
+  cuts_owed_ = 0;
   cut_deadline_ns_ = kNeverNs;
 }
 
@@ -169,6 +183,11 @@ void Dcqcn::on_timer(uint64_t now_ns) {
     if (due > now_ns) return;
     if (cut_deadline_ns_ == due) {
       cut(due);
+      if (cuts_owed_ != 0) {
+        --cuts_owed_;
+        cut_pending_ = true;
+        cut_deadline_ns_ = due + monitor_ns();
+      }
     } else if (alpha_deadline_ns_ == due) {
       update_alpha();
       // The alpha timer stops once alpha is 0 with no CNP pending; the next

@@ -28,10 +28,15 @@
 //   alpha timer, every dce_tcp_rtt from the first CNP:
 //          alpha = (1-g)*alpha + g  if a CNP arrived in the period, else
 //          alpha = (1-g)*alpha   (so alpha rises at most once per period).
-//          CNPs read at one instant (one receive burst of a software RP that
-//          ran late) arrived apart, as a notification point spaces them
-//          (min_time_between_cnps): each but the first raises alpha in a
-//          period of its own, one per period, after the missed ones are replayed.
+//   CNPs read at one instant (one receive burst of a software RP that ran
+//          late) arrived apart, as a notification point spaces them
+//          (min_time_between_cnps): the k-th (from 0) k spacings after the
+//          first, as far as the time since the previous instant a CNP was
+//          read holds them (they all came after it). So each but the first
+//          raises alpha in a period of its own, one per period after the
+//          missed ones are replayed, and each but the first that finds a
+//          cut pending (the monitor period would fold it in) is owed a cut of
+//          its own, one per monitor period after the pending one.
 //   rate-increase events, from the timer (every rpg_time_reset, counter T) and
 //   the byte counter (every rpg_byte_reset x 64 bytes sent, counter BC); both
 //   reset at every cut. The stage is chosen from (T, BC) before the event counts:
@@ -110,6 +115,9 @@ class Dcqcn {
   void update_alpha();
   void increase(Event e);
   void release();
+  // rate_reduce_monitor_period in ns, converted where it is used: with it
+  // cached too, a QP's whole state passed 2 KB (tests/unit/transport/qp_state_test.cc).
+  uint64_t monitor_ns() const { return us_to_ns(p_.rate_reduce_monitor_period); }
 
   DcqcnParams p_;
   uint64_t line_bps_;
@@ -117,7 +125,6 @@ class Dcqcn {
   uint64_t min_bps_;       // rpg_min_rate
   uint64_t time_reset_ns_;
   uint64_t alpha_period_ns_;
-  uint64_t monitor_ns_;
   uint64_t byte_reset_;    // rpg_byte_reset in bytes
 
   uint64_t rc_bps_;
@@ -125,6 +132,8 @@ class Dcqcn {
   uint32_t alpha_ = 0;
   uint32_t t_ = 0;
   uint32_t bc_ = 0;
+  uint16_t cuts_owed_ = 0;  // CNPs read at one instant with another, each owed a cut after the pending one
+  uint16_t burst_k_ = 0;    // this CNP's place among those read at last_cnp_ns_
   uint64_t bytes_since_event_ = 0;
   bool limited_ = false;
   bool alpha_cnp_ = false;  // a CNP arrived since the last alpha update
@@ -133,6 +142,7 @@ class Dcqcn {
   DcqcnStage stage_ = DcqcnStage::kIdle;
   uint16_t alpha_cnps_late_ = 0;  // CNPs read at one instant with another, each owed a raise
   uint64_t last_cnp_ns_ = kNeverNs;
+  uint64_t burst_from_ns_ = 0;  // the instant before last_cnp_ns_ at which a CNP was read (0: none)
   uint64_t last_cut_ns_ = 0;
   uint64_t alpha_deadline_ns_ = kNeverNs;
   uint64_t increase_deadline_ns_ = kNeverNs;

@@ -42,9 +42,10 @@ inline void expect_errno(const std::string& what, int got, int want) {
         format("%s: got %d (%s), want %d (%s)", what.c_str(), got, std::strerror(got), want, std::strerror(want)));
 }
 
-/// Prints how many checks passed and failed and returns the program's exit code: 1 if any, else 0.
-inline int verdict() {
-  std::printf("%d ok, %d wrong\n", g_ok, g_failed);
+/// Prints how many checks passed and failed (after "label: " if one is
+/// given) and returns the program's exit code: 1 if any failed, else 0.
+inline int verdict(const std::string& label = "") {
+  std::printf("%s%s%d ok, %d wrong\n", label.c_str(), label.empty() ? "" : ": ", g_ok, g_failed);
   std::fflush(stdout);
   return g_failed ? 1 : 0;
 }

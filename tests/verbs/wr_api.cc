@@ -54,8 +54,7 @@ namespace {
 using uroce::verbs_test::check;
 using uroce::verbs_test::expect_errno;
 using uroce::verbs_test::format;
-using uroce::verbs_test::g_failed;
-using uroce::verbs_test::g_ok;
+using uroce::verbs_test::verdict;
 
 // ---------------------------------------------------------------- layout
 
@@ -933,6 +932,6 @@ int main(int argc, char** argv) {
   } else {
     rc = run_server(port);
   }
-  std::printf("wr_api %s: %d ok, %d FAIL\n", role, g_ok, g_failed);
-  return rc || g_failed ? 1 : 0;
+  const int failed = verdict(format("wr_api %s", role));
+  return rc || failed ? 1 : 0;
 }

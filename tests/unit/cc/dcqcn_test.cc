@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <utility>
 
 #include <gtest/gtest.h>
 
@@ -372,9 +373,10 @@ Dcqcn quarter_gain_after_first_cnp() {
   return d;
 }
 
-/// Runs d's alpha updates at 10, 20, ... us and expects alpha (Q20) after each.
-void expect_alpha_per_period(Dcqcn& d, std::initializer_list<uint32_t> alpha_q20) {
-  uint64_t t = 0;
+/// Runs d's alpha updates at first_us, first_us + 10, ... us and expects
+/// alpha (Q20) after each.
+void expect_alpha_per_period(Dcqcn& d, uint64_t first_us, std::initializer_list<uint32_t> alpha_q20) {
+  uint64_t t = (first_us - 10) * kUs;
   for (const uint32_t a : alpha_q20) {
     t += 10 * kUs;
     d.on_timer(t);
@@ -394,19 +396,65 @@ TEST(Dcqcn, AlphaRisesAtMostOncePerPeriod) {
   d.on_cnp(2 * kUs);
   d.on_cnp(3 * kUs);
   EXPECT_EQ(d.alpha_q20(), 524288u);
-  expect_alpha_per_period(d, {655360, 491520});
+  expect_alpha_per_period(d, 10, {655360, 491520});
 }
 
 TEST(Dcqcn, CnpsReadAtOneInstantRaiseAlphaOnceEach) {
-  // Events: quarter_gain_after_first_cnp, then three CNPs read at 3 us, all
-  // three (one receive burst of an RP that ran late: they came apart);
-  // alpha updates at 10, 20, 30 and 40 us.
-  // Expect: one raise per CNP of the burst, one per period: 0.5 -> 0.625
-  // (655360) -> 0.71875 (753664) -> 0.7890625 (827392), then a decay at
-  // 40 us: 0.591796875 (620544).
+  // Events: quarter_gain_after_first_cnp (a CNP at 0), then three CNPs read
+  // at 35 us, all three (one receive burst of an RP that ran late: they came
+  // apart, and 35 us leave room for three 10 us periods); alpha updates at
+  // 40, 50, 60 and 70 us.
+  // Expect: the decays at 10, 20 and 30 us: 0.5 -> 0.2109375 (221184); then
+  // one raise per CNP of the burst, one per period: 0.408203125 (428032) ->
+  // 0.5561523... (583168) -> 0.6671142... (699520), then a decay at 70 us:
+  // 0.5003356... (524640).
   Dcqcn d = quarter_gain_after_first_cnp();
-  for (int i = 0; i < 3; ++i) d.on_cnp(3 * kUs);
-  expect_alpha_per_period(d, {655360, 753664, 827392, 620544});
+  d.on_timer(30 * kUs);
+  EXPECT_EQ(d.alpha_q20(), 221184u);
+  for (int i = 0; i < 3; ++i) d.on_cnp(35 * kUs);
+  expect_alpha_per_period(d, 40, {428032, 583168, 699520, 524640});
+}
+
+TEST(Dcqcn, CnpsReadAtOneInstantCutOnceEach) {
+  // Events: alpha pinned at 1 (each cut halves), monitor period 4 us; a CNP
+  // at 0, then four read at 40 us (one receive burst of an RP that ran late);
+  // timers to 60 us.
+  // Expect: 50 G after the first; at 40 us a cut to 25 G, then one cut a
+  // monitor period apart for each other CNP of the burst: 12.5 G at 44 us,
+  // 6.25 G at 48, 3.125 G at 52, and no more. (Folded into one cut, the
+  // burst left 12.5 G: an RP that read 48 CNPs after a 1 ms nap stayed at
+  // gigabits for another millisecond under CNPs.)
+  Dcqcn d(100 * kG, fixed_alpha_params());
+  d.on_cnp(0);
+  EXPECT_EQ(d.rate_bps(), 50 * kG);
+  for (int i = 0; i < 4; ++i) d.on_cnp(40 * kUs);
+  EXPECT_EQ(d.rate_bps(), 25 * kG);
+  using UsBps = std::pair<uint64_t, uint64_t>;
+  for (const auto& [us, bps] : {UsBps{44, 12'500'000'000}, {48, 6'250'000'000}, {52, 3'125'000'000}, {60, 3'125'000'000}}) {
+    d.on_timer(us * kUs);
+    EXPECT_EQ(d.rate_bps(), bps) << "at " << us << " us";
+  }
+}
+
+TEST(Dcqcn, CnpsReadAtOneInstantOweNoMoreThanTheirTimeAllows) {
+  // The CNPs of one instant came after the previous instant a CNP was read:
+  // no more of them came a period apart than that time holds.
+  // Events: alpha pinned at 1, monitor 4 us; a CNP at 0, then four read at
+  // 6 us; timers to 20 us. Expect: a cut at 6 us (25 G) and the one the
+  // monitor period folds the others into at 10 us (12.5 G): 6 us hold no
+  // third and fourth CNP 4 us apart.
+  Dcqcn d(100 * kG, fixed_alpha_params());
+  d.on_cnp(0);
+  for (int i = 0; i < 4; ++i) d.on_cnp(6 * kUs);
+  EXPECT_EQ(d.rate_bps(), 25 * kG);
+  d.on_timer(20 * kUs);
+  EXPECT_EQ(d.rate_bps(), 12'500'000'000u);
+  // Events: quarter_gain_after_first_cnp (10 us periods), three CNPs read at
+  // 3 us. Expect: one raise at 10 us, as for CNPs read at three instants
+  // (AlphaRisesAtMostOncePerPeriod), then a decay.
+  Dcqcn a = quarter_gain_after_first_cnp();
+  for (int i = 0; i < 3; ++i) a.on_cnp(3 * kUs);
+  expect_alpha_per_period(a, 10, {655360, 491520});
 }
 
 TEST(Dcqcn, ByteCounterIncreaseClampsTargetOnNextCut) {
@@ -501,6 +549,28 @@ TEST(Dcqcn, CnpsReadInBurstsReachMinRate) {
     }
   }
   EXPECT_EQ(d.rate_bps(), min_bps);
+}
+
+TEST(Dcqcn, CnpsReadAfterANapBringTheRateDown) {
+  // What cc.cnp_slows_target saw of the rdma-core helper under `uroce run`
+  // when its engine thread napped 1.2 ms under CNPs (ConnectX defaults).
+  // Events: CNPs every 4 us for 2 ms; none read for 1.2 ms (the increase
+  // timer lifts RC to 87.5 G, alpha decays to 0); then the 48 that waited,
+  // read at one instant, and 3 read at one instant every 50 us.
+  // Expect: RC at most 1 % of the line rate 0.3 ms after the nap. (With a
+  // burst folded into one cut it was still 36.5 G there.)
+  const DcqcnParams p = DcqcnParams::connectx();
+  Dcqcn d(100 * kG, p);
+  uint64_t t = 0;
+  for (; t < 2000 * kUs; t += 4 * kUs) d.on_cnp(t);
+  t += 1200 * kUs;
+  const uint64_t woke = t;
+  for (int i = 0; i < 48; ++i) d.on_cnp(t);
+  for (; t <= woke + 300 * kUs; t += 50 * kUs) {
+    for (int i = 0; i < 3; ++i) d.on_cnp(t);
+  }
+  d.on_timer(woke + 300 * kUs);
+  EXPECT_LE(d.rate_bps(), 1 * kG);
 }
 
 }  // namespace
