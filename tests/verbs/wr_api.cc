@@ -21,7 +21,7 @@
 //
 // Usage: wr_api -p PORT        the server (first), on TCP 127.0.0.1:PORT
 //        wr_api -p PORT HOST   the client
-// Prints one ok/FAIL line per check, then "wr_api ROLE: N ok, M FAIL";
+// Prints one ok/FAIL line per check, then "wr_api ROLE: N ok, M wrong";
 // exits 1 if any check failed.
 #include <infiniband/verbs.h>
 
