@@ -37,11 +37,15 @@ uint32_t swap32(uint32_t v) { return __builtin_bswap32(v); }
 
 PcapWriter::~PcapWriter() { (void)close(); }
 
-Status PcapWriter::open(const std::string& path, uint32_t snaplen) {
+Status PcapWriter::open(const std::string& path, uint32_t snaplen, size_t hold_bytes) {
   (void)close();
   f_ = std::fopen(path.c_str(), "wb");
   if (!f_) {
     return Status(StatusCode::kUnavailable, status_message("cannot create %s: %s", path.c_str(), std::strerror(errno)));
+  }
+  if (hold_bytes != 0) {
+    if (held_.size() != hold_bytes) held_.assign(hold_bytes, 0);  // zero-filled: every page touched now
+    std::setvbuf(f_, held_.data(), _IOFBF, held_.size());
   }
   path_ = path;
   snaplen_ = snaplen;

@@ -22,8 +22,13 @@ class PcapWriter {
   PcapWriter& operator=(const PcapWriter&) = delete;
   ~PcapWriter();
 
-  /// Creates (truncates) path and writes the file header.
-  Status open(const std::string& path, uint32_t snaplen = 65535);
+  /// Creates (truncates) path and writes the file header. hold_bytes > 0:
+  /// frames are held in a buffer of that size and reach the file when it
+  /// fills or at close(); the buffer is allocated and touched once and kept
+  /// for later opens, so that a writer reopened for each test case keeps the
+  /// cost of fresh pages out of the case (a write that first touches a page
+  /// took about 1 us a 1 KB frame on a 2-vCPU guest, 0.2 us in a held buffer).
+  Status open(const std::string& path, uint32_t snaplen = 65535, size_t hold_bytes = 0);
   bool is_open() const { return f_ != nullptr; }
   /// Writes one frame stamped with time_ns (nanoseconds since any epoch).
   /// After a failed write (a full disk) it writes nothing more and counts
@@ -36,6 +41,7 @@ class PcapWriter {
 
  private:
   std::FILE* f_ = nullptr;
+  std::vector<char> held_;  // the buffer open()'s hold_bytes asked for, kept across opens
   std::string path_;
   uint32_t snaplen_ = 0;
   int errno_ = 0;         // the first failed write's errno

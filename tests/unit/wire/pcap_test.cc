@@ -67,6 +67,37 @@ TEST_F(PcapTest, WriterThenReaderRoundTripsFramesAndNanosecondStamps) {
   }
 }
 
+TEST_F(PcapTest, HeldCaptureReachesTheFileAtCloseInOrder) {
+  // Receive: a writer opened with hold_bytes 1 MiB writes 100 frames of
+  //   1000 bytes (stdio's own buffer, BUFSIZ, holds 8); the same writer,
+  //   opened again with hold_bytes 4096, writes a 60-byte frame, a 9000-byte
+  //   one (bigger than the buffer) and another 60-byte one.
+  // Expect: the first file empty until close, then all 100 frames; the
+  //   second read back whole and in order.
+  PcapWriter w;
+  ASSERT_TRUE(w.open(path("held.pcap"), 65535, 1 << 20).ok());
+  for (int i = 0; i < 100; ++i) w.write(std::vector<uint8_t>(1000, uint8_t(i)), uint64_t(i));
+  EXPECT_EQ(fs::file_size(path("held.pcap")), 0u);
+  ASSERT_TRUE(w.close().ok());
+  auto held = read_pcap(path("held.pcap"));
+  ASSERT_TRUE(held.ok()) << held.status().message();
+  ASSERT_EQ(held->size(), 100u);
+  EXPECT_EQ((*held)[99].data, std::vector<uint8_t>(1000, 99));
+
+  const std::vector<uint8_t> a(60, 0x11), big(9000, 0x22), c(60, 0x33);
+  ASSERT_TRUE(w.open(path("again.pcap"), 65535, 4096).ok());
+  w.write(a, 1);
+  w.write(big, 2);
+  w.write(c, 3);
+  ASSERT_TRUE(w.close().ok());
+  auto again = read_pcap(path("again.pcap"));
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  ASSERT_EQ(again->size(), 3u);
+  EXPECT_EQ((*again)[0].data, a);
+  EXPECT_EQ((*again)[1].data, big);
+  EXPECT_EQ((*again)[2].data, c);
+}
+
 TEST_F(PcapTest, WriterTruncatesToSnaplenAndKeepsOrigLen) {
   // Receive: a 100-byte frame written with snaplen 64.
   // Expect: 64 bytes captured, orig_len 100.
