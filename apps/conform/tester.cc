@@ -337,7 +337,7 @@ CaseResult Tester::run_case(const Case& c, uint32_t index, Break brk, const std:
   const auto t0 = std::chrono::steady_clock::now();
   std::string refused, err;
   if (!pcap.empty()) {
-    if (Status s = pcap_.open(pcap, 65535, kHeldCaptureBytes); !s.ok()) err = pcap + ": " + s.message();
+    if (Status s = pcap_.open(pcap, wire::kDefaultSnaplen, kHeldCaptureBytes); !s.ok()) err = pcap + ": " + s.message();
   }
   if (err.empty() && setup(c, index, brk, refused, err)) {
     res.out = refused.empty() ? c.run(*this) : Outcome{Verdict::kNotApplicable, "the helper refused: " + refused};

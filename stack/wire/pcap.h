@@ -14,6 +14,10 @@
 
 namespace uroce::wire {
 
+/// The snapshot length a capture has unless told otherwise: frames up to
+/// 65,535 bytes are kept whole (every frame of a 9,000-byte MTU fits).
+inline constexpr uint32_t kDefaultSnaplen = 65535;
+
 /// Appends frames to a nanosecond-resolution pcap file.
 class PcapWriter {
  public:
@@ -28,7 +32,7 @@ class PcapWriter {
   /// for later opens, so that a writer reopened for each test case keeps the
   /// cost of fresh pages out of the case (a write that first touches a page
   /// took about 1 us a 1 KB frame on a 2-vCPU guest, 0.2 us in a held buffer).
-  Status open(const std::string& path, uint32_t snaplen = 65535, size_t hold_bytes = 0);
+  Status open(const std::string& path, uint32_t snaplen = kDefaultSnaplen, size_t hold_bytes = 0);
   bool is_open() const { return f_ != nullptr; }
   /// Writes one frame stamped with time_ns (nanoseconds since any epoch).
   /// After a failed write (a full disk) it writes nothing more and counts
