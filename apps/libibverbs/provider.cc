@@ -275,8 +275,9 @@ void Provider::run_engine_thread() {
       sched_yield();  // lets a waiting verbs call take the lock
       continue;
     }
-    const bool streaming = streaming_.load(std::memory_order_relaxed);
-    const bool hot = !streaming && clock_->now_ns() - moved_ns < kHotNs;
+    const bool paced = paced_.load(std::memory_order_relaxed);
+    const bool streaming = !paced && streaming_.load(std::memory_order_relaxed);
+    const bool hot = paced || (!streaming && clock_->now_ns() - moved_ns < kHotNs);
     const uint64_t posts = posts_.load(std::memory_order_relaxed);
     const uint64_t nap = streaming ? kStreamingNapNs : hot ? kHotNapNs : cold_nap_ns(clock_->now_ns(), moved_ns);
     std::this_thread::sleep_for(std::chrono::nanoseconds(nap));
@@ -304,6 +305,11 @@ void Provider::run_engine_thread() {
       }
     }
   }
+}
+
+void Provider::note_paced() {
+  const bool paced = ctx_->pace_timers.armed_count() != 0;
+  if (paced != paced_.load(std::memory_order_relaxed)) paced_.store(paced, std::memory_order_relaxed);
 }
 
 uint64_t Provider::cold_nap_ns(uint64_t now, uint64_t moved_ns) const {

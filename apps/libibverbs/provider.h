@@ -94,6 +94,7 @@ class Provider {
     last_step_ns_.store(now, std::memory_order_relaxed);
     posts_at_step_ = posts_.load(std::memory_order_relaxed);
     const uint32_t n = poll(ctx_.get(), now);
+    note_paced();
     if (after_step_) after_step_(after_step_arg_);
     return n;
   }
@@ -196,6 +197,8 @@ class Provider {
   static constexpr uint64_t kColdBackoff = 64;
   static constexpr uint64_t kIdleStepNs = 200'000;
   static constexpr uint32_t kQuietSteps = 64;
+  /// Sets paced_ after a step (the lock held).
+  void note_paced();
   /// The cold nap at now (see kColdNapNs).
   uint64_t cold_nap_ns(uint64_t now, uint64_t moved_ns) const;
   /// Hot, for kHotNs after its own steps last moved frames (the program is
@@ -227,7 +230,14 @@ class Provider {
   /// median 3.45 Mpps; 1 ms naps 3.98 (6 interleaved pairs, Zen 5), 4 ms
   /// no more. A program that stops posting to watch memory waits up to
   /// kStreamingNapNs once; ib_write_lat posts once a round trip, and stays
-  /// hot.
+  /// hot. Not while the pacer holds a QP back (cc dcqcn; paced_): its
+  /// frames are due in a moment, so the thread naps kHotNapNs and steps
+  /// them out once no step ran for as long. Before, a program under
+  /// `--cc dcqcn` that posted 16 WRITEs and then waited in a socket had
+  /// its paced frames wait the whole 1 ms, while the rate-increase timer
+  /// lifted their rate and the CNPs that came meanwhile waited to be read
+  /// at one instant (conform's cc.cnp_slows_target against the rdma-core
+  /// helper: a target lapse of 1.1-1.2 ms in every such deviation).
   static constexpr uint64_t kStreamingPosts = 16;
   static constexpr uint64_t kStreamingNapNs = 1'000'000;
   /// doorbell(): posts this soon after a step share the next one.
@@ -259,6 +269,7 @@ class Provider {
   std::atomic<uint64_t> posts_{0};  // doorbells rung, for kStreamingPosts
   uint64_t posts_at_step_ = 0;  // posts_ at the last step (the lock held), for kStreamDoorbellPosts
   std::atomic<bool> streaming_{false};  // the engine thread's last nap saw kStreamingPosts or more
+  std::atomic<bool> paced_{false};  // the last step left the pacer a QP to release (a pace timer armed)
   std::atomic<int> waiters_{0};
   std::atomic<bool> engine_thread_{false};
   std::thread::id data_path_thread_;  // the lock held
