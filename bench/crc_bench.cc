@@ -7,7 +7,7 @@
 //   crc/<kernel>/<bytes>            wire::crc32_ieee under each CRC kernel
 //   icrc/<kernel>/<payload bytes>   wire::icrc_compute under each CRC kernel
 //
-// The kernel rows (kernel: sse, pclmul, avx2, avx512, generic, as
+// The kernel rows (kernel: sse, pclmul, avx2, avx2-fold, avx512, generic, as
 // UROCE_CRC_KERNEL names them; wire::set_crc_kernel selects each for its
 // row) put every kernel side by side in one run, at 64, 256, 1024, 4096 and
 // 9000 bytes; a kernel the CPU lacks gives a row that says so (skipped).
@@ -82,9 +82,9 @@ namespace wire = uroce::wire;
 
 constexpr std::array<size_t, 4> kSizes = {64, 256, 1024, 4096};
 constexpr std::array<size_t, 5> kKernelSizes = {64, 256, 1024, 4096, 9000};
-constexpr std::array<wire::CrcKernel, 5> kKernels = {wire::CrcKernel::kSse, wire::CrcKernel::kPclmul,
-                                                     wire::CrcKernel::kAvx2, wire::CrcKernel::kAvx512,
-                                                     wire::CrcKernel::kGeneric};
+constexpr std::array<wire::CrcKernel, 6> kKernels = {wire::CrcKernel::kSse,      wire::CrcKernel::kPclmul,
+                                                     wire::CrcKernel::kAvx2,     wire::CrcKernel::kAvx2Fold,
+                                                     wire::CrcKernel::kAvx512,   wire::CrcKernel::kGeneric};
 constexpr uint16_t kSimd512 = 512;  // RTE_VECT_SIMD_512
 
 // ---------------------------------------------------------------------------
@@ -300,7 +300,8 @@ std::vector<uint8_t> g_scratch;  // for icrc_copy_dpdk; sized once in main
 const char* icrc_path(wire::CrcKernel k, size_t n) {
   switch (k) {
     case wire::CrcKernel::kPclmul: return "fold";
-    case wire::CrcKernel::kAvx2: return n >= wire::kIcrcWideMinBytes ? "wide" : "fold";
+    case wire::CrcKernel::kAvx2:
+    case wire::CrcKernel::kAvx2Fold: return n >= wire::kIcrcWideMinBytes ? "wide" : "fold";
     case wire::CrcKernel::kAvx512:
       return n < wire::kIcrcWideMinBytes ? "fold" : n <= wire::kIcrcWideMaxBytes ? "wide" : "isal";
     case wire::CrcKernel::kSse: return n <= wire::kIcrcFoldMaxBytes ? "fold" : "isal";

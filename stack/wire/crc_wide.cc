@@ -197,10 +197,10 @@ UROCE_WIDE_INLINE void fold_skip_block(__m256i& y0, __m256i& y1, __m256i& y2, __
 
 }  // namespace
 
-// Each whole kLongBlock skips its bytes A, then a kShortBlock if the rest
-// still holds one. Ends with VZEROUPPER (the compiler's, as for every
+// With blocks, each whole kLongBlock skips its bytes A, then a kShortBlock
+// if the rest still holds one; the rows after them (all rows without) fold. Ends with VZEROUPPER (the compiler's, as for every
 // function that uses the upper halves): the caller is SSE code.
-UROCE_TARGET_WIDE Lanes fold_rows_wide(Lanes in, const uint8_t* p, size_t n) {
+UROCE_TARGET_WIDE Lanes fold_rows_wide(Lanes in, const uint8_t* p, size_t n, bool blocks) {
   const __m256i k512 = operands_wide(kFold512);
   const __m256i k1024 = operands_wide(kFold1024);
   const __m256i in01 = _mm256_set_m128i(in.x1, in.x0);
@@ -210,7 +210,7 @@ UROCE_TARGET_WIDE Lanes fold_rows_wide(Lanes in, const uint8_t* p, size_t n) {
   __m256i y2;
   __m256i y3;
   size_t i;
-  if (n >= kShortBlock.bytes) {  // the four lanes are lanes 4..7 of eight, 0..3 zeros
+  if (blocks && n >= kShortBlock.bytes) {  // the four lanes are lanes 4..7 of eight, 0..3 zeros
     y0 = _mm256_setzero_si256();
     y1 = _mm256_setzero_si256();
     y2 = in01;
@@ -223,8 +223,10 @@ UROCE_TARGET_WIDE Lanes fold_rows_wide(Lanes in, const uint8_t* p, size_t n) {
     y3 = load_wide(p + 96);
     i = 128;
   }
-  for (; n - i >= kLongBlock.bytes; i += kLongBlock.bytes) fold_skip_block<kLongBlock>(y0, y1, y2, y3, p + i, i == 0);
-  if (n - i >= kShortBlock.bytes) {
+  for (; blocks && n - i >= kLongBlock.bytes; i += kLongBlock.bytes) {
+    fold_skip_block<kLongBlock>(y0, y1, y2, y3, p + i, i == 0);
+  }
+  if (blocks && n - i >= kShortBlock.bytes) {
     fold_skip_block<kShortBlock>(y0, y1, y2, y3, p + i, i == 0);
     i += kShortBlock.bytes;
   }

@@ -21,9 +21,11 @@ struct Lanes {
 };
 
 /// Continues the lanes `in` over n bytes at p (n a multiple of 128, at
-/// least 128; any alignment) and returns them. Needs AVX2 and VPCLMULQDQ
-/// (the caller checks); leaves the upper SIMD state clean.
-Lanes fold_rows_wide(Lanes in, const uint8_t* p, size_t n);
+/// least 128; any alignment) and returns them. blocks: skip part of each
+/// long block (crc_wide.cc) rather than fold every row; faster on AMD Zen 5,
+/// slower on the Intel core measured (docs/PERFORMANCE.md). Needs AVX2 and
+/// VPCLMULQDQ (the caller checks); leaves the upper SIMD state clean.
+Lanes fold_rows_wide(Lanes in, const uint8_t* p, size_t n, bool blocks);
 
 }  // namespace uroce::wire::clmul
 

@@ -53,18 +53,21 @@ inline constexpr size_t kIcrcWideMaxBytes = 2048;
 /// The CRC kernels (docs/PERFORMANCE.md, "CRC kernels per CPU"). Each gives
 /// the same CRC and ICRC; they differ in speed and in what the CPU needs.
 enum class CrcKernel : uint8_t {
-  kAuto,    ///< the best this CPU has (the default): kAvx512, else kAvx2, else kSse
+  kAuto,    ///< the best this CPU has (the default): kAvx512, else kAvx2 on AMD and kAvx2Fold on
+            ///< other CPUs, else kSse
   kSse,     ///< fold up to kIcrcFoldMaxBytes, ISA-L crc32_gzip_refl_by8 (SSE) above; PCLMULQDQ, SSE4.1
   kPclmul,  ///< icrc.cc's 128-bit PCLMULQDQ fold at every length; PCLMULQDQ
   kAvx2,    ///< the fold, widened to four 256-bit VPCLMULQDQ lanes for long runs, where 1,792 bytes of
             ///< each 4,096-byte block (1,664 of a last 3,968-byte one) are XORed onto later bytes, not
             ///< folded; AVX2, VPCLMULQDQ
+  kAvx2Fold,  ///< kAvx2 folding every byte (no skipped blocks): faster on the Intel core measured,
+              ///< slower on AMD Zen 5 (docs/PERFORMANCE.md); AVX2, VPCLMULQDQ
   kAvx512,  ///< kAvx2's fold up to kIcrcWideMaxBytes, ISA-L crc32_gzip_refl_by16_10 above and for
             ///< every plain CRC; AVX-512 F/BW/DQ/VL, VPCLMULQDQ, AVX2
   kGeneric, ///< ISA-L's own choice (crc32_gzip_refl), for CPUs without PCLMULQDQ; never chosen otherwise
 };
 
-/// "auto", "sse", "pclmul", "avx2", "avx512", "generic": the names
+/// "auto", "sse", "pclmul", "avx2", "avx2-fold", "avx512", "generic": the names
 /// UROCE_CRC_KERNEL takes.
 std::string_view crc_kernel_name(CrcKernel k);
 /// The kernel of that name, nullopt for none.
