@@ -198,8 +198,9 @@ UROCE_WIDE_INLINE void fold_skip_block(__m256i& y0, __m256i& y1, __m256i& y2, __
 }  // namespace
 
 // With blocks, each whole kLongBlock skips its bytes A, then a kShortBlock
-// if the rest still holds one; the rows after them (all rows without) fold. Ends with VZEROUPPER (the compiler's, as for every
-// function that uses the upper halves): the caller is SSE code.
+// if the rest still holds one; the rows after them (all rows without) fold.
+// Ends with VZEROUPPER (the compiler's, as for every function that uses the
+// upper halves): the caller is SSE code.
 UROCE_TARGET_WIDE Lanes fold_rows_wide(Lanes in, const uint8_t* p, size_t n, bool blocks) {
   const __m256i k512 = operands_wide(kFold512);
   const __m256i k1024 = operands_wide(kFold1024);
