@@ -82,9 +82,6 @@ namespace wire = uroce::wire;
 
 constexpr std::array<size_t, 4> kSizes = {64, 256, 1024, 4096};
 constexpr std::array<size_t, 5> kKernelSizes = {64, 256, 1024, 4096, 9000};
-constexpr std::array<wire::CrcKernel, 6> kKernels = {wire::CrcKernel::kSse,      wire::CrcKernel::kPclmul,
-                                                     wire::CrcKernel::kAvx2,     wire::CrcKernel::kAvx2Fold,
-                                                     wire::CrcKernel::kAvx512,   wire::CrcKernel::kGeneric};
 constexpr uint16_t kSimd512 = 512;  // RTE_VECT_SIMD_512
 
 // ---------------------------------------------------------------------------
@@ -426,7 +423,7 @@ bool self_check() {
     check("zlib", crc_zlib(0, g_data, n));
     check("isal", crc_isal(0, g_data, n));
     check("isal chained", crc_isal(crc_isal(0, g_data, n / 2), g_data + n / 2, n - n / 2));
-    for (const wire::CrcKernel k : kKernels) {
+    for (const wire::CrcKernel k : wire::kCrcKernels) {
       if (!wire::set_crc_kernel(k).ok()) continue;
       check(wire::crc_kernel_name(k).data(), wire::crc32_ieee(0, {g_data, n}));
     }
@@ -460,7 +457,7 @@ bool self_check() {
     check("isal chained + vzeroupper", icrc_chained(crc_isal_vzeroupper, f.l3));
     check("isal prefolded + vzeroupper", icrc_chained(crc_isal_vzeroupper, f.l3, crc_isal(0, kOnes, sizeof(kOnes))));
     check("isal copy", icrc_copy_isal(f.l3, g_scratch.data()));
-    for (const wire::CrcKernel k : kKernels) {
+    for (const wire::CrcKernel k : wire::kCrcKernels) {
       if (!wire::set_crc_kernel(k).ok()) continue;
       check(wire::crc_kernel_name(k).data(), wire::icrc_compute(wire::L3Kind::kIpv4, f.l3));
     }
@@ -484,13 +481,13 @@ void register_benchmarks() {
     sizes(benchmark::RegisterBenchmark((std::string("crc32/") + a.name).c_str(), bm_crc_dpdk, a.alg));
   }
   sizes(benchmark::RegisterBenchmark("icrc/uroce_icrc_compute", bm_icrc_uroce));
-  for (const wire::CrcKernel k : kKernels) {
+  for (const wire::CrcKernel k : wire::kCrcKernels) {
     const std::string name(wire::crc_kernel_name(k));
     for (const size_t n : kKernelSizes) {
       benchmark::RegisterBenchmark(("crc/" + name).c_str(), bm_crc_kernel, k)->Arg(int64_t(n));
     }
   }
-  for (const wire::CrcKernel k : kKernels) {
+  for (const wire::CrcKernel k : wire::kCrcKernels) {
     const std::string name(wire::crc_kernel_name(k));
     for (const size_t n : kKernelSizes) {
       benchmark::RegisterBenchmark(("icrc/" + name).c_str(), bm_icrc_kernel, k)->Arg(int64_t(n));

@@ -499,7 +499,7 @@ constexpr KernelOps kAvx512Ops = {CrcKernel::kAvx512, "avx512", kAvx512Needs, is
 #endif
 
 // Indexed by CrcKernel (kAuto has none); null where the architecture has none.
-constexpr std::array<const KernelOps*, 7> kKernels = {
+constexpr std::array<const KernelOps*, kCrcKernels.size() + 1> kKernels = {
     nullptr,
 #if defined(__x86_64__)
     &kSseOps, &kPclmulOps, &kAvx2Ops, &kAvx2FoldOps, &kAvx512Ops,

@@ -14,6 +14,7 @@
 // or icrc.cc's fold widened to 256-bit VPCLMULQDQ, in the same single pass.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -66,6 +67,11 @@ enum class CrcKernel : uint8_t {
             ///< every plain CRC; AVX-512 F/BW/DQ/VL, VPCLMULQDQ, AVX2
   kGeneric, ///< ISA-L's own choice (crc32_gzip_refl), for CPUs without PCLMULQDQ; never chosen otherwise
 };
+
+/// Every kernel but kAuto, in the enum's order: what tests and benchmarks run.
+inline constexpr std::array kCrcKernels = {CrcKernel::kSse,      CrcKernel::kPclmul, CrcKernel::kAvx2,
+                                           CrcKernel::kAvx2Fold, CrcKernel::kAvx512, CrcKernel::kGeneric};
+static_assert(size_t(kCrcKernels.back()) == kCrcKernels.size(), "kCrcKernels lists every kernel but kAuto");
 
 /// "auto", "sse", "pclmul", "avx2", "avx2-fold", "avx512", "generic": the names
 /// UROCE_CRC_KERNEL takes.
