@@ -19,6 +19,10 @@
 //                                 a group costs an engine (each frame's DestQP
 //                                 peek and owner, the empty rings from the
 //                                 others), with one engine's working set
+//   engine/idle                   one poll of a device with a connected QP and
+//                                 nothing to receive or send: what a poll-mode
+//                                 loop pays between frames, and so the
+//                                 granularity at which it sees the next one
 //
 // items_per_second is WRITEs per CPU second for both sides together and
 // ns_per_write its inverse (the time column is per engine round, which
@@ -272,6 +276,18 @@ void bm_write(benchmark::State& state) { run_writes(state, uint32_t(state.range(
 void bm_qps(benchmark::State& state) { run_writes(state, 64, uint32_t(state.range(0)), uint32_t(state.range(1))); }
 void bm_group(benchmark::State& state) { run_writes(state, 64, 8, 32, uint32_t(state.range(0))); }
 
+void bm_idle(benchmark::State& state) {
+  Rig rig(1, 32);
+  for (auto _ : state) {
+    rig.now += 100;
+    if (poll(rig.a.ctx, rig.now) != 0) {
+      state.SkipWithError("an idle device received or sent a frame");
+      g_failed = true;
+      return;
+    }
+  }
+}
+
 }  // namespace
 
 BENCHMARK(bm_write)->Name("engine/write")->Args({64, 32})->Args({64, 128})->Args({4096, 32})->Args({65536, 16})
@@ -281,6 +297,7 @@ BENCHMARK(bm_qps)->Name("engine/qps")->Args({1, 1})->Args({1000, 1})->Args({1600
     ->MeasureProcessCPUTime()->Unit(benchmark::kNanosecond);
 BENCHMARK(bm_group)->Name("engine/group")->Arg(1)->Arg(2)->Arg(8)
     ->MeasureProcessCPUTime()->Unit(benchmark::kNanosecond);
+BENCHMARK(bm_idle)->Name("engine/idle")->MeasureProcessCPUTime()->Unit(benchmark::kNanosecond);
 
 int main(int argc, char** argv) {
   must(init_eal(), "init_eal");

@@ -140,7 +140,10 @@ bool keep_for_app(Context& ctx, rte_mbuf* m) {
 
 // A received frame, parsed. poll parses one frame ahead of the one it
 // handles, so that with thousands of QPs the next frame's QP state is on its
-// way into the cache while this frame is handled.
+// way into the cache while this frame is handled. Only a poll that received
+// frames makes the two it needs: each sets a whole PacketDesc (192
+// bytes), which made an empty poll, a poll-mode loop's most common, 40 %
+// dearer (engine_bench engine/idle: 18.5 against 13.3 ns on AMD Zen 4).
 struct RxFrame {
   bool multiseg = false;
   wire::ParseError e = wire::ParseError::kOk;
@@ -211,13 +214,15 @@ uint32_t poll(Context* ctx, uint64_t now_ns) {
     now_ns = std::max(now_ns, c.cfg.clock(c.cfg.clock_ctx));
     c.now_ns = now_ns;
   }
-  const wire::ParseOptions opt{.verify_icrc = !c.io.caps().rx_icrc_checked};
-  RxFrame f[2];
-  if (n_rx) rx_parse(c, rx[0], opt, f[0]);
-  for (uint16_t i = 0; i < n_rx; ++i) {
-    if (i + 1 < n_rx) rx_parse(c, rx[i + 1], opt, f[(i + 1) & 1]);
-    c.counters.inc(Counter::rcvd_pkts);
-    if (!rx_one(c, rx[i], f[i & 1])) rte_pktmbuf_free(rx[i]);
+  if (n_rx) {
+    const wire::ParseOptions opt{.verify_icrc = !c.io.caps().rx_icrc_checked};
+    RxFrame f[2];
+    rx_parse(c, rx[0], opt, f[0]);
+    for (uint16_t i = 0; i < n_rx; ++i) {
+      if (i + 1 < n_rx) rx_parse(c, rx[i + 1], opt, f[(i + 1) & 1]);
+      c.counters.inc(Counter::rcvd_pkts);
+      if (!rx_one(c, rx[i], f[i & 1])) rte_pktmbuf_free(rx[i]);
+    }
   }
 
   c.timers.advance(now_ns, [&c](uint32_t index) {
