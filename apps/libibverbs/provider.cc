@@ -100,15 +100,6 @@ Result<std::unique_ptr<drivers::IoPort>> open_port(drivers::IoConfig pc) {
   return drivers::make_packet_io("dpdk", pc);
 }
 
-// The time from `then`, a time another thread stored, to `now`, this
-// thread's: 0 where that thread read its clock after this one did. The
-// plain difference wrapped to 2^64 - a few ns, a long silence: about 30 %
-// of the engine thread's 1 ms streaming naps (stock ib_write_bw's client)
-// went on to step, now and then taking the lock's bias from the program
-// thread, which then took the mutex until 4,096 calls in a row earned it
-// back (docs/VERBS.md, "a wrapped time difference").
-uint64_t elapsed_ns(uint64_t now, uint64_t then) { return now > then ? now - then : 0; }
-
 }  // namespace
 
 std::string read_provider_config(ProviderConfig& cfg) {
