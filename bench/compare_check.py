@@ -6,7 +6,8 @@ short runs) and checks, without any timing threshold:
   - the command exits 0 and its JSON parses, with no failed measurement;
   - every metric of every kind run (stack, tcp-block, tcp-busy, floor,
     floor-1frame) has a finite, positive median at every size, and one value
-    per round;
+    per round, each with the positive cache-line round trip between the two
+    CPUs probed before its measurement (line_rtt_ns);
   - each latency is at least the floor's lowest possible (above 0) and each
     message rate times the size agrees with the bandwidth (MB/sec = Mmsg/s x
     bytes / 2^20) within 5 %, for the stack and TCP rows (they come from one run);
@@ -136,6 +137,9 @@ def main():
                     check(v is not None and math.isfinite(v) and v > 0, f"{m} at {s} B: {v}")
                     runs = res["runs"].get(m, {}).get(s, [])
                     check(len(runs) == res["rounds"], f"{m} at {s} B: {len(runs)} runs for {res['rounds']} rounds")
+                    rtt = res["line_rtt_ns"].get(m, {}).get(s, [])
+                    check(len(rtt) == len(runs) and all(math.isfinite(x) and x > 0 for x in rtt),
+                          f"{m} at {s} B: line round trips {rtt} beside {len(runs)} runs")
         for kind in ("stack", "tcp-block", "tcp-busy"):
             bw = "stack.write_bw" if kind == "stack" else f"{kind}.bw"
             rate = "stack.write_rate" if kind == "stack" else f"{kind}.rate"

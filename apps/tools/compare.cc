@@ -107,7 +107,9 @@ constexpr CommandSpec kCommand = {
     .details = "Kinds: stack, tcp-block, tcp-busy, floor, floor-1frame, verbs, uroce-run, demo. Each measurement is a\n"
                "fresh pair of processes (uroce perf, uroce perf --tcp, uroce floor, or perftest's ib_* tools),\n"
                "one pinned to each of --cpus. --json keys: rounds, sizes, mtu, memif_zc, machine, verbs{status,\n"
-               "device}, median{metric: {size: value}}, runs{metric: {size: [values]}}, ratios{name:\n"
+               "device}, median{metric: {size: value}}, runs{metric: {size: [values]}}, line_rtt_ns{metric:\n"
+               "{size: [ns]}} (before each of runs' values, one cache line's round trip between the two\n"
+               "--cpus: a virtual machine's host may move them between near and far cores), ratios{name:\n"
                "{size: value}}, failures[]. Metrics are named KIND.TEST: lat in usec, bw in MB/sec,\n"
                "rate in Mmsg/s. floor.* is the multi-frame floor (messages of ceil(size / mtu) frames,\n"
                "payload copied each side), which the ratios use; floor-1frame.* the single-frame floor\n"
@@ -190,11 +192,13 @@ int cmd_compare(int argc, char** argv) {
   std::fprintf(info, "# verbs: %s\n", verbs.status.c_str());
 
   Runner run(cfg, tmpl, info);
-  Samples s;
+  Samples s, line_rtt;
   auto add = [&](const std::string& metric, uint32_t size, std::optional<double> v) {
     if (v) {
       s[metric][size].push_back(*v);
-      std::fprintf(info, "#   %-20s %8u B  %12.3f\n", metric.c_str(), size, *v);
+      line_rtt[metric][size].push_back(run.line_rtt_ns());
+      std::fprintf(info, "#   %-20s %8u B  %12.3f   (line round trip %.0f ns)\n", metric.c_str(), size, *v,
+                   run.line_rtt_ns());
     }
   };
   // A perftest tool's rows of kind (verbs, uroce-run): KIND.write_lat /
@@ -264,15 +268,15 @@ int cmd_compare(int argc, char** argv) {
     }
   }
 
-  print_report(info, cfg, s, verbs, run.failures().size());
+  print_report(info, cfg, s, line_rtt, verbs, run.failures().size());
 
   int rc = run.failures().empty() && !g_stop ? kExitOk : kExitFailure;
-  if (cfg.json) print_json(cfg, s, verbs, run.failures(), stdout);
+  if (cfg.json) print_json(cfg, s, line_rtt, verbs, run.failures(), stdout);
   if (!cfg.charts.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(cfg.charts, ec);
     const std::string path = cfg.charts + "/compare.json";
-    if (!write_text_file("compare", path, [&](std::FILE* f) { print_json(cfg, s, verbs, run.failures(), f); })) {
+    if (!write_text_file("compare", path, [&](std::FILE* f) { print_json(cfg, s, line_rtt, verbs, run.failures(), f); })) {
       rc = kExitFailure;
     } else {
       const std::string cmd = "/usr/bin/python3 '" + cfg.plot_script + "' '" + path + "' '" + cfg.charts + "'";

@@ -83,6 +83,13 @@ class Runner {
   /// libibverbs.so.1, on the stack's memif link; its text output (client side).
   std::optional<std::string> uroce_run(const std::string& tool, uint32_t size);
   const std::vector<std::string>& failures() const { return failures_; }
+  /// The round trip of one cache line between the two --cpus, in ns, probed
+  /// just before the last measurement's processes started (0 if the probe
+  /// could not run there). Every two-process figure crosses between those
+  /// CPUs; on a virtual machine the host may move them between cores that
+  /// share a cache and cores that do not, and this moves by 5x with it
+  /// (docs/PERFORMANCE.md, "Issue 20's rows on AMD EPYC Zen 4").
+  double line_rtt_ns() const { return line_rtt_ns_; }
 
  private:
   /// One pair of processes; the output of the side `want` (0 server, 1 client), or nullopt.
@@ -116,6 +123,7 @@ class Runner {
   std::FILE* info_;
   int n_ = 0;
   std::vector<std::string> failures_;
+  double line_rtt_ns_ = 0;
 };
 
 // ---------------------------------------------------------------- the report (compare_report.cc)
@@ -125,11 +133,14 @@ using Samples = std::map<std::string, std::map<uint32_t, std::vector<double>>>;
 
 /// The tables of the medians (latency, bandwidth, message rate; uroce-run's
 /// and the demo's where cfg asks for them), the ratios against their
-/// targets and the count of failed measurements, to out.
-void print_report(std::FILE* out, const Config& cfg, const Samples& s, const Verbs& verbs, size_t failures);
+/// targets, the cache line's round trips (line_rtt: beside each of s's
+/// values, Runner::line_rtt_ns before its measurement) and the count of
+/// failed measurements, to out.
+void print_report(std::FILE* out, const Config& cfg, const Samples& s, const Samples& line_rtt, const Verbs& verbs,
+                  size_t failures);
 /// The --json document: the configuration, the machine, the medians, every
-/// round's values, the ratios and the failures.
-void print_json(const Config& cfg, const Samples& s, const Verbs& verbs, const std::vector<std::string>& failures,
-                std::FILE* out);
+/// round's values and the line round trip before each, the ratios and the failures.
+void print_json(const Config& cfg, const Samples& s, const Samples& line_rtt, const Verbs& verbs,
+                const std::vector<std::string>& failures, std::FILE* out);
 
 }  // namespace uroce::apps::compare

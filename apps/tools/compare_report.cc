@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "apps/common/json_writer.h"
@@ -82,7 +83,8 @@ void print_table(std::FILE* out, const char* title, const std::vector<Column>& c
 
 }  // namespace
 
-void print_report(std::FILE* out, const Config& cfg, const Samples& s, const Verbs& verbs, size_t failures) {
+void print_report(std::FILE* out, const Config& cfg, const Samples& s, const Samples& line_rtt, const Verbs& verbs,
+                  size_t failures) {
   std::fprintf(out, "\n# medians of %u interleaved round%s; stack path MTU %u, %u WRITEs in flight; verbs %s\n",
                cfg.rounds, cfg.rounds == 1 ? "" : "s", cfg.mtu, cfg.tx_depth, verbs.status.c_str());
   // The uroce-run columns only when asked for: the default tables stay as they were.
@@ -126,11 +128,24 @@ void print_report(std::FILE* out, const Config& cfg, const Samples& s, const Ver
     }
     if (any) std::fprintf(out, " %-38s%s   %s\n", r.name.c_str(), row.c_str(), r.target.c_str());
   }
+  std::vector<double> rtt;
+  for (const auto& [metric, by_size] : line_rtt) {
+    for (const auto& [size, v] : by_size) rtt.insert(rtt.end(), v.begin(), v.end());
+  }
+  std::sort(rtt.begin(), rtt.end());
+  if (!rtt.empty() && rtt.front() > 0) {
+    std::fprintf(out, "# a cache line's round trip between CPUs %d and %d before each measurement: %.0f to %.0f ns,"
+                 " median %.0f\n", cfg.cpu[0], cfg.cpu[1], rtt.front(), rtt.back(), median(rtt));
+    if (rtt.back() > 3 * rtt.front()) {
+      std::fprintf(out, "# it moved by more than 3x: the host put the CPUs on near and far cores in turn, and the rounds\n"
+                        "# mix both (--json line_rtt_ns pairs each value with the round trip before it)\n");
+    }
+  }
   if (failures) std::fprintf(out, "# %zu measurement(s) failed\n", failures);
 }
 
-void print_json(const Config& cfg, const Samples& s, const Verbs& verbs, const std::vector<std::string>& failures,
-                std::FILE* out) {
+void print_json(const Config& cfg, const Samples& s, const Samples& line_rtt, const Verbs& verbs,
+                const std::vector<std::string>& failures, std::FILE* out) {
   struct sysinfo si {};
   sysinfo(&si);
   JsonWriter w;
@@ -141,9 +156,10 @@ void print_json(const Config& cfg, const Samples& s, const Verbs& verbs, const s
   w.key("machine").begin_object().key("cpus_online").num(sysconf(_SC_NPROCESSORS_ONLN));
   w.key("load1").fixed(double(si.loads[0]) / double(1 << SI_LOAD_SHIFT), 2).end_object();
   w.key("verbs").begin_object().key("status").str(verbs.status).key("device").str(verbs.device).end_object();
-  for (const bool medians : {true, false}) {
-    w.key(medians ? "median" : "runs").begin_object();
-    for (const auto& [metric, by_size] : s) {
+  for (const auto& [key, samples] : {std::pair{"median", &s}, std::pair{"runs", &s}, std::pair{"line_rtt_ns", &line_rtt}}) {
+    const bool medians = std::string_view(key) == "median";
+    w.key(key).begin_object();
+    for (const auto& [metric, by_size] : *samples) {
       w.key(metric).begin_object();
       for (const auto& [size, v] : by_size) {
         w.key(std::to_string(size));

@@ -3,15 +3,20 @@
 // floor, uroce demo, perftest on a verbs device or under `uroce run`), run
 // again when it fails, and the readers of what the children print.
 #include <dlfcn.h>
+#include <pthread.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <uroce/eal.h>
@@ -53,6 +58,54 @@ std::string last_lines(const std::string& text, int n) {
   size_t at = text.size();
   for (int i = 0; i <= n && at != std::string::npos && at > 0; ++i) at = text.rfind('\n', at - 1);
   return at == std::string::npos ? text : text.substr(at + 1);
+}
+
+// One cache line's round trip between CPUs a and b: a thread pinned to each
+// bounces a counter for about 20 ms; the mean, in ns. Neither is the
+// calling thread, whose affinity (the unpinned children's) stays as it is.
+// 0 if a thread cannot be pinned or its partner never answers (a CPU taken
+// for good by something else).
+double line_round_trip_ns(int cpu_a, int cpu_b) {
+  using Clock = std::chrono::steady_clock;
+  struct alignas(64) Line {
+    std::atomic<uint64_t> v{0};
+  };
+  Line ping, pong;
+  std::atomic<bool> stop{false};
+  std::atomic<int> pinned{0};
+  auto pin = [&pinned](int cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if (pthread_setaffinity_np(pthread_self(), sizeof(set), &set) == 0) pinned.fetch_add(1);
+  };
+  std::thread echo([&] {
+    pin(cpu_a);
+    for (uint64_t seen = 0; !stop.load(std::memory_order_relaxed);) {
+      const uint64_t v = ping.v.load(std::memory_order_acquire);
+      if (v != seen) pong.v.store(seen = v, std::memory_order_release);
+    }
+  });
+  double ns = 0;
+  std::thread bounce([&] {
+    pin(cpu_b);
+    const auto start = Clock::now();
+    const auto give_up = start + std::chrono::milliseconds(500);
+    uint64_t n = 0;
+    for (auto now = start; now - start < std::chrono::milliseconds(20); now = Clock::now()) {
+      for (int i = 0; i < 256; ++i) {
+        ping.v.store(++n, std::memory_order_release);
+        for (uint32_t spins = 1; pong.v.load(std::memory_order_acquire) != n; ++spins) {
+          if (spins % 65536 == 0 && Clock::now() > give_up) return;
+        }
+      }
+    }
+    ns = double(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count()) / double(n);
+  });
+  bounce.join();
+  stop.store(true, std::memory_order_relaxed);
+  echo.join();
+  return pinned.load() == 2 ? ns : 0;
 }
 
 }  // namespace
@@ -141,6 +194,7 @@ std::optional<std::string> Runner::pair(const std::string& label, std::vector<st
     p.output[i] = base + (i == 0 ? ".server" : ".client");
     p.cpu[i] = pin ? cfg_.cpu[i] : -1;
   }
+  line_rtt_ns_ = line_round_trip_ns(cfg_.cpu[0], cfg_.cpu[1]);
   // A memif client that connects in the instant between the server's bind()
   // and listen() never retries (DPDK 22.11); on a loaded machine that window
   // is wide. A failed pair is run again, twice at most, and says so.
