@@ -90,6 +90,13 @@ uint16_t free_tcp_port(const std::string& host) {
   return port;
 }
 
+bool pin_to_cpu(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return sched_setaffinity(0, sizeof(set), &set) == 0;
+}
+
 bool write_text_file(std::string_view tool, const std::string& path, const std::function<void(std::FILE*)>& write) {
   std::FILE* f = std::fopen(path.c_str(), "w");
   if (f) {
@@ -129,12 +136,7 @@ int run_pair(const PairLaunch& p) {
         const int fd = open(p.output[i].c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (fd < 0 || dup2(fd, STDOUT_FILENO) < 0 || dup2(fd, STDERR_FILENO) < 0) _exit(127);
       }
-      if (p.cpu[i] >= 0) {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        CPU_SET(p.cpu[i], &set);
-        sched_setaffinity(0, sizeof(set), &set);
-      }
+      if (p.cpu[i] >= 0) pin_to_cpu(p.cpu[i]);
       execvp(exe.c_str(), argv.data());
       std::fprintf(stderr, "uroce %s: exec: %s\n", tool.c_str(), std::strerror(errno));
       _exit(127);

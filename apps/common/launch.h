@@ -42,6 +42,10 @@ std::vector<std::string> split_list(std::string_view s);
 /// A TCP port free on host (IPv4 text) at the time of the call (18515 if none could be had).
 uint16_t free_tcp_port(const std::string& host);
 
+/// Pins the calling thread to one CPU (sched_setaffinity on thread 0: safe in
+/// a child between fork and exec); false if the system refuses (no such CPU).
+bool pin_to_cpu(int cpu);
+
 /// Creates (truncates) path and writes it with write(f); false after printing
 /// "uroce <tool>: PATH: <errno text>" if it could not be created or wholly
 /// written (a full disk shows only when the buffers are flushed at close).

@@ -3,8 +3,6 @@
 // floor, uroce demo, perftest on a verbs device or under `uroce run`), run
 // again when it fails, and the readers of what the children print.
 #include <dlfcn.h>
-#include <pthread.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -74,10 +72,7 @@ double line_round_trip_ns(int cpu_a, int cpu_b) {
   std::atomic<bool> stop{false};
   std::atomic<int> pinned{0};
   auto pin = [&pinned](int cpu) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    if (pthread_setaffinity_np(pthread_self(), sizeof(set), &set) == 0) pinned.fetch_add(1);
+    if (pin_to_cpu(cpu)) pinned.fetch_add(1);
   };
   std::thread echo([&] {
     pin(cpu_a);
